@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * xpu: slices of NVIDIA GPUs.  Brings the parts of the module up in order and
+ * takes them down in the reverse order.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/init.h>
+#include <linux/module.h>
+
+#include "ctl.h"
+#include "version.h"
+
+static int __init xpu_init(void)
+{
+	int ret;
+
+	/* The admin device comes last: once it exists, user space can call in. */
+	ret = xpu_ctl_init();
+	if (ret)
+		return ret;
+
+	pr_info("version " XPU_VERSION " loaded\n");
+	return 0;
+}
+
+static void __exit xpu_exit(void)
+{
+	xpu_ctl_exit();
+}
+
+module_init(xpu_init);
+module_exit(xpu_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("Slices of NVIDIA GPUs");
+MODULE_VERSION(XPU_VERSION);

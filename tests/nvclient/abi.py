@@ -1,0 +1,700 @@
+"""NVIDIA kernel-driver user ABI: numbers, status codes and x86_64 layouts.
+
+Everything here is a fact read from NVIDIA's open kernel modules
+(NVIDIA/open-gpu-kernel-modules); the header each group comes from is named
+above it.  Classes keep the C names so they can be grepped in the headers, and
+tests/unit/test_nvclient_abi.py checks every size and offset against layouts
+computed from those headers (tests/fixtures/nvidia-abi/).
+
+Structures whose size changed between driver releases are not module-level
+classes: ``for_version()`` returns the table row of one driver version with
+the right classes and sizes.
+"""
+
+import ctypes
+import re
+from ctypes import c_char, c_int32, c_uint8, c_uint16, c_uint32, c_uint64
+from dataclasses import dataclass
+from functools import lru_cache
+
+# ---------------------------------------------------------------------------
+# ioctl encoding (asm-generic/ioctl.h; the driver reads only _IOC_NR/_IOC_SIZE)
+
+_IOC_NRBITS, _IOC_TYPEBITS, _IOC_SIZEBITS = 8, 8, 14
+_IOC_NRSHIFT = 0
+_IOC_TYPESHIFT = _IOC_NRSHIFT + _IOC_NRBITS
+_IOC_SIZESHIFT = _IOC_TYPESHIFT + _IOC_TYPEBITS
+_IOC_DIRSHIFT = _IOC_SIZESHIFT + _IOC_SIZEBITS
+_IOC_WRITE, _IOC_READ = 1, 2
+IOC_SIZE_MAX = (1 << _IOC_SIZEBITS) - 1
+
+
+def _IOC(direction, type_, nr, size):
+    if not 0 <= size <= IOC_SIZE_MAX:
+        raise ValueError(f"ioctl size {size} does not fit _IOC_SIZE")
+    return ((direction << _IOC_DIRSHIFT) | (size << _IOC_SIZESHIFT)
+            | (type_ << _IOC_TYPESHIFT) | (nr << _IOC_NRSHIFT))
+
+
+def _IOWR(type_, nr, size):
+    return _IOC(_IOC_READ | _IOC_WRITE, type_, nr, size)
+
+
+def ioc_nr(cmd):
+    return (cmd >> _IOC_NRSHIFT) & ((1 << _IOC_NRBITS) - 1)
+
+
+def ioc_size(cmd):
+    return (cmd >> _IOC_SIZESHIFT) & ((1 << _IOC_SIZEBITS) - 1)
+
+
+# kernel-open/common/inc/nv-ioctl-numbers.h
+NV_IOCTL_MAGIC = ord("F")
+
+
+def nv_ioctl(nr, size):
+    """The command word for escape ``nr`` with an argument of ``size`` bytes."""
+    return _IOWR(NV_IOCTL_MAGIC, nr, size)
+
+
+NV_IOCTL_BASE = 200
+NV_ESC_CARD_INFO = NV_IOCTL_BASE + 0
+NV_ESC_REGISTER_FD = NV_IOCTL_BASE + 1
+NV_ESC_ALLOC_OS_EVENT = NV_IOCTL_BASE + 6
+NV_ESC_FREE_OS_EVENT = NV_IOCTL_BASE + 7
+NV_ESC_STATUS_CODE = NV_IOCTL_BASE + 9
+NV_ESC_CHECK_VERSION_STR = NV_IOCTL_BASE + 10
+NV_ESC_IOCTL_XFER_CMD = NV_IOCTL_BASE + 11
+NV_ESC_ATTACH_GPUS_TO_FD = NV_IOCTL_BASE + 12
+NV_ESC_QUERY_DEVICE_INTR = NV_IOCTL_BASE + 13
+NV_ESC_SYS_PARAMS = NV_IOCTL_BASE + 14
+NV_ESC_NUMA_INFO = NV_IOCTL_BASE + 15
+NV_ESC_EXPORT_TO_DMABUF_FD = NV_IOCTL_BASE + 17
+NV_ESC_WAIT_OPEN_COMPLETE = NV_IOCTL_BASE + 18
+
+# src/nvidia/arch/nvalloc/unix/include/nv_escape.h
+NV_ESC_RM_ALLOC_MEMORY = 0x27
+NV_ESC_RM_ALLOC_OBJECT = 0x28
+NV_ESC_RM_FREE = 0x29
+NV_ESC_RM_CONTROL = 0x2A
+NV_ESC_RM_ALLOC = 0x2B
+NV_ESC_RM_DUP_OBJECT = 0x34
+NV_ESC_RM_SHARE = 0x35
+NV_ESC_RM_VID_HEAP_CONTROL = 0x4A
+NV_ESC_RM_MAP_MEMORY = 0x4E
+NV_ESC_RM_UNMAP_MEMORY = 0x4F
+NV_ESC_RM_GET_EVENT_DATA = 0x52
+NV_ESC_RM_MAP_MEMORY_DMA = 0x57
+NV_ESC_RM_UNMAP_MEMORY_DMA = 0x58
+NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO = 0x5E
+
+# kernel-open/common/inc/nv-ioctl.h: the largest argument IOCTL_XFER_CMD takes
+NV_ABSOLUTE_MAX_IOCTL_SIZE = 16384
+
+# Device nodes (nv.c, nvidia-modprobe)
+NV_MAJOR_DEVICE_NUMBER = 195
+NV_CONTROL_DEVICE_MINOR = 255
+NV_CTL_PATH = "/dev/nvidiactl"
+
+
+def nv_gpu_path(minor):
+    return f"/dev/nvidia{minor}"
+
+
+# ---------------------------------------------------------------------------
+# Status codes (src/common/sdk/nvidia/inc/nvstatuscodes.h)
+
+NV_OK = 0x00000000
+NV_ERR_GENERIC = 0x0000FFFF
+NV_ERR_BUFFER_TOO_SMALL = 0x00000002
+NV_ERR_IN_USE = 0x00000017
+NV_ERR_INSERT_DUPLICATE_NAME = 0x00000019
+NV_ERR_INSUFFICIENT_RESOURCES = 0x0000001A
+NV_ERR_INSUFFICIENT_PERMISSIONS = 0x0000001B
+NV_ERR_INVALID_ACCESS_TYPE = 0x0000001D
+NV_ERR_INVALID_ADDRESS = 0x0000001E
+NV_ERR_INVALID_ARGUMENT = 0x0000001F
+NV_ERR_INVALID_BASE = 0x00000020
+NV_ERR_INVALID_CHANNEL = 0x00000021
+NV_ERR_INVALID_CLASS = 0x00000022
+NV_ERR_INVALID_CLIENT = 0x00000023
+NV_ERR_INVALID_COMMAND = 0x00000024
+NV_ERR_INVALID_DATA = 0x00000025
+NV_ERR_INVALID_DEVICE = 0x00000026
+NV_ERR_INVALID_FLAGS = 0x00000029
+NV_ERR_INVALID_FUNCTION = 0x0000002A
+NV_ERR_INVALID_INDEX = 0x0000002C
+NV_ERR_INVALID_LIMIT = 0x0000002E
+NV_ERR_INVALID_OBJECT = 0x00000031
+NV_ERR_INVALID_OBJECT_HANDLE = 0x00000033
+NV_ERR_INVALID_OBJECT_NEW = 0x00000034
+NV_ERR_INVALID_OBJECT_OLD = 0x00000035
+NV_ERR_INVALID_OBJECT_PARENT = 0x00000036
+NV_ERR_INVALID_OFFSET = 0x00000037
+NV_ERR_INVALID_OPERATION = 0x00000038
+NV_ERR_INVALID_OWNER = 0x00000039
+NV_ERR_INVALID_PARAM_STRUCT = 0x0000003A
+NV_ERR_INVALID_PARAMETER = 0x0000003B
+NV_ERR_INVALID_POINTER = 0x0000003D
+NV_ERR_INVALID_REQUEST = 0x0000003F
+NV_ERR_INVALID_STATE = 0x00000040
+NV_ERR_INVALID_STRING_LENGTH = 0x00000041
+NV_ERR_NO_MEMORY = 0x00000051
+NV_ERR_NOT_SUPPORTED = 0x00000056
+NV_ERR_OBJECT_NOT_FOUND = 0x00000057
+NV_ERR_OPERATING_SYSTEM = 0x00000059
+NV_ERR_STATE_IN_USE = 0x00000063
+NV_ERR_TIMEOUT = 0x00000065
+
+NV_STATUS = {name: value for name, value in globals().items()
+             if name == "NV_OK" or name.startswith("NV_ERR_")}
+NV_STATUS_NAMES = {v: k for k, v in NV_STATUS.items()}
+
+
+def status_name(status):
+    """'NV_ERR_NO_MEMORY (0x51)' for a known status, '0x...' for another."""
+    name = NV_STATUS_NAMES.get(status)
+    return f"{name} ({status:#x})" if name else f"NV status {status:#x}"
+
+
+# ---------------------------------------------------------------------------
+# Classes (src/common/sdk/nvidia/inc/class/cl*.h)
+
+NV01_ROOT = 0x0
+NV01_ROOT_NON_PRIV = 0x1
+NV01_ROOT_CLIENT = 0x41
+NV01_DEVICE_0 = 0x80
+NV20_SUBDEVICE_0 = 0x2080
+NV01_MEMORY_SYSTEM = 0x3E
+NV01_MEMORY_LOCAL_USER = 0x40
+NV01_MEMORY_VIRTUAL = 0x70
+NV01_MEMORY_LOCAL_PHYSICAL = 0xC2
+NV50_MEMORY_VIRTUAL = 0x50A0
+FERMI_VASPACE_A = 0x90F1
+KEPLER_CHANNEL_GROUP_A = 0xA06C
+VOLTA_CHANNEL_GPFIFO_A = 0xC36F
+HOPPER_CHANNEL_GPFIFO_A = 0xC86F
+VOLTA_USERMODE_A = 0xC361
+HOPPER_USERMODE_A = 0xC661
+
+# cl2080_notification.h
+NV2080_ENGINE_TYPE_GR0 = 0x1
+
+# clc361.h: the usermode region and its doorbell
+NVC361_NV_USERMODE__SIZE = 0x10000
+NVC361_NOTIFY_CHANNEL_PENDING = 0x90
+
+# clc36f.h Nvc36fControl (USERD, Volta and later)
+NVC36F_USERD_GP_GET = 0x88
+NVC36F_USERD_GP_PUT = 0x8C
+NVC36F_USERD_SIZE = 0x200
+
+# nvlimits.h
+NV_MAX_SUBDEVICES = 8
+
+# ---------------------------------------------------------------------------
+# Controls (src/common/sdk/nvidia/inc/ctrl/...)
+
+NV2080_CTRL_CMD_GPU_GET_PIDS = 0x2080018D
+NV2080_CTRL_CMD_GPU_GET_PID_INFO = 0x2080018E
+NV2080_CTRL_CMD_FB_GET_INFO = 0x20801301
+NV2080_CTRL_CMD_FB_GET_INFO_V2 = 0x20801303
+NVA06C_CTRL_CMD_GPFIFO_SCHEDULE = 0xA06C0101
+NVA06C_CTRL_CMD_SET_TIMESLICE = 0xA06C0103
+NVA06C_CTRL_CMD_GET_TIMESLICE = 0xA06C0104
+NVA06C_CTRL_CMD_PREEMPT = 0xA06C0105
+NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN = 0xC36F0108
+
+# ctrl2080fb.h: FB info indices (values are in KiB)
+NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE = 0x07
+NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE = 0x08
+NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE = 0x09
+NV2080_CTRL_FB_INFO_INDEX_MAPPABLE_HEAP_SIZE = 0x0A
+NV2080_CTRL_FB_INFO_INDEX_FB_TAX_SIZE_KB = 0x10
+NV2080_CTRL_FB_INFO_INDEX_LARGEST_FREE_REGION_SIZE_KB = 0x12
+NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE = 0x16
+NV2080_CTRL_FB_INFO_INDEX_USABLE_RAM_SIZE = 0x20
+
+# ctrl2080gpu.h
+NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT = 950
+NV2080_CTRL_GPU_GET_PIDS_ID_TYPE_CLASS = 0
+NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT = 200
+NV2080_CTRL_GPU_PID_INFO_INDEX_VIDEO_MEMORY_USAGE = 0
+
+# ---------------------------------------------------------------------------
+# Field values (nvos.h)
+
+NVOS32_FUNCTION_ALLOC_SIZE = 2
+NVOS32_FUNCTION_FREE = 3
+NVOS32_FUNCTION_INFO = 5
+NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT = 6
+NVOS32_FUNCTION_ALLOC_SIZE_RANGE = 14
+NVOS32_FUNCTION_ALLOC_OS_DESCRIPTOR = 27
+
+NVOS32_TYPE_IMAGE = 0
+NVOS32_ALLOC_FLAGS_VIRTUAL = 0x00080000
+
+# NVOS32_ATTR_PAGE_SIZE 24:23, NVOS32_ATTR_LOCATION 26:25
+NVOS32_ATTR_PAGE_SIZE_SHIFT = 23
+NVOS32_ATTR_PAGE_SIZE_DEFAULT = 0
+NVOS32_ATTR_PAGE_SIZE_4KB = 1
+NVOS32_ATTR_PAGE_SIZE_BIG = 2
+NVOS32_ATTR_PAGE_SIZE_HUGE = 3
+NVOS32_ATTR_LOCATION_SHIFT = 25
+NVOS32_ATTR_LOCATION_VIDMEM = 0
+NVOS32_ATTR_LOCATION_PCI = 1
+NVOS32_ATTR_LOCATION_ANY = 3
+# NVOS32_ATTR2_PAGE_SIZE_HUGE 21:20
+NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT = 20
+NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB = 1
+
+
+def nvos32_attr(location=NVOS32_ATTR_LOCATION_VIDMEM,
+                page_size=NVOS32_ATTR_PAGE_SIZE_DEFAULT):
+    return ((location << NVOS32_ATTR_LOCATION_SHIFT)
+            | (page_size << NVOS32_ATTR_PAGE_SIZE_SHIFT))
+
+
+# kernel-open/common/inc/nv-ioctl.h
+NV_RM_API_VERSION_STRING_LENGTH = 64
+NV_RM_API_VERSION_CMD_STRICT = 0
+NV_RM_API_VERSION_CMD_RELAXED = ord("1")
+NV_RM_API_VERSION_CMD_QUERY = ord("2")
+NV_RM_API_VERSION_REPLY_UNRECOGNIZED = 0
+NV_RM_API_VERSION_REPLY_RECOGNIZED = 1
+
+# ---------------------------------------------------------------------------
+# Layouts.  NvHandle/NvU32/NvV32 are u32; NvP64 and NV_ALIGN_BYTES(8) fields
+# are u64, 8-aligned, which is ctypes' natural x86_64 alignment too.
+
+NvHandle = c_uint32
+NvP64 = c_uint64
+NvBool = c_uint8
+
+
+class _Struct(ctypes.Structure):
+    """A C struct; ``_c_name_`` names the C type when it differs."""
+
+    def __repr__(self):
+        fields = ", ".join(f"{n}={getattr(self, n)!r}"
+                           for n, *_ in self._fields_ if not n.startswith("_"))
+        return f"{type(self).__name__}({fields})"
+
+
+# --- kernel-open/common/inc/nv-ioctl.h
+
+class nv_pci_info_t(_Struct):
+    _fields_ = [("domain", c_uint32), ("bus", c_uint8), ("slot", c_uint8),
+                ("function", c_uint8), ("vendor_id", c_uint16),
+                ("device_id", c_uint16)]
+
+
+class nv_ioctl_xfer_t(_Struct):
+    _fields_ = [("cmd", c_uint32), ("size", c_uint32), ("ptr", NvP64)]
+
+
+class nv_ioctl_card_info_t(_Struct):
+    _fields_ = [("valid", NvBool), ("pci_info", nv_pci_info_t),
+                ("gpu_id", c_uint32), ("interrupt_line", c_uint16),
+                ("reg_address", c_uint64), ("reg_size", c_uint64),
+                ("fb_address", c_uint64), ("fb_size", c_uint64),
+                ("minor_number", c_uint32), ("dev_name", c_uint8 * 10)]
+
+
+class nv_ioctl_status_code_t(_Struct):
+    _fields_ = [("domain", c_uint32), ("bus", c_uint8), ("slot", c_uint8),
+                ("status", c_uint32)]
+
+
+class nv_ioctl_rm_api_version_t(_Struct):
+    _fields_ = [("cmd", c_uint32), ("reply", c_uint32),
+                ("versionString", c_char * NV_RM_API_VERSION_STRING_LENGTH)]
+
+
+class nv_ioctl_sys_params_t(_Struct):
+    _fields_ = [("memblock_size", c_uint64)]
+
+
+class nv_ioctl_register_fd_t(_Struct):
+    _fields_ = [("ctl_fd", c_int32)]
+
+
+# --- src/common/sdk/nvidia/inc/nvos.h
+
+class NVOS00_PARAMETERS(_Struct):
+    _fields_ = [("hRoot", NvHandle), ("hObjectParent", NvHandle),
+                ("hObjectOld", NvHandle), ("status", c_uint32)]
+
+
+class NVOS02_PARAMETERS(_Struct):
+    _fields_ = [("hRoot", NvHandle), ("hObjectParent", NvHandle),
+                ("hObjectNew", NvHandle), ("hClass", c_uint32),
+                ("flags", c_uint32), ("pMemory", NvP64), ("limit", c_uint64),
+                ("status", c_uint32)]
+
+
+class nv_ioctl_nvos02_parameters_with_fd(_Struct):
+    _fields_ = [("params", NVOS02_PARAMETERS), ("fd", c_int32)]
+
+
+class NVOS21_PARAMETERS(_Struct):
+    _fields_ = [("hRoot", NvHandle), ("hObjectParent", NvHandle),
+                ("hObjectNew", NvHandle), ("hClass", c_uint32),
+                ("pAllocParms", NvP64), ("paramsSize", c_uint32),
+                ("status", c_uint32)]
+
+
+class NVOS64_PARAMETERS(_Struct):
+    _fields_ = [("hRoot", NvHandle), ("hObjectParent", NvHandle),
+                ("hObjectNew", NvHandle), ("hClass", c_uint32),
+                ("pAllocParms", NvP64), ("pRightsRequested", NvP64),
+                ("paramsSize", c_uint32), ("flags", c_uint32),
+                ("status", c_uint32)]
+
+
+class _NVOS32AllocSize(_Struct):
+    _fields_ = [("owner", c_uint32), ("hMemory", NvHandle), ("type", c_uint32),
+                ("flags", c_uint32), ("attr", c_uint32), ("format", c_uint32),
+                ("comprCovg", c_uint32), ("zcullCovg", c_uint32),
+                ("partitionStride", c_uint32), ("width", c_uint32),
+                ("height", c_uint32), ("size", c_uint64),
+                ("alignment", c_uint64), ("offset", c_uint64),
+                ("limit", c_uint64), ("address", NvP64),
+                ("rangeBegin", c_uint64), ("rangeEnd", c_uint64),
+                ("attr2", c_uint32), ("ctagOffset", c_uint32)]
+
+
+class _NVOS32Free(_Struct):
+    _fields_ = [("owner", c_uint32), ("hMemory", NvHandle), ("flags", c_uint32)]
+
+
+class _NVOS32Info(_Struct):
+    _fields_ = [("attr", c_uint32), ("offset", c_uint64), ("size", c_uint64),
+                ("base", c_uint64)]
+
+
+class _NVOS32Data(ctypes.Union):
+    _fields_ = [("AllocSize", _NVOS32AllocSize), ("Free", _NVOS32Free),
+                ("Info", _NVOS32Info), ("_raw", c_uint64 * 18)]
+
+
+class NVOS32_PARAMETERS(_Struct):
+    _fields_ = [("hRoot", NvHandle), ("hObjectParent", NvHandle),
+                ("function", c_uint32), ("hVASpace", NvHandle),
+                ("ivcHeapNumber", ctypes.c_int16), ("status", c_uint32),
+                ("total", c_uint64), ("free", c_uint64), ("data", _NVOS32Data)]
+
+
+class NVOS33_PARAMETERS(_Struct):
+    _fields_ = [("hClient", NvHandle), ("hDevice", NvHandle),
+                ("hMemory", NvHandle), ("offset", c_uint64),
+                ("length", c_uint64), ("pLinearAddress", NvP64),
+                ("status", c_uint32), ("flags", c_uint32)]
+
+
+class nv_ioctl_nvos33_parameters_with_fd(_Struct):
+    _fields_ = [("params", NVOS33_PARAMETERS), ("fd", c_int32)]
+
+
+class NVOS34_PARAMETERS(_Struct):
+    _fields_ = [("hClient", NvHandle), ("hDevice", NvHandle),
+                ("hMemory", NvHandle), ("pLinearAddress", NvP64),
+                ("status", c_uint32), ("flags", c_uint32)]
+
+
+class NVOS54_PARAMETERS(_Struct):
+    _fields_ = [("hClient", NvHandle), ("hObject", NvHandle),
+                ("cmd", c_uint32), ("flags", c_uint32), ("params", NvP64),
+                ("paramsSize", c_uint32), ("status", c_uint32)]
+
+
+class NVOS55_PARAMETERS(_Struct):
+    _fields_ = [("hClient", NvHandle), ("hParent", NvHandle),
+                ("hObject", NvHandle), ("hClientSrc", NvHandle),
+                ("hObjectSrc", NvHandle), ("flags", c_uint32),
+                ("status", c_uint32)]
+
+
+# The alloc params of NV01_MEMORY_SYSTEM / NV01_MEMORY_LOCAL_USER; 545 added
+# numaNode (120 -> 128 bytes), so the class comes from for_version().
+_MEMORY_ALLOCATION_FIELDS = [
+    ("owner", c_uint32), ("type", c_uint32), ("flags", c_uint32),
+    ("width", c_uint32), ("height", c_uint32), ("pitch", c_int32),
+    ("attr", c_uint32), ("attr2", c_uint32), ("format", c_uint32),
+    ("comprCovg", c_uint32), ("zcullCovg", c_uint32), ("rangeLo", c_uint64),
+    ("rangeHi", c_uint64), ("size", c_uint64), ("alignment", c_uint64),
+    ("offset", c_uint64), ("limit", c_uint64), ("address", NvP64),
+    ("ctagOffset", c_uint32), ("hVASpace", NvHandle),
+    ("internalflags", c_uint32), ("tag", c_uint32)]
+
+# --- class/cl0080.h, class/cl2080.h
+
+
+class NV0080_ALLOC_PARAMETERS(_Struct):
+    _fields_ = [("deviceId", c_uint32), ("hClientShare", NvHandle),
+                ("hTargetClient", NvHandle), ("hTargetDevice", NvHandle),
+                ("flags", c_uint32), ("vaSpaceSize", c_uint64),
+                ("vaStartInternal", c_uint64), ("vaLimitInternal", c_uint64),
+                ("vaMode", c_uint32)]
+
+
+class NV2080_ALLOC_PARAMETERS(_Struct):
+    _fields_ = [("subDeviceId", c_uint32)]
+
+
+# --- ctrl/ctrl2080/ctrl2080fb.h
+
+class NV2080_CTRL_FB_INFO(_Struct):
+    _fields_ = [("index", c_uint32), ("data", c_uint32)]
+
+
+class NV2080_CTRL_FB_GET_INFO_PARAMS(_Struct):
+    _fields_ = [("fbInfoListSize", c_uint32), ("fbInfoList", NvP64)]
+
+
+# --- ctrl/ctrl2080/ctrl2080gpu.h
+
+class NV2080_CTRL_GPU_GET_PIDS_PARAMS(_Struct):
+    _fields_ = [("idType", c_uint32), ("id", c_uint32),
+                ("pidTblCount", c_uint32),
+                ("pidTbl", c_uint32 * NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT)]
+
+
+class NV2080_CTRL_GPU_PID_INFO_VIDEO_MEMORY_USAGE_DATA(_Struct):
+    _fields_ = [("memPrivate", c_uint64), ("memSharedOwned", c_uint64),
+                ("memSharedDuped", c_uint64),
+                ("protectedMemPrivate", c_uint64),
+                ("protectedMemSharedOwned", c_uint64),
+                ("protectedMemSharedDuped", c_uint64)]
+
+
+class NV2080_CTRL_GPU_PID_INFO_DATA(ctypes.Union):
+    _fields_ = [("vidMemUsage",
+                 NV2080_CTRL_GPU_PID_INFO_VIDEO_MEMORY_USAGE_DATA)]
+
+
+class NV2080_CTRL_SMC_SUBSCRIPTION_INFO(_Struct):
+    _fields_ = [("computeInstanceId", c_uint32), ("gpuInstanceId", c_uint32)]
+
+
+class NV2080_CTRL_GPU_PID_INFO(_Struct):
+    _fields_ = [("pid", c_uint32), ("index", c_uint32), ("result", c_uint32),
+                ("data", NV2080_CTRL_GPU_PID_INFO_DATA),
+                ("smcSubscription", NV2080_CTRL_SMC_SUBSCRIPTION_INFO)]
+
+
+class NV2080_CTRL_GPU_GET_PID_INFO_PARAMS(_Struct):
+    _fields_ = [("pidInfoListCount", c_uint32),
+                ("pidInfoList",
+                 NV2080_CTRL_GPU_PID_INFO * NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT)]
+
+
+# --- nvos.h (TSG), alloc/alloc_channel.h, ctrl/ctrla06c.h, ctrl/ctrlc36f.h
+
+class NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(_Struct):
+    _fields_ = [("hObjectError", NvHandle), ("hObjectEccError", NvHandle),
+                ("hVASpace", NvHandle), ("engineType", c_uint32),
+                ("bIsCallingContextVgpuPlugin", NvBool)]
+
+
+class NV_MEMORY_DESC_PARAMS(_Struct):
+    _fields_ = [("base", c_uint64), ("size", c_uint64),
+                ("addressSpace", c_uint32), ("cacheAttrib", c_uint32)]
+
+
+_CHANNEL_ALLOC_FIELDS = [
+    ("hObjectError", NvHandle), ("hObjectBuffer", NvHandle),
+    ("gpFifoOffset", c_uint64), ("gpFifoEntries", c_uint32),
+    ("flags", c_uint32), ("hContextShare", NvHandle), ("hVASpace", NvHandle),
+    ("hUserdMemory", NvHandle * NV_MAX_SUBDEVICES),
+    ("userdOffset", c_uint64 * NV_MAX_SUBDEVICES),
+    ("engineType", c_uint32), ("cid", c_uint32), ("subDeviceId", c_uint32),
+    ("hObjectEccError", NvHandle),
+    ("instanceMem", NV_MEMORY_DESC_PARAMS),
+    ("userdMem", NV_MEMORY_DESC_PARAMS),
+    ("ramfcMem", NV_MEMORY_DESC_PARAMS),
+    ("mthdbufMem", NV_MEMORY_DESC_PARAMS),
+    ("hPhysChannelGroup", NvHandle), ("internalFlags", c_uint32),
+    ("errorNotifierMem", NV_MEMORY_DESC_PARAMS),
+    ("eccErrorNotifierMem", NV_MEMORY_DESC_PARAMS),
+    ("ProcessID", c_uint32), ("SubProcessID", c_uint32),
+    ("encryptIv", c_uint32 * 3), ("decryptIv", c_uint32 * 3),
+    ("hmacNonce", c_uint32 * 8)]
+
+
+# NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS is NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS
+# (ctrla06f/ctrla06fgpfifo.h); 575 added bSkipEnable (2 -> 3 bytes).
+_GPFIFO_SCHEDULE_FIELDS = [("bEnable", NvBool), ("bSkipSubmit", NvBool)]
+
+
+class NVA06C_CTRL_TIMESLICE_PARAMS(_Struct):
+    _fields_ = [("timesliceUs", c_uint64)]
+
+
+class NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS(_Struct):
+    _fields_ = [("workSubmitToken", c_uint32)]
+
+
+# The stub's GPFIFO entry (docs/nvstub.md: a work item, not a pushbuffer
+# pointer) and NVIDIA's 8-byte entry size.
+class NvstubWorkItem(_Struct):
+    _c_name_ = None     # the stub's own, not an NVIDIA type
+    _fields_ = [("duration_us", c_uint32), ("reserved", c_uint32)]
+
+
+NV_GPFIFO_ENTRY_SIZE = 8
+
+# ---------------------------------------------------------------------------
+# Per-driver-version table
+
+
+def _make_struct(c_name, fields, tag):
+    return type(f"{c_name}_{tag}", (_Struct,),
+                {"_fields_": fields, "_c_name_": c_name})
+
+
+@dataclass(frozen=True)
+class _Row:
+    since: tuple        # first (major, minor) this row applies to
+    fb_info_max_list: int       # NV2080_CTRL_FB_INFO_MAX_LIST_SIZE
+    mem_alloc_numa_node: bool   # NV_MEMORY_ALLOCATION_PARAMS.numaNode (545)
+    channel_tpc_config_id: bool  # NV_CHANNEL_ALLOC_PARAMS.tpcConfigID (570)
+    schedule_skip_enable: bool  # GPFIFO_SCHEDULE_PARAMS.bSkipEnable (575)
+    device_check: str           # how NV01_DEVICE_0 recognises a GPU file
+
+
+# Oldest first.  535 is the first release with NVOS21/64.paramsSize, which
+# everything here assumes.
+_ROWS = (
+    _Row((535, 0), 0x36, False, False, False, "rdev"),
+    _Row((545, 0), 0x37, True, False, False, "rdev"),
+    _Row((550, 0), 0x37, True, False, False, "fops"),
+    _Row((560, 0), 0x39, True, False, False, "fops"),
+    _Row((570, 0), 0x39, True, True, False, "fops"),
+    _Row((575, 0), 0x39, True, True, True, "fops"),
+    _Row((580, 0), 0x80, True, True, True, "fops"),
+)
+
+
+@dataclass(frozen=True)
+class DriverAbi:
+    """The version-dependent part of the ABI, for one driver version."""
+    version: str
+    device_check: str
+    NV_MEMORY_ALLOCATION_PARAMS: type
+    NV2080_CTRL_FB_GET_INFO_V2_PARAMS: type
+    NV_CHANNEL_ALLOC_PARAMS: type
+    NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS: type
+
+    @property
+    def mem_alloc_params_size(self):
+        return ctypes.sizeof(self.NV_MEMORY_ALLOCATION_PARAMS)
+
+    @property
+    def fb_info_v2_size(self):
+        return ctypes.sizeof(self.NV2080_CTRL_FB_GET_INFO_V2_PARAMS)
+
+    @property
+    def channel_alloc_params_size(self):
+        return ctypes.sizeof(self.NV_CHANNEL_ALLOC_PARAMS)
+
+    @property
+    def fb_info_max_list(self):
+        return len(self.NV2080_CTRL_FB_GET_INFO_V2_PARAMS().fbInfoList)
+
+    def structs(self):
+        """Every struct class of this ABI: the fixed ones and this row's."""
+        return fixed_structs() + [self.NV_MEMORY_ALLOCATION_PARAMS,
+                                  self.NV2080_CTRL_FB_GET_INFO_V2_PARAMS,
+                                  self.NV_CHANNEL_ALLOC_PARAMS,
+                                  self.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS]
+
+
+_VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
+
+
+def parse_version(version):
+    m = _VERSION_RE.match(version.strip())
+    if not m:
+        raise ValueError(f"not an NVIDIA driver version: {version!r}")
+    return tuple(int(x) for x in m.groups() if x is not None)
+
+
+@lru_cache(maxsize=None)
+def _abi_for_row(row):
+    tag = f"{row.since[0]}"
+    mem = list(_MEMORY_ALLOCATION_FIELDS)
+    if row.mem_alloc_numa_node:
+        mem.append(("numaNode", c_int32))
+    chan = list(_CHANNEL_ALLOC_FIELDS)
+    if row.channel_tpc_config_id:
+        chan.append(("tpcConfigID", c_uint32))
+    fb_v2 = [("fbInfoListSize", c_uint32),
+             ("fbInfoList", NV2080_CTRL_FB_INFO * row.fb_info_max_list)]
+    sched = list(_GPFIFO_SCHEDULE_FIELDS)
+    if row.schedule_skip_enable:
+        sched.append(("bSkipEnable", NvBool))
+    return dict(
+        NV_MEMORY_ALLOCATION_PARAMS=_make_struct(
+            "NV_MEMORY_ALLOCATION_PARAMS", mem, tag),
+        NV2080_CTRL_FB_GET_INFO_V2_PARAMS=_make_struct(
+            "NV2080_CTRL_FB_GET_INFO_V2_PARAMS", fb_v2, tag),
+        NV_CHANNEL_ALLOC_PARAMS=_make_struct(
+            "NV_CHANNEL_ALLOC_PARAMS", chan, tag),
+        NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS=_make_struct(
+            "NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS", sched, tag))
+
+
+def for_version(version):
+    """The ABI row of driver ``version`` ('580.126.20')."""
+    key = parse_version(version)[:2]
+    rows = [r for r in _ROWS if r.since <= key]
+    if not rows:
+        raise ValueError(f"driver {version} is older than the oldest "
+                         f"supported ({_ROWS[0].since[0]})")
+    row = rows[-1]
+    return DriverAbi(version=version, device_check=row.device_check,
+                     **_abi_for_row(row))
+
+
+def fixed_structs():
+    """Every version-independent struct class defined here."""
+    return [obj for obj in globals().values()
+            if isinstance(obj, type) and issubclass(obj, _Struct)
+            and obj is not _Struct and not obj.__name__.startswith("_")
+            and getattr(obj, "_c_name_", "") is not None]
+
+
+def c_name(cls):
+    return getattr(cls, "_c_name_", None) or cls.__name__
+
+
+# ---------------------------------------------------------------------------
+# ioctl command words as the wire carries them
+
+NV_IOCTL_CARD_INFO_ENTRY = ctypes.sizeof(nv_ioctl_card_info_t)
+
+
+def cmd_of(nr, struct_or_size):
+    size = (struct_or_size if isinstance(struct_or_size, int)
+            else ctypes.sizeof(struct_or_size))
+    return nv_ioctl(nr, size)
+
+
+IOCTL_RM_FREE = cmd_of(NV_ESC_RM_FREE, NVOS00_PARAMETERS)
+IOCTL_RM_CONTROL = cmd_of(NV_ESC_RM_CONTROL, NVOS54_PARAMETERS)
+IOCTL_RM_ALLOC_NVOS21 = cmd_of(NV_ESC_RM_ALLOC, NVOS21_PARAMETERS)
+IOCTL_RM_ALLOC_NVOS64 = cmd_of(NV_ESC_RM_ALLOC, NVOS64_PARAMETERS)
+IOCTL_RM_ALLOC_MEMORY = cmd_of(NV_ESC_RM_ALLOC_MEMORY,
+                               nv_ioctl_nvos02_parameters_with_fd)
+IOCTL_RM_VID_HEAP_CONTROL = cmd_of(NV_ESC_RM_VID_HEAP_CONTROL,
+                                   NVOS32_PARAMETERS)
+IOCTL_RM_MAP_MEMORY = cmd_of(NV_ESC_RM_MAP_MEMORY,
+                             nv_ioctl_nvos33_parameters_with_fd)
+IOCTL_RM_UNMAP_MEMORY = cmd_of(NV_ESC_RM_UNMAP_MEMORY, NVOS34_PARAMETERS)
+IOCTL_RM_DUP_OBJECT = cmd_of(NV_ESC_RM_DUP_OBJECT, NVOS55_PARAMETERS)
+IOCTL_REGISTER_FD = cmd_of(NV_ESC_REGISTER_FD, nv_ioctl_register_fd_t)
+IOCTL_CHECK_VERSION_STR = cmd_of(NV_ESC_CHECK_VERSION_STR,
+                                 nv_ioctl_rm_api_version_t)
+IOCTL_SYS_PARAMS = cmd_of(NV_ESC_SYS_PARAMS, nv_ioctl_sys_params_t)
+IOCTL_XFER_CMD = cmd_of(NV_ESC_IOCTL_XFER_CMD, nv_ioctl_xfer_t)

@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The VM rig tests itself: exit statuses come back, kernel warnings fail a run.
+
+Each test is one VM boot (about 30 s under software emulation)."""
+
+import subprocess
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parents[2]
+RUN = TOP / "tests" / "vm" / "run"
+
+
+def vm(*args, timeout=600):
+    return subprocess.run([str(RUN), *args], cwd=TOP,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_true_exits_0():
+    r = vm("--", "true")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_false_exits_1():
+    r = vm("--", "false")
+    assert r.returncode == 1, r.stdout + r.stderr
+
+
+def test_command_status_comes_back_and_runs_as_root_in_repo():
+    r = vm("--", "sh", "-c",
+           'test "$(id -u)" = 0 && test "$PWD" = "$XPU_REPO" && '
+           'test -c /dev/nvidiactl && exit 7')
+    assert r.returncode == 7, r.stdout + r.stderr
+
+
+def test_warn_in_kernel_log_fails_the_run():
+    ko = TOP / "tests" / "vm" / "selftest" / "xpu_rigtest_warn.ko"
+    assert ko.exists(), "make vm-modules builds it"
+    r = vm("--no-xpu", "--", "insmod", str(ko))
+    assert r.returncode == 120, r.stdout + r.stderr
+    assert "WARNING:" in r.stdout
+
+
+def test_timeout_kills_the_run():
+    r = vm("--timeout", "45", "--", "sleep", "600", timeout=200)
+    assert r.returncode == 124, r.stdout + r.stderr
