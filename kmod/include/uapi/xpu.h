@@ -8,14 +8,15 @@
  *
  * Rules every ioctl here follows, so that old and new user space and kernels
  * can talk to each other:
- *  - Structs hold only __u32 and __u64, pointers travel as __u64, padding is
- *    explicit, and every struct is a multiple of 8 bytes, so the layout is the
- *    same for 32-bit and 64-bit callers.
- *  - Every struct starts with argsz and flags.  The caller sets argsz to the
- *    size of the struct it knows; a struct only ever grows at its end.  The
- *    kernel requires argsz to cover the fields the ioctl had when it was
- *    introduced, reads and writes no more than min(argsz, what it knows), and
- *    reports in argsz how many bytes it wrote.
+ *  - Structs hold only __u32 and __u64 (pointers travel as __u64), padding
+ *    is explicit, every __u64 sits at an offset that is a multiple of 8 and
+ *    every struct's size is a multiple of 8: the layout is then the same for
+ *    32-bit and 64-bit callers.  tests/unit/test_uapi.py checks all of it.
+ *  - Every ioctl's argument starts with argsz and flags.  The caller sets
+ *    argsz to the size of the struct it knows; a struct only ever grows at
+ *    its end.  The kernel requires argsz to cover the fields the ioctl had
+ *    when it was introduced, writes no more than min(argsz, what it knows)
+ *    and reports in argsz how many bytes it wrote.
  *  - Each flags word has an _ALL mask; a bit outside it fails with -EINVAL, so
  *    a caller can probe for a feature.
  *  - The kernel dispatches on the type, number and direction of the command;
