@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What xpud and xpuctl share on the command line: the common options, the
-version report, and turning errors into one line and an exit status."""
+version report, usage errors on one line, and turning errors into one line
+and an exit status."""
 
 from __future__ import annotations
 
@@ -8,10 +9,19 @@ import argparse
 import sys
 import traceback
 from collections.abc import Callable
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from . import __version__
-from .ctl import DEFAULT_PATH, Ctl, CtlError
+from .ctl import DEFAULT_PATH, Ctl
+from .errors import EXIT_ERROR, EXIT_USAGE, XpuError
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with usage errors as one line that says where help is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see "
+                              f"{self.prog} --help)\n")
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,14 +46,15 @@ def print_versions(prog: str, device: str, out: TextIO) -> None:
 
 
 def run(prog: str, debug: bool, body: Callable[[], int]) -> int:
-    """Run BODY; report an error as one line on stderr and return 1."""
+    """Run BODY; report an error as one line on stderr and return its exit
+    status (errors.py lists them)."""
     try:
         return body()
-    except CtlError as e:
+    except XpuError as e:
         if debug:
             traceback.print_exc()
         print(f"{prog}: error: {e}", file=sys.stderr)
-        return 1
+        return e.exit_status
     except Exception as e:  # noqa: BLE001 -- any failure ends as one line
         if debug:
             traceback.print_exc()
@@ -51,4 +62,4 @@ def run(prog: str, debug: bool, body: Callable[[], int]) -> int:
         else:
             msg = f"{type(e).__name__}: {e} (run with --debug for details)"
         print(f"{prog}: internal error: {msg}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR

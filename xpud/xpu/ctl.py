@@ -10,11 +10,12 @@ import os
 from dataclasses import dataclass
 
 from . import uapi
+from .errors import XpuError
 
 DEFAULT_PATH = "/dev/" + uapi.XPU_CTL_NAME
 
 
-class CtlError(Exception):
+class CtlError(XpuError):
     """The device could not be opened or refused a command.
 
     The message is one line, fit to show to the user as it is."""

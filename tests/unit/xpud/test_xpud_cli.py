@@ -1,0 +1,370 @@
+# SPDX-License-Identifier: Apache-2.0
+"""xpuctl: its command lines, its output (table and json) and its errors,
+against a real server in this process on the in-memory FakeBackend."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import xpu
+from xpu import cli
+from xpu.api import OPS
+from xpu.auth import Authorizer, PeerCred
+from xpu.sizes import GIB
+from xpud_fakes import UUID0, UUID1
+
+TOP = Path(__file__).resolve().parents[3]
+COMPLETION = TOP / "xpud" / "completion" / "xpuctl.bash"
+
+CONFIG = """\
+[[slice]]
+name = "train"
+gpu = 1
+memory = "8GiB"
+compute = 50
+"""
+
+
+def xpuctl_at(path, capsys, *argv):
+    try:
+        status = cli.main(["--socket", path, *argv])
+    except SystemExit as e:  # argparse's usage errors
+        status = e.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.fixture
+def xpuctl(served, capsys):
+    """xpuctl(*argv) -> (exit status, stdout, stderr), on the served
+    socket."""
+    path, _ = served
+
+    def run(*argv):
+        return xpuctl_at(path, capsys, *argv)
+
+    return run
+
+
+@pytest.fixture
+def with_config(make_service, serve, capsys):
+    svc = make_service(CONFIG)
+    path = serve(svc)
+
+    def run(*argv):
+        return xpuctl_at(path, capsys, *argv)
+
+    return run
+
+
+def one_line(err):
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    assert "Traceback" not in err
+    return err[:-1]
+
+
+# -- usage errors: exit status 2, before xpud is asked ---------------------
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "no command given"),
+    (["fly"], "argument COMMAND: invalid choice: 'fly'"),
+    (["create", "a", "--gpu", "0"],
+     "the following arguments are required: --memory"),
+    (["create", "a", "--memory", "1GiB"],
+     "the following arguments are required: --gpu"),
+    (["create", "a", "--gpu", "0", "--memory", "8GB"],
+     "argument --memory: '8GB' is ambiguous"),
+    (["create", "a", "--gpu", "0", "--memory", "512"],
+     "argument --memory: 512B is below the smallest limit, 1MiB"),
+    (["create", "a", "--gpu", "first", "--memory", "1GiB"],
+     "argument --gpu: 'first' is not a GPU"),
+    (["create", "a", "--gpu", "0", "--memory", "1GiB", "--compute", "12.55"],
+     "argument --compute: '12.55' is finer than the 0.1 % steps"),
+    (["create", "a", "--gpu", "0", "--memory", "1GiB", "--weight", "0"],
+     "argument --weight: 0 is not between 1 and 10000"),
+    (["create", "a", "--gpu", "0", "--memory", "1GiB", "--priority", "max"],
+     "argument --priority: invalid choice: 'max'"),
+    (["set", "a"], ("set: nothing to change: give --memory, --compute, "
+                    "--weight or --priority")),
+    (["list", "-o", "yaml"], "argument -o/--output: invalid choice: 'yaml'"),
+    (["run", "a"], "run: no command: write xpuctl run NAME -- COMMAND"),
+    (["run", "a", "--"], "run: no command"),
+])
+def test_usage_errors(xpuctl, argv, message):
+    status, out, err = xpuctl(*argv)
+    assert status == 2
+    line = one_line(err)
+    assert line.startswith("xpuctl") and ": error: " in line
+    assert message in line, line
+    assert out == ""
+
+
+def test_usage_errors_exit_2_from_argparse(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["create", "a"])
+    assert e.value.code == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.endswith("(see xpuctl create --help)")
+
+
+def test_run_parses_the_command(monkeypatch, xpuctl):
+    seen = {}
+
+    def fake_run(args, c, out):
+        seen.update(name=args.name, cmd=args.cmd)
+        return 0
+
+    monkeypatch.setattr(cli, "cmd_run", fake_run)
+    assert xpuctl("run", "train", "--", "ls", "-l", "--color")[0] == 0
+    assert seen == {"name": "train", "cmd": ["ls", "-l", "--color"]}
+
+
+def test_run_is_not_there_yet(xpuctl):
+    status, _, err = xpuctl("run", "train", "--", "ls", "-l")
+    assert status == 1
+    assert one_line(err) == ("xpuctl: error: xpuctl run is not available "
+                             "yet: it needs the slice device nodes of xpu.ko, "
+                             "which come with its slice interface")
+
+
+# -- reads -------------------------------------------------------------------
+
+def test_gpus(with_config):
+    status, out, err = with_config("gpus")
+    assert (status, err) == (0, "")
+    assert out.splitlines() == [
+        ("INDEX  UUID                                      NAME         "
+         "MEMORY  MINOR  MODE    POLICY    PERIOD  SLICES  STATE"),
+        (f"0      {UUID0}  NVIDIA H200  80GiB   0      shared  weighted  "
+         "20ms    0       ready"),
+        (f"1      {UUID1}  NVIDIA H200  80GiB   1      shared  weighted  "
+         "20ms    1       ready")]
+    status, out, _ = with_config("gpus", "-o", "json")
+    gpus = json.loads(out)
+    assert [g["gpu_uuid"] for g in gpus] == [UUID0, UUID1]
+    assert gpus[1]["memory_assigned_bytes"] == 8 * GIB
+
+
+def test_list_and_show(with_config):
+    assert with_config("create", "infer", "--gpu", UUID0, "--memory",
+                       "1.5GiB", "--compute", "12.5%", "--weight", "300",
+                       "--priority", "high")[0] == 0
+    status, out, err = with_config("list")
+    assert (status, err) == (0, "")
+    assert out.splitlines() == [
+        "NAME   GPU  MEMORY  USED  COMPUTE  WEIGHT  PRIORITY  STATE",
+        "infer  0    1.5GiB  0B    12.5%    300     high      ready",
+        "train  1    8GiB    0B    50%      100     normal    ready"]
+    status, out, _ = with_config("list", "-o", "json")
+    slices = json.loads(out)
+    assert [s["name"] for s in slices] == ["infer", "train"]
+    assert slices[0]["memory_limit_bytes"] == 1536 * 2**20
+    assert slices[0]["compute_share"] == 12.5
+    status, out, _ = with_config("show", "train")
+    assert out.splitlines()[:4] == [
+        "name:       train",
+        "origin:     config",
+        f"gpu:        1 ({UUID1}, minor 1)",
+        "memory:     8GiB limit, 0B used"]
+    assert "nodes:      /dev/xpu0, /dev/xpu0-ctl" in out.splitlines()
+    assert out.splitlines()[-1].startswith("defined in: ")
+    status, out, _ = with_config("show", "train", "-o", "json")
+    assert json.loads(out)["gpu_uuid"] == UUID1
+
+
+def test_json_fields_are_the_documented_ones(with_config):
+    text = (TOP / "docs" / "api.md").read_text()
+    _, out, _ = with_config("show", "train", "-o", "json")
+    for field in json.loads(out):
+        assert re.search(rf"^\| `{field}` \|", text, re.MULTILINE), field
+    _, out, _ = with_config("gpus", "-o", "json")
+    for field in json.loads(out)[0]:
+        assert re.search(rf"^\| `{field}` \|", text, re.MULTILINE), field
+
+
+def test_an_empty_list(xpuctl):
+    assert xpuctl("list") == (0, ("NAME  GPU  MEMORY  USED  COMPUTE  WEIGHT  "
+                                  "PRIORITY  STATE\n"), "")
+    assert xpuctl("list", "-o", "json") == (0, "[]\n", "")
+
+
+def test_version(xpuctl):
+    status, out, err = xpuctl("version")
+    assert (status, err) == (0, "")
+    assert out == (f"xpuctl {xpu.__version__}\nxpud {xpu.__version__} "
+                   "(api 1)\nxpu.ko 0.1.0 (api 1)\n")
+    status, out, err = xpuctl("version", "-o", "json")
+    assert json.loads(out) == {
+        "xpuctl": xpu.__version__, "xpud": xpu.__version__, "api": 1,
+        "kernel": "0.1.0", "kernel_api": 1, "kernel_error": None}
+
+
+def test_top(xpuctl):
+    assert xpuctl("create", "a", "--gpu", "0", "--memory", "1GiB")[0] == 0
+    status, out, err = xpuctl("top", "--count", "2", "--interval", "0.1",
+                              "-o", "json")
+    assert (status, err) == (0, "")
+    frames = [json.loads(line) for line in out.splitlines()]
+    assert len(frames) == 2
+    assert [s["name"] for s in frames[1]["slices"]] == ["a"]
+    status, out, err = xpuctl("top", "--count", "1")
+    assert out.splitlines()[0].split() == ["NAME", "GPU", "USED", "LIMIT",
+                                           "USE", "COMPUTE", "STATE"]
+    assert out.splitlines()[1].split() == ["a", "0", "0B", "1GiB", "0%",
+                                           "0%", "ready"]
+
+
+# -- changes -----------------------------------------------------------------
+
+def test_create_set_destroy(xpuctl, served):
+    _, svc = served
+    status, out, err = xpuctl("create", "a", "--gpu", "1", "--memory",
+                              "512MiB", "--compute", "25")
+    assert (status, err) == (0, "")
+    assert out == ("created slice 'a' on GPU 1: memory 512MiB, compute 25%, "
+                   "weight 100, priority normal\n")
+    status, out, err = xpuctl("set", "a", "--memory", "1GiB", "--priority",
+                              "low")
+    assert out == ("updated slice 'a': memory 1GiB, compute 25%, weight 100, "
+                   "priority low\n")
+    assert svc.backend.slices["a"].spec.memory_limit_bytes == GIB
+    status, out, err = xpuctl("create", "a", "--gpu", "1", "--memory",
+                              "512MiB")
+    assert status == 1
+    assert one_line(err) == ("xpuctl: error: slice 'a' exists already "
+                             "(xpuctl show a)")
+    svc.backend.busy.add("a")
+    status, out, err = xpuctl("destroy", "a")
+    assert status == 1
+    assert one_line(err) == ("xpuctl: error: slice 'a' has processes: stop "
+                             "them or use --force")
+    assert xpuctl("destroy", "a", "--force") == (
+        0, "destroyed slice 'a'\n", "")
+
+
+def test_bind_unbind(xpuctl, cgroup_root):
+    xpuctl("create", "a", "--gpu", "0", "--memory", "1GiB")
+    assert xpuctl("bind", "a", "--cgroup", f"{cgroup_root}/jobs/a") == (
+        0, f"bound cgroup {cgroup_root}/jobs/a to slice 'a'\n", "")
+    _, out, _ = xpuctl("show", "a", "-o", "json")
+    assert json.loads(out)["cgroups"] == ["/jobs/a"]
+    assert xpuctl("unbind", "a", "--cgroup", "/jobs/a")[0] == 0
+    status, _, err = xpuctl("bind", "a", "--cgroup", "/jobs/none")
+    assert status == 5
+    assert one_line(err) == (f"xpuctl: error: cgroup /jobs/none does not "
+                             f"exist (no directory {cgroup_root}/jobs/none)")
+
+
+# -- errors and their exit statuses ------------------------------------------
+
+def test_not_found_is_5(xpuctl):
+    status, out, err = xpuctl("show", "nope")
+    assert (status, out) == (5, "")
+    assert one_line(err) == ("xpuctl: error: no slice 'nope' (xpuctl list "
+                             "shows the slices)")
+    assert xpuctl("create", "a", "--gpu", "9", "--memory", "1GiB")[0] == 5
+
+
+def test_daemon_refusals_are_1(with_config):
+    status, _, err = with_config("destroy", "train")
+    assert status == 1
+    assert one_line(err).startswith("xpuctl: error: slice 'train' is defined "
+                                    "in the configuration (")
+    status, _, err = with_config("create", "big", "--gpu", "1", "--memory",
+                                 "80GiB")
+    assert status == 1
+    assert "has 72GiB of 80GiB not given to slices" in one_line(err)
+
+
+def test_events_are_not_there_yet(xpuctl):
+    status, _, err = xpuctl("events")
+    assert status == 1
+    assert one_line(err).startswith("xpuctl: error: 'events' is not "
+                                    "available yet: ")
+
+
+def test_unreachable_is_3(capsys, sockdir):
+    path = str(sockdir / "none.sock")
+    assert cli.main(["--socket", path, "list"]) == 3
+    assert one_line(capsys.readouterr().err) == (
+        f"xpuctl: error: cannot reach xpud at {path}: no such socket; is "
+        "xpud running? (systemctl status xpud)")
+    # Options may follow the command too.
+    assert cli.main(["list", "--socket", path]) == 3
+
+
+class AsUser(Authorizer):
+    """Checks every request as if uid 1000, outside group xpu, sent it."""
+
+    def check(self, op, peer):
+        super().check(op, PeerCred(peer.pid, 1000, 1000, ()))
+
+
+def test_permission_denied_is_4(make_service, serve, capsys):
+    path = serve(make_service(), AsUser(group="no-such-group-xpu"))
+    for argv in (["list"], ["destroy", "a"]):
+        assert cli.main(["--socket", path, *argv]) == 4
+        line = one_line(capsys.readouterr().err)
+        assert line.startswith("xpuctl: error: permission denied: ")
+    # And the socket file's own permission, before xpud is asked.
+    os.chmod(path, 0)
+    if os.getuid() != 0:  # root passes file permissions
+        assert cli.main(["--socket", path, "list"]) == 4
+
+
+def test_debug_shows_the_traceback(capsys, sockdir):
+    path = str(sockdir / "none.sock")
+    assert cli.main(["--socket", path, "--debug", "list"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" in err
+    assert err.splitlines()[-1].startswith("xpuctl: error: cannot reach xpud")
+
+
+# -- help and completion -----------------------------------------------------
+
+def test_every_command_of_the_issue_is_there():
+    sub = next(a for a in cli.build_parser()._actions
+               if a.dest == "command")
+    assert list(sub.choices) == ["gpus", "list", "show", "create", "set",
+                                 "destroy", "bind", "unbind", "run", "top",
+                                 "events", "version"]
+    # Every op of the API has a command (bind/unbind, create/set/...).
+    assert set(OPS) <= set(sub.choices)
+
+
+def completion_words():
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    words = {}
+    for name, p in sub.choices.items():
+        words[name] = {s for a in p._actions for s in a.option_strings}
+    return words
+
+
+def test_the_bash_completion_knows_every_command_and_option():
+    text = COMPLETION.read_text()
+    for command, options in completion_words().items():
+        assert re.search(rf"\b{command}\b", text), command
+        m = re.search(rf"^\s*{command}\)\s*opts=\"([^\"]*)\"", text,
+                      re.MULTILINE)
+        assert m, f"no opts for {command}"
+        assert set(m.group(1).split()) == options, command
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_the_bash_completion_completes():
+    script = (f"source {COMPLETION}\n"
+              "COMP_WORDS=(xpuctl cr); COMP_CWORD=1; _xpuctl\n"
+              "echo \"${COMPREPLY[@]}\"\n"
+              "COMP_WORDS=(xpuctl create a --pri); COMP_CWORD=3; _xpuctl\n"
+              "echo \"${COMPREPLY[@]}\"\n"
+              "COMP_WORDS=(xpuctl create a --priority ''); COMP_CWORD=4; "
+              "_xpuctl\necho \"${COMPREPLY[@]}\"\n")
+    r = subprocess.run(["bash", "-c", script], capture_output=True,
+                       text=True, check=True)
+    assert r.stdout.splitlines() == ["create", "--priority",
+                                     "low normal high"]

@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: Apache-2.0
+"""An in-memory xpu.ko for xpud's unit tests.
+
+FakeBackend stands in for the kernel so that the daemon's own logic --
+desired state, reconciling, the API, xpuctl -- is tested on the host.  What
+the kernel does is tested in the VM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from xpu import model, sizes
+from xpu.backend import Backend, BackendError, Busy, GpuState, KernelSlice
+
+UUID0 = "GPU-00000000-1111-2222-3333-444444444444"
+UUID1 = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+
+
+def two_gpus() -> list[model.Gpu]:
+    return [model.Gpu(0, UUID0, "NVIDIA H200", 0, "0000:18:00.0",
+                      80 * sizes.GIB),
+            model.Gpu(1, UUID1, "NVIDIA H200", 1, "0000:19:00.0",
+                      80 * sizes.GIB)]
+
+
+class FakeBackend(Backend):
+    """xpu.ko in a dict.  fail[method] = exception makes that method
+    raise; busy holds the names of slices in use."""
+
+    def __init__(self, gpus=None):
+        self.gpus = two_gpus() if gpus is None else gpus
+        self.settings: dict[str, model.GpuSettings] = {}
+        self.slices: dict[str, KernelSlice] = {}
+        self.minors: dict[str, int] = {}
+        self.busy: set[str] = set()
+        self.fail: dict[str, Exception] = {}
+        self.calls: list[tuple] = []
+
+    def _call(self, name, *args):
+        self.calls.append((name,) + args)
+        if name in self.fail:
+            raise self.fail[name]
+
+    def kernel_version(self):
+        self._call("kernel_version")
+        return "0.1.0", 1
+
+    def list_gpus(self):
+        self._call("list_gpus")
+        return [GpuState(g, self.settings.get(g.uuid)) for g in self.gpus]
+
+    def set_gpu(self, gpu_uuid, settings):
+        self._call("set_gpu", gpu_uuid, settings)
+        self.settings[gpu_uuid] = settings
+
+    def list_slices(self):
+        self._call("list_slices")
+        return list(self.slices.values())
+
+    def create_slice(self, spec):
+        self._call("create_slice", spec)
+        if spec.name in self.slices:
+            raise BackendError(f"slice '{spec.name}' exists")
+        self.slices[spec.name] = KernelSlice(spec, memory_used_bytes=0)
+        return self.slices[spec.name]
+
+    def update_slice(self, spec):
+        self._call("update_slice", spec)
+        k = dataclasses.replace(self.slices[spec.name], spec=spec)
+        self.slices[spec.name] = k
+        return k
+
+    def destroy_slice(self, name, force=False):
+        self._call("destroy_slice", name, force)
+        if name in self.busy and not force:
+            raise Busy(f"slice '{name}' has processes: stop them or use "
+                       "--force")
+        del self.slices[name]
+        self.minors.pop(name, None)
+
+    def make_nodes(self, name):
+        # Idempotent: a repeated call checks the nodes and changes nothing.
+        again = self.slices[name].nodes != ()
+        self._call("nodes_checked" if again else "make_nodes", name)
+        if name not in self.minors:
+            self.minors[name] = min(set(range(len(self.minors) + 1))
+                                    - set(self.minors.values()))
+        n = self.minors[name]
+        nodes = (f"/dev/xpu{n}", f"/dev/xpu{n}-ctl")
+        self.slices[name] = dataclasses.replace(self.slices[name],
+                                                nodes=nodes)
+        return nodes
+
+    def bind_cgroup(self, name, cgroup):
+        self._call("bind_cgroup", name, cgroup)
+        k = self.slices[name]
+        self.slices[name] = dataclasses.replace(
+            k, cgroups=tuple(sorted(set(k.cgroups) | {cgroup})))
+
+    def unbind_cgroup(self, name, cgroup):
+        self._call("unbind_cgroup", name, cgroup)
+        k = self.slices[name]
+        self.slices[name] = dataclasses.replace(
+            k, cgroups=tuple(c for c in k.cgroups if c != cgroup))
+
+    def changes(self):
+        """The calls that change the kernel, in order."""
+        return [c for c in self.calls
+                if c[0] not in ("kernel_version", "list_gpus", "list_slices",
+                                "nodes_checked")]
