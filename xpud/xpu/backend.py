@@ -2,12 +2,14 @@
 """What xpud asks of the kernel, as an interface.
 
 The service (service.py) owns the desired state and reconciles through a
-Backend; only a Backend talks to xpu.ko.  The kernel backend comes with the
-slice ABI of xpu.ko (kmod/include/uapi/xpu.h); until then NullBackend lists
-the GPUs and says plainly that slices are not supported yet.
+Backend; only a Backend talks to xpu.ko.  KernelBackend (kernel.py) drives
+xpu.ko's slice interface (kmod/include/uapi/xpu.h) through /dev/xpuctl;
+NullBackend, for a node where that interface is missing (xpu.ko not loaded,
+or too old), lists the GPUs and says plainly that slices cannot be made.
+kernel.select() picks one at start.
 
 A backend raises BackendError (or a subclass) with a one-line message for a
-person; the service passes it on to xpuctl.
+person; its code is the API error code the service answers with.
 """
 
 from __future__ import annotations
@@ -38,8 +40,49 @@ class Busy(BackendError):
     code = "busy"
 
 
-class NoSuchSlice(BackendError):
+class NotFound(BackendError):
+    """The slice, GPU, node or cgroup does not exist."""
+
     code = "not_found"
+
+
+class NoSuchSlice(NotFound):
+    code = "not_found"
+
+
+class Invalid(BackendError):
+    """xpu.ko refused a value."""
+
+    code = "invalid"
+
+
+class Exists(BackendError):
+    """A slice of that name exists."""
+
+    code = "exists"
+
+
+class Conflict(BackendError):
+    """The GPU's memory or compute is given away, or a node or cgroup
+    belongs to another slice."""
+
+    code = "conflict"
+
+
+class PermissionDenied(BackendError):
+    """xpud lacks the privilege (CAP_SYS_ADMIN) the kernel wants."""
+
+    code = "permission"
+
+
+_BY_CODE = {c.code: c for c in (BackendError, Unsupported, Busy, NotFound,
+                                Invalid, Exists, Conflict, PermissionDenied)}
+
+
+def from_ctl(e: ctl.CtlError) -> BackendError:
+    """The BackendError for an error of /dev/xpuctl: the same message and
+    API code."""
+    return _BY_CODE.get(e.code, BackendError)(str(e))
 
 
 @dataclass(frozen=True)
@@ -111,25 +154,27 @@ class Backend(abc.ABC):
         """Undo bind_cgroup."""
 
 
-NOT_YET = ("xpu.ko does not support slices yet (this release of xpud can "
-           "list GPUs only; slices come with the kernel's slice interface)")
+NOT_YET = ("xpu.ko's slice interface is not available (/dev/xpuctl is "
+           "missing, or xpu.ko is too old): load xpu.ko, then restart xpud")
 
 
 class NullBackend(Backend):
-    """A backend for an xpu.ko without slices: GPUs come from the
-    inventory, the version from /dev/xpuctl, everything else is
-    Unsupported with one clear message."""
+    """A backend for a node without xpu.ko's slice interface: GPUs come
+    from the inventory, the version from /dev/xpuctl, everything else is
+    Unsupported with one clear message (REASON)."""
 
-    def __init__(self, inventory: Inventory, device: str = ctl.DEFAULT_PATH):
+    def __init__(self, inventory: Inventory, device: str = ctl.DEFAULT_PATH,
+                 reason: str = NOT_YET):
         self.inventory = inventory
         self.device = device
+        self.reason = reason
 
     def kernel_version(self) -> tuple[str, int]:
         try:
             with ctl.Ctl(self.device) as c:
                 v = c.version()
         except ctl.CtlError as e:
-            raise BackendError(str(e)) from None
+            raise from_ctl(e) from None
         return str(v), v.api
 
     def list_gpus(self) -> list[GpuState]:
@@ -139,22 +184,22 @@ class NullBackend(Backend):
         return []
 
     def set_gpu(self, gpu_uuid, settings):
-        raise Unsupported(NOT_YET)
+        raise Unsupported(self.reason)
 
     def create_slice(self, spec):
-        raise Unsupported(NOT_YET)
+        raise Unsupported(self.reason)
 
     def update_slice(self, spec):
-        raise Unsupported(NOT_YET)
+        raise Unsupported(self.reason)
 
     def destroy_slice(self, name, force=False):
-        raise Unsupported(NOT_YET)
+        raise Unsupported(self.reason)
 
     def make_nodes(self, name):
-        raise Unsupported(NOT_YET)
+        raise Unsupported(self.reason)
 
     def bind_cgroup(self, name, cgroup):
-        raise Unsupported(NOT_YET)
+        raise Unsupported(self.reason)
 
     def unbind_cgroup(self, name, cgroup):
-        raise Unsupported(NOT_YET)
+        raise Unsupported(self.reason)

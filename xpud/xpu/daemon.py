@@ -21,9 +21,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar, Protocol
 
-from . import __version__, api, cmdline, config, inventory, state
+from . import __version__, api, cmdline, config, inventory, kernel, state
 from .auth import Authorizer
-from .backend import NullBackend
 from .errors import ConfigError, XpuError
 from .notify import Notifier
 from .server import Dispatcher, Server
@@ -178,8 +177,9 @@ def build(args, environ: Mapping[str, str] = os.environ) -> Daemon:
     required = args.config is not None
     cfg = config.load(config_path, missing_ok=not required)
     inv = inventory.Inventory()
-    # The kernel backend replaces this once xpu.ko has slices.
-    backend = NullBackend(inv, args.device)
+    # KernelBackend when xpu.ko's device is there, else NullBackend; it
+    # logs which.
+    backend = kernel.select(inv, args.device, args.node_dir)
     service = Service(backend, state.StateStore(args.state_dir), cfg)
     server = Server(args.socket, Dispatcher(service, Authorizer()))
     return Daemon(config_path=config_path, config_required=required,
@@ -251,6 +251,10 @@ def build_parser() -> cmdline.ArgumentParser:
     parser.add_argument(
         "--socket", metavar="PATH", default=api.DEFAULT_SOCKET,
         help="the socket xpuctl talks to (default: %(default)s)")
+    parser.add_argument(
+        "--node-dir", metavar="DIR", default=kernel.DEFAULT_NODE_DIR,
+        help="where the slices' device nodes xpuN and xpuN-ctl are made "
+             "(default: %(default)s)")
     return parser
 
 

@@ -8,15 +8,19 @@
  *
  * Rules every ioctl here follows, so that old and new user space and kernels
  * can talk to each other:
- *  - Structs hold only __u32 and __u64 (pointers travel as __u64), padding
- *    is explicit, every __u64 sits at an offset that is a multiple of 8 and
- *    every struct's size is a multiple of 8: the layout is then the same for
- *    32-bit and 64-bit callers.  tests/unit/test_uapi.py checks all of it.
+ *  - Structs hold only __u32, __s32 (file descriptors), __u64 (pointers
+ *    travel as __u64) and __u8 arrays whose length is a multiple of 8
+ *    (names); padding is explicit, every __u64 sits at an offset that is a
+ *    multiple of 8 and every struct's size is a multiple of 8: the layout is
+ *    then the same for 32-bit and 64-bit callers.  tests/unit/test_uapi.py
+ *    checks all of it.
  *  - Every ioctl's argument starts with argsz and flags.  The caller sets
  *    argsz to the size of the struct it knows; a struct only ever grows at
  *    its end.  The kernel requires argsz to cover the fields the ioctl had
- *    when it was introduced, writes no more than min(argsz, what it knows)
- *    and reports in argsz how many bytes it wrote.
+ *    when it was introduced.  An ioctl that writes its struct back (VERSION,
+ *    SLICE_CREATE/GET/SET) writes no more than min(argsz, what it knows) and
+ *    reports in argsz how many bytes it wrote; the others write nothing back
+ *    but the counts their comments name.
  *  - Each flags word has an _ALL mask; a bit outside it fails with -EINVAL, so
  *    a caller can probe for a feature.
  *  - The kernel dispatches on the type, number and direction of the command;
@@ -77,5 +81,293 @@ struct xpu_version {
 #define XPU_VERSION_FLAGS_ALL	0
 
 #define XPU_IOC_VERSION		_IOWR(XPU_IOC_TYPE, 0x00, struct xpu_version)
+
+
+/* -------- GPUs -------- */
+
+/* Sizes of the name fields; names are NUL-terminated within them. */
+#define XPU_NAME_LEN		32
+#define XPU_UUID_LEN		48	/* "GPU-" + 36 characters + NUL, padded */
+
+/* How a GPU treats opens that belong to no slice (struct xpu_gpu_info.mode). */
+#define XPU_MODE_SHARED		0	/* allowed */
+#define XPU_MODE_EXCLUSIVE	1	/* refused with EPERM while the GPU has
+					 * slices, unless the opener has
+					 * CAP_SYS_ADMIN in the initial user ns */
+
+/* The compute scheduler's policy for a GPU (struct xpu_gpu_info.policy). */
+#define XPU_POLICY_WEIGHTED	0	/* shares are minimums; idle time by weight */
+#define XPU_POLICY_FIXED	1	/* a slice never exceeds its share */
+#define XPU_POLICY_PRIORITY	2	/* a higher class gates lower ones */
+#define XPU_POLICY_NATIVE	3	/* no gating */
+
+#define XPU_PERIOD_MIN_US	1000
+#define XPU_PERIOD_MAX_US	1000000
+
+/**
+ * struct xpu_gpu_info - one GPU the interposed driver serves
+ *
+ * Filled in by XPU_IOC_GPU_LIST; the settable fields (mode, policy,
+ * period_us) are changed with XPU_IOC_GPU_SET.
+ */
+struct xpu_gpu_info {
+	__u32	minor;		/* /dev/nvidiaN */
+	__u32	mode;		/* XPU_MODE_* */
+	__u32	policy;		/* XPU_POLICY_* */
+	__u32	period_us;	/* scheduling period */
+	__u32	nr_slices;
+	__u32	driver_major;	/* the driver's version, e.g. 580.126.20 */
+	__u32	driver_minor;
+	__u32	driver_patch;
+	__u64	memory_total;	/* bytes of video memory, as the driver says */
+	__u64	memory_sliced;	/* sum of the slices' memory limits */
+	__u8	uuid[XPU_UUID_LEN];	/* "GPU-…", as the driver reports it */
+	__u64	reserved[4];
+};
+
+/**
+ * XPU_IOC_GPU_LIST - _IOWR(XPU_IOC_TYPE, 0x01, struct xpu_gpu_list)
+ *
+ * List the GPUs.  The caller points gpus at an array of count entries of
+ * struct xpu_gpu_info each gpu_argsz bytes long (sizeof(struct xpu_gpu_info) of the
+ * caller's header); the kernel fills min(count, GPUs) entries and sets count
+ * to the number of GPUs, so a call with count 0 asks for the size.  Anyone
+ * who can open /dev/xpuctl may ask.
+ *
+ * Return: 0, or -EFAULT, or -EINVAL (argsz too small, unknown flags,
+ * gpu_argsz smaller than offsetofend(struct xpu_gpu_info, uuid) while count
+ * is not 0).
+ */
+struct xpu_gpu_list {
+	__u32	argsz;
+	__u32	flags;		/* none defined: 0 */
+	__u32	count;		/* in: entries at gpus; out: GPUs there are */
+	__u32	gpu_argsz;	/* in: the size of one entry */
+	__u64	gpus;		/* in: user pointer to struct xpu_gpu_info[count] */
+};
+
+#define XPU_GPU_LIST_FLAGS_ALL	0
+
+#define XPU_IOC_GPU_LIST	_IOWR(XPU_IOC_TYPE, 0x01, struct xpu_gpu_list)
+
+/**
+ * XPU_IOC_GPU_SET - _IOWR(XPU_IOC_TYPE, 0x02, struct xpu_gpu_set)
+ *
+ * Change a GPU's mode, policy or period; flags say which.  Needs
+ * CAP_SYS_ADMIN.
+ *
+ * Return: 0, or -EPERM, -EFAULT, -EINVAL (unknown flags or a value out of
+ * range), -ENODEV (no such GPU).
+ */
+struct xpu_gpu_set {
+	__u32	argsz;
+	__u32	flags;		/* XPU_GPU_SET_* */
+	__u32	minor;
+	__u32	mode;
+	__u32	policy;
+	__u32	period_us;
+};
+
+#define XPU_GPU_SET_MODE	(1U << 0)
+#define XPU_GPU_SET_POLICY	(1U << 1)
+#define XPU_GPU_SET_PERIOD	(1U << 2)
+#define XPU_GPU_SET_FLAGS_ALL	(XPU_GPU_SET_MODE | XPU_GPU_SET_POLICY | \
+				 XPU_GPU_SET_PERIOD)
+
+#define XPU_IOC_GPU_SET		_IOWR(XPU_IOC_TYPE, 0x02, struct xpu_gpu_set)
+
+/* -------- slices -------- */
+
+#define XPU_PRIO_LOW		0
+#define XPU_PRIO_NORMAL		1
+#define XPU_PRIO_HIGH		2
+
+#define XPU_SHARE_MAX		1000	/* compute_share is in 0.1 % steps */
+#define XPU_WEIGHT_MAX		10000
+#define XPU_MAX_SLICES		1024	/* per host */
+
+/**
+ * struct xpu_slice_info - a slice: its settings and what it uses
+ *
+ * A slice is a share of one GPU.  Its id N names its nodes /dev/xpuN and
+ * /dev/xpuN-ctl.  name: 1 to XPU_NAME_LEN - 1 characters of [A-Za-z0-9_.-],
+ * not starting with '.' or '-', unique on the host.
+ */
+struct xpu_slice_info {
+	__u32	argsz;
+	__u32	flags;		/* XPU_SLICE_SET_* for XPU_IOC_SLICE_SET */
+	__u32	id;		/* out of CREATE; in for GET and SET */
+	__u32	gpu_minor;	/* the parent GPU, /dev/nvidiaN */
+	__u8	name[XPU_NAME_LEN];
+	__u64	memory_limit;	/* bytes of video memory, at least 1 MiB */
+	__u32	compute_share;	/* guaranteed share, 0..XPU_SHARE_MAX */
+	__u32	weight;		/* 1..XPU_WEIGHT_MAX; idle time by weight */
+	__u32	priority;	/* XPU_PRIO_* */
+	__u32	pad0;
+	/* Usage: filled in by GET (and CREATE, SET), ignored on input. */
+	__u64	memory_used;	/* bytes, as the driver attributes them */
+	__u64	memory_peak;
+	__u64	denied_allocs;	/* allocations refused for the limit */
+	__u64	killed;		/* processes killed for cheating the limit */
+	__u32	open_files;	/* driver files open in the slice */
+	__u32	processes;	/* processes that used the slice's files */
+	__u64	reserved[8];
+};
+
+#define XPU_SLICE_CREATE_FLAGS_ALL	0
+#define XPU_SLICE_GET_FLAGS_ALL		0
+
+/**
+ * XPU_IOC_SLICE_CREATE - _IOWR(XPU_IOC_TYPE, 0x10, struct xpu_slice_info)
+ *
+ * Create a slice from name, gpu_minor, memory_limit, compute_share, weight
+ * and priority; flags must be 0.  On return id and the usage fields are
+ * filled in.  Needs CAP_SYS_ADMIN.  The sum of the memory limits of a GPU's
+ * slices may not exceed its memory, nor the sum of their shares 100 %.
+ *
+ * Return: 0, or -EPERM, -EFAULT, -EINVAL (a field out of range, a bad
+ * name), -ENODEV (no such GPU), -EEXIST (the name is taken), -ENOSPC (the
+ * GPU's memory or compute is all given to slices already, or too many
+ * slices), -ENOMEM.
+ */
+#define XPU_IOC_SLICE_CREATE	_IOWR(XPU_IOC_TYPE, 0x10, struct xpu_slice_info)
+
+/**
+ * XPU_IOC_SLICE_GET - _IOWR(XPU_IOC_TYPE, 0x11, struct xpu_slice_info)
+ *
+ * Read slice id.  Anyone who can open /dev/xpuctl may ask.
+ *
+ * Return: 0, or -EFAULT, -EINVAL, -ENOENT (no slice with that id).
+ */
+#define XPU_IOC_SLICE_GET	_IOWR(XPU_IOC_TYPE, 0x11, struct xpu_slice_info)
+
+/**
+ * XPU_IOC_SLICE_SET - _IOWR(XPU_IOC_TYPE, 0x12, struct xpu_slice_info)
+ *
+ * Change the settings flags names of slice id, at once, while it runs.  A
+ * memory limit below what the slice uses now is refused (-EBUSY): free
+ * memory first.  Needs CAP_SYS_ADMIN.  On return the struct holds the
+ * slice as it now is.
+ *
+ * Return: 0, or -EPERM, -EFAULT, -EINVAL, -ENOENT, -EBUSY, -ENOSPC.
+ */
+#define XPU_IOC_SLICE_SET	_IOWR(XPU_IOC_TYPE, 0x12, struct xpu_slice_info)
+
+#define XPU_SLICE_SET_MEMORY	(1U << 0)
+#define XPU_SLICE_SET_SHARE	(1U << 1)
+#define XPU_SLICE_SET_WEIGHT	(1U << 2)
+#define XPU_SLICE_SET_PRIORITY	(1U << 3)
+#define XPU_SLICE_SET_FLAGS_ALL	(XPU_SLICE_SET_MEMORY | XPU_SLICE_SET_SHARE | \
+				 XPU_SLICE_SET_WEIGHT | XPU_SLICE_SET_PRIORITY)
+
+/**
+ * XPU_IOC_SLICE_DESTROY - _IOWR(XPU_IOC_TYPE, 0x13, struct xpu_slice_ref)
+ *
+ * Destroy slice id: its nodes and cgroup bindings stop naming it at once.
+ * While driver files of the slice are open the call fails with -EBUSY,
+ * unless XPU_DESTROY_FORCE is set: then every process that used the slice is
+ * sent SIGKILL and the slice goes when its last file closes.  Needs
+ * CAP_SYS_ADMIN.
+ *
+ * Return: 0, or -EPERM, -EFAULT, -EINVAL, -ENOENT, -EBUSY.
+ */
+struct xpu_slice_ref {
+	__u32	argsz;
+	__u32	flags;		/* XPU_DESTROY_* */
+	__u32	id;
+	__u32	pad0;
+};
+
+#define XPU_DESTROY_FORCE	(1U << 0)
+#define XPU_DESTROY_FLAGS_ALL	XPU_DESTROY_FORCE
+
+#define XPU_IOC_SLICE_DESTROY	_IOWR(XPU_IOC_TYPE, 0x13, struct xpu_slice_ref)
+
+/**
+ * XPU_IOC_SLICE_LIST - _IOWR(XPU_IOC_TYPE, 0x14, struct xpu_slice_list)
+ *
+ * List the ids of the slices: the kernel writes min(count, slices) ids to
+ * the array at ids and sets count to the number of slices.  Anyone who can
+ * open /dev/xpuctl may ask.
+ *
+ * Return: 0, or -EFAULT, -EINVAL.
+ */
+struct xpu_slice_list {
+	__u32	argsz;
+	__u32	flags;		/* none defined: 0 */
+	__u32	count;		/* in: room at ids; out: slices there are */
+	__u32	pad0;
+	__u64	ids;		/* in: user pointer to __u32[count] */
+};
+
+#define XPU_SLICE_LIST_FLAGS_ALL	0
+
+#define XPU_IOC_SLICE_LIST	_IOWR(XPU_IOC_TYPE, 0x14, struct xpu_slice_list)
+
+/* -------- which slice a file belongs to -------- */
+
+#define XPU_NODE_GPU		0	/* a node 195:g of the slice's GPU */
+#define XPU_NODE_CTL		1	/* a node 195:255 */
+
+/**
+ * XPU_IOC_NODE_ATTACH - _IOWR(XPU_IOC_TYPE, 0x20, struct xpu_node)
+ * XPU_IOC_NODE_DETACH - _IOWR(XPU_IOC_TYPE, 0x21, struct xpu_node)
+ *
+ * Make a device node a node of slice id, or stop it being one.  fd is an
+ * O_PATH (or any) file descriptor of a character device node carrying the
+ * driver's numbers: 195:<the slice's GPU minor> for XPU_NODE_GPU, 195:255
+ * for XPU_NODE_CTL.  From then on every open of that inode — directly or
+ * through a bind mount of it — is in the slice.  A node belongs to one slice
+ * at most; attaching it again to the same slice succeeds and changes
+ * nothing.  Needs CAP_SYS_ADMIN.
+ *
+ * Return: 0, or -EPERM, -EFAULT, -EINVAL (unknown role or flags, or the
+ * node's minor does not fit the role and slice), -EBADF, -ENODEV (not a
+ * character device of major 195), -ENOENT (no such slice, or on DETACH the
+ * node is not the slice's), -EEXIST (the node belongs to another slice, or
+ * to a destroyed one), -ENOSPC (too many nodes).
+ *
+ * The nodes of a destroyed slice refuse every open (-ENXIO) for as long as
+ * anything but xpu.ko holds their inode: a bind mount of /dev/xpuN into a
+ * container never turns into an unsliced GPU node.
+ */
+struct xpu_node {
+	__u32	argsz;
+	__u32	flags;		/* none defined: 0 */
+	__u32	id;		/* the slice */
+	__u32	role;		/* XPU_NODE_* */
+	__s32	fd;
+	__u32	pad0;
+};
+
+#define XPU_NODE_FLAGS_ALL	0
+
+#define XPU_IOC_NODE_ATTACH	_IOWR(XPU_IOC_TYPE, 0x20, struct xpu_node)
+#define XPU_IOC_NODE_DETACH	_IOWR(XPU_IOC_TYPE, 0x21, struct xpu_node)
+
+/**
+ * XPU_IOC_CGROUP_BIND - _IOWR(XPU_IOC_TYPE, 0x22, struct xpu_cgroup)
+ * XPU_IOC_CGROUP_UNBIND - _IOWR(XPU_IOC_TYPE, 0x23, struct xpu_cgroup)
+ *
+ * Bind slice id to a cgroup v2 directory (fd, opened O_DIRECTORY or
+ * O_PATH), or undo it.  An open of a driver node by a task in that cgroup or
+ * below it, through no slice node, is in the slice.  A cgroup is bound to
+ * one slice at most (binding it again to the same slice succeeds); the
+ * nearest bound ancestor decides.  Needs CAP_SYS_ADMIN.
+ *
+ * Return: 0, or -EPERM, -EFAULT, -EINVAL, -EBADF (fd is not a cgroup v2
+ * directory), -ENOENT, -EEXIST, -ENOSPC.
+ */
+struct xpu_cgroup {
+	__u32	argsz;
+	__u32	flags;		/* none defined: 0 */
+	__u32	id;
+	__s32	fd;
+};
+
+#define XPU_CGROUP_FLAGS_ALL	0
+
+#define XPU_IOC_CGROUP_BIND	_IOWR(XPU_IOC_TYPE, 0x22, struct xpu_cgroup)
+#define XPU_IOC_CGROUP_UNBIND	_IOWR(XPU_IOC_TYPE, 0x23, struct xpu_cgroup)
 
 #endif /* _UAPI_XPU_H */

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A record per driver file: which slice it is in, decided once at open.
+ * Keyed by the struct file; the driver's private_data is never touched.
+ *
+ * Also the escapes that decide what a sliced client may see and name: the
+ * GPU list (CARD_INFO), the GPUs it attaches, and driver files named by
+ * number inside parameters.  Checks of values read from user memory before
+ * the driver reads them again are raceable by the caller's other threads;
+ * they keep honest clients inside their slice.  The memory limit does not
+ * rest on them: see mem.c.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/hashtable.h>
+#include <linux/kdev_t.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/uaccess.h>
+
+#include "file.h"
+#include "mem.h"
+#include "nvabi.h"
+#include "slice.h"
+
+/* The records, by file; RCU readers, writers under xpu_files_lock. */
+static DEFINE_HASHTABLE(xpu_files, 10);
+static DEFINE_SPINLOCK(xpu_files_lock);
+
+struct xpu_file *xpu_file_lookup(struct file *file)
+{
+	struct xpu_file *xf, *found = NULL;
+
+	rcu_read_lock();
+	hash_for_each_possible_rcu(xpu_files, xf, hash, (unsigned long)file)
+		if (xf->file == file) {
+			found = xf;
+			break;
+		}
+	rcu_read_unlock();
+	return found;
+}
+
+int xpu_file_open(struct inode *inode, struct file *file)
+{
+	struct xpu_slice *slice;
+	struct xpu_gpu *gpu = NULL;
+	struct xpu_file *xf;
+	int ret;
+
+	if (iminor(inode) != NV_MINOR_CONTROL) {
+		gpu = xpu_gpu_by_minor(iminor(inode));
+		if (!gpu)
+			return xpu_drv.open(inode, file);
+	}
+	xf = kzalloc(sizeof(*xf), GFP_KERNEL);
+	if (!xf)
+		return -ENOMEM;
+	slice = xpu_slice_for_open(inode, gpu);
+	if (IS_ERR(slice)) {
+		ret = PTR_ERR(slice);
+		goto err_free;
+	}
+	if (slice) {
+		ret = xpu_mem_join(slice);
+		if (ret)
+			goto err_put;
+	}
+	ret = xpu_drv.open(inode, file);
+	if (ret)
+		goto err_put;
+
+	xf->file = file;
+	xf->slice = slice;
+	xf->gpu = gpu;
+	if (slice)
+		atomic_inc(&slice->open_files);
+	spin_lock(&xpu_files_lock);
+	hash_add_rcu(xpu_files, &xf->hash, (unsigned long)file);
+	spin_unlock(&xpu_files_lock);
+	return 0;
+
+err_put:
+	if (slice)
+		xpu_slice_put(slice);
+err_free:
+	kfree(xf);
+	return ret;
+}
+
+int xpu_file_release(struct inode *inode, struct file *file)
+{
+	struct xpu_file *xf = xpu_file_lookup(file);
+	int ret = xpu_drv.release(inode, file);
+
+	if (!xf)
+		return ret;
+	spin_lock(&xpu_files_lock);
+	hash_del_rcu(&xf->hash);
+	spin_unlock(&xpu_files_lock);
+	if (xf->slice) {
+		/* Closing a control file freed its clients: read usage anew. */
+		if (!xf->gpu)
+			xpu_mem_refresh_all(xf->slice);
+		atomic_dec(&xf->slice->open_files);
+		xpu_slice_put(xf->slice);
+	}
+	kfree_rcu(xf, rcu);
+	return ret;
+}
+
+void xpu_file_exit(void)
+{
+	struct hlist_node *tmp;
+	struct xpu_file *xf;
+	int bkt;
+
+	/* The hooks are gone and drained: nobody looks records up any more. */
+	hash_for_each_safe(xpu_files, bkt, tmp, xf, hash) {
+		hash_del(&xf->hash);
+		if (xf->slice) {
+			atomic_dec(&xf->slice->open_files);
+			xpu_slice_put(xf->slice);
+		}
+		kfree(xf);
+	}
+}
+
+struct xpu_slice *xpu_file_slice_of_fd(int fd, bool *is_driver_file)
+{
+	struct xpu_slice *slice = NULL;
+	struct xpu_file *xf;
+	struct file *f;
+
+	*is_driver_file = false;
+	f = fget(fd);
+	if (!f)
+		return NULL;
+	xf = xpu_file_lookup(f);
+	if (xf) {
+		*is_driver_file = true;
+		slice = xf->slice;
+	}
+	fput(f);
+	return slice;
+}
+
+static long xpu_forward(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	return xpu_drv.unlocked_ioctl(file, cmd, arg);
+}
+
+/* A sliced client sees only its slice's GPU, as the first entry. */
+long xpu_file_card_info(struct xpu_file *xf, struct file *file,
+			unsigned int cmd, unsigned long arg)
+{
+	struct nv_ioctl_card_info *ci;
+	size_t size = _IOC_SIZE(cmd), n, i, keep = 0;
+	long ret;
+
+	ret = xpu_forward(file, cmd, arg);
+	if (ret || !xf->slice || size < sizeof(*ci))
+		return ret;
+	n = size / sizeof(*ci);
+	ci = memdup_user((void __user *)arg, n * sizeof(*ci));
+	if (IS_ERR(ci))
+		return PTR_ERR(ci);
+	for (i = 0; i < n; i++) {
+		if (ci[i].valid && ci[i].minor_number == xf->slice->gpu->minor) {
+			if (i != keep)
+				ci[keep] = ci[i];
+			keep++;
+		}
+	}
+	memset(&ci[keep], 0, (n - keep) * sizeof(*ci));
+	if (copy_to_user((void __user *)arg, ci, n * sizeof(*ci)))
+		ret = -EFAULT;
+	kfree(ci);
+	return ret;
+}
+
+/* A file may be registered only to a control file of its own slice. */
+long xpu_file_register_fd(struct xpu_file *xf, struct file *file,
+			  unsigned int cmd, unsigned long arg)
+{
+	struct xpu_slice *other;
+	bool driver_file;
+	int ctl_fd;
+
+	if (_IOC_SIZE(cmd) == sizeof(ctl_fd)) {
+		if (get_user(ctl_fd, (int __user *)arg))
+			return -EFAULT;
+		other = xpu_file_slice_of_fd(ctl_fd, &driver_file);
+		if (driver_file && other != xf->slice)
+			return -EPERM;
+	}
+	return xpu_forward(file, cmd, arg);
+}
+
+/* A sliced control file may attach its slice's GPU only. */
+long xpu_file_attach_gpus(struct xpu_file *xf, struct file *file,
+			  unsigned int cmd, unsigned long arg)
+{
+	size_t size = _IOC_SIZE(cmd), i;
+	u32 *ids;
+	long ret = 0;
+
+	if (!xf->slice || !size || size % sizeof(u32))
+		return xpu_forward(file, cmd, arg);
+	ids = memdup_user((void __user *)arg, size);
+	if (IS_ERR(ids))
+		return PTR_ERR(ids);
+	for (i = 0; i < size / sizeof(u32); i++)
+		if (ids[i] && ids[i] != xf->slice->gpu->gpu_id)
+			ret = -EINVAL;	/* as the driver answers an unknown id */
+	kfree(ids);
+	return ret ? ret : xpu_forward(file, cmd, arg);
+}
+
+/*
+ * IOCTL_XFER_CMD carries {cmd, size, ptr} for arguments too big for the
+ * ioctl number.  For a sliced file xpu reads it once and hands the driver
+ * the inner command directly, so that the driver cannot read a different
+ * inner command than the one xpu acted on.
+ */
+long xpu_file_xfer(struct xpu_file *xf, struct file *file,
+		   unsigned int cmd, unsigned long arg)
+{
+	struct nv_ioctl_xfer x;
+
+	if (!xf->slice || _IOC_SIZE(cmd) != sizeof(x))
+		return xpu_forward(file, cmd, arg);
+	if (copy_from_user(&x, (void __user *)arg, sizeof(x)))
+		return -EFAULT;
+	if (x.cmd == NV_ESC_IOCTL_XFER_CMD || x.cmd > _IOC_NRMASK ||
+	    x.size > _IOC_SIZEMASK)
+		return -EINVAL;
+	return xpu_dispatch(file, _IOC(_IOC_READ | _IOC_WRITE, NV_IOCTL_MAGIC,
+				      x.cmd, x.size), (unsigned long)x.ptr);
+}
+
+/* RM_MAP_MEMORY names a file by number: it must be of the caller's slice. */
+long xpu_file_fd_field(struct xpu_file *xf, struct file *file,
+		       unsigned int cmd, unsigned long arg)
+{
+	struct nvos33_with_fd __user *p = (void __user *)arg;
+	struct xpu_slice *other;
+	bool driver_file;
+	int fd;
+
+	if (_IOC_SIZE(cmd) == sizeof(*p)) {
+		if (get_user(fd, &p->fd))
+			return -EFAULT;
+		other = xpu_file_slice_of_fd(fd, &driver_file);
+		if (driver_file && other != xf->slice)
+			return -EPERM;
+	}
+	return xpu_forward(file, cmd, arg);
+}

@@ -1,0 +1,480 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Memory isolation (docs/memory.md).
+ *
+ * A slice's memory in use is what RM itself attributes to the slice's
+ * processes on the slice's GPU, read through xpu's kernel-privileged RM
+ * client after every call that can change it.  Nothing a user thread writes
+ * into its parameters afterwards can change that figure, which is what makes
+ * the limit hard: RM reads allocation parameters from user memory after xpu
+ * has looked at them, and writes status and handles back where other threads
+ * can overwrite them.
+ *
+ * An allocation is admitted by the size it asks for, rounded as RM rounds it,
+ * under the slice's mem_lock; the lock is held across the driver's call, so
+ * that the slice's usage read afterwards is exact.  If RM then attributes
+ * more than the limit, the allocation is undone with kernel privilege and the
+ * caller sees the driver's own out-of-memory status; if that does not bring
+ * the slice back under its limit (the caller lied about the size and about
+ * the handle), the process is killed.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/pid.h>
+#include <linux/sched/signal.h>
+#include <linux/sizes.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "mem.h"
+#include "nvabi.h"
+#include "rmapi.h"
+#include "slice.h"
+
+static struct xpu_member *xpu_member_find(struct xpu_slice *slice,
+					  struct pid *pid)
+{
+	struct xpu_member *m;
+
+	lockdep_assert_held(&slice->mem_lock);
+	list_for_each_entry(m, &slice->members, link)
+		if (m->pid == pid)
+			return m;
+	return NULL;
+}
+
+bool xpu_mem_is_member(struct xpu_slice *slice, struct pid *pid)
+{
+	bool ret;
+
+	mutex_lock(&slice->mem_lock);
+	ret = xpu_member_find(slice, pid) != NULL;
+	mutex_unlock(&slice->mem_lock);
+	return ret;
+}
+
+#define XPU_MAX_MEMBERS	4096
+
+int xpu_mem_join(struct xpu_slice *slice)
+{
+	struct pid *pid = task_tgid(current);
+	struct xpu_member *m;
+	int ret;
+
+	mutex_lock(&slice->mem_lock);
+	m = xpu_member_find(slice, pid);
+	mutex_unlock(&slice->mem_lock);
+	if (m)
+		return 0;
+	/* A process is in one slice of a GPU at most: RM counts per process. */
+	ret = xpu_slice_check_alone(slice, pid);
+	if (ret)
+		return ret;
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m)
+		return -ENOMEM;
+	mutex_lock(&slice->mem_lock);
+	if (xpu_member_find(slice, pid)) {
+		kfree(m);
+	} else if (slice->nr_members >= XPU_MAX_MEMBERS) {
+		kfree(m);
+		ret = -ENOSPC;
+	} else {
+		m->pid = get_pid(pid);
+		list_add_tail(&m->link, &slice->members);
+		slice->nr_members++;
+	}
+	mutex_unlock(&slice->mem_lock);
+	return ret;
+}
+
+static void xpu_member_free(struct xpu_slice *slice, struct xpu_member *m)
+{
+	list_del(&m->link);
+	slice->nr_members--;
+	put_pid(m->pid);
+	kfree(m);
+}
+
+/* Read every member's usage anew; forget exited members that hold nothing. */
+static void xpu_refresh_locked(struct xpu_slice *slice)
+{
+	struct xpu_member *m, *tmp;
+	u64 used = 0, bytes;
+
+	lockdep_assert_held(&slice->mem_lock);
+	list_for_each_entry_safe(m, tmp, &slice->members, link) {
+		if (xpu_rm_pid_usage(slice->gpu, pid_nr(m->pid), &bytes))
+			bytes = m->usage;	/* keep what we knew */
+		m->usage = bytes;
+		if (!bytes && !pid_task(m->pid, PIDTYPE_TGID)) {
+			xpu_member_free(slice, m);
+			continue;
+		}
+		used += bytes;
+	}
+	slice->used = used;
+	if (used > slice->peak)
+		slice->peak = used;
+}
+
+void xpu_mem_refresh_all(struct xpu_slice *slice)
+{
+	mutex_lock(&slice->mem_lock);
+	xpu_refresh_locked(slice);
+	mutex_unlock(&slice->mem_lock);
+}
+
+void xpu_mem_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
+{
+	mutex_lock(&slice->mem_lock);
+	xpu_refresh_locked(slice);
+	out->memory_used = slice->used;
+	out->memory_peak = slice->peak;
+	out->denied_allocs = slice->denied;
+	out->killed = slice->killed;
+	out->processes = slice->nr_members;
+	mutex_unlock(&slice->mem_lock);
+}
+
+int xpu_mem_set_limit(struct xpu_slice *slice, u64 limit)
+{
+	int ret = 0;
+
+	mutex_lock(&slice->mem_lock);
+	xpu_refresh_locked(slice);
+	if (slice->used > limit)
+		ret = -EBUSY;
+	else
+		WRITE_ONCE(slice->memory_limit, limit);
+	mutex_unlock(&slice->mem_lock);
+	return ret;
+}
+
+void xpu_mem_kill_members(struct xpu_slice *slice)
+{
+	struct xpu_member *m;
+
+	mutex_lock(&slice->mem_lock);
+	list_for_each_entry(m, &slice->members, link)
+		kill_pid(m->pid, SIGKILL, 1);
+	mutex_unlock(&slice->mem_lock);
+}
+
+void xpu_mem_slice_release(struct xpu_slice *slice)
+{
+	struct xpu_member *m, *tmp;
+
+	list_for_each_entry_safe(m, tmp, &slice->members, link)
+		xpu_member_free(slice, m);
+}
+
+/*
+ * The bytes RM will take for a video-memory allocation of size with these
+ * attributes: memmgrDeterminePageSize()'s choice of page, at least the 64 KiB
+ * of the physical allocator.  An estimate for admission only.
+ */
+static u64 xpu_rm_rounded(u64 size, u32 attr, u32 attr2)
+{
+	u32 ps = (attr & NVOS32_ATTR_PAGE_SIZE_MASK) >> NVOS32_ATTR_PAGE_SIZE_SHIFT;
+	u32 huge = (attr2 & NVOS32_ATTR2_PAGE_SIZE_HUGE_MASK) >>
+		   NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT;
+	u64 page = SZ_64K;
+
+	if (ps == NVOS32_ATTR_PAGE_SIZE_HUGE ||
+	    (ps == NVOS32_ATTR_PAGE_SIZE_DEFAULT && size >= SZ_2M))
+		page = huge == NVOS32_ATTR2_PAGE_SIZE_HUGE_512MB ? SZ_512M : SZ_2M;
+	if (size > U64_MAX - page)
+		return U64_MAX;
+	return round_up(size, page);
+}
+
+static bool xpu_is_vidmem(u32 attr)
+{
+	u32 loc = (attr & NVOS32_ATTR_LOCATION_MASK) >> NVOS32_ATTR_LOCATION_SHIFT;
+
+	return loc != NVOS32_ATTR_LOCATION_PCI;
+}
+
+static int xpu_put_status(u32 __user *status, u32 value)
+{
+	return put_user(value, status) ? -EFAULT : 0;
+}
+
+/*
+ * The common path of the allocating escapes: admit want bytes, call the
+ * driver, read RM's figure, undo or kill past the limit.  h[] locates the new
+ * object's handles in the caller's struct for the undo.
+ */
+struct xpu_alloc_site {
+	u32 __user *status;
+	u32 __user *h_client;
+	u32 __user *h_parent;
+	u32 __user *h_object;
+};
+
+static long xpu_admit_call(struct xpu_slice *slice, struct file *file,
+			   unsigned int cmd, unsigned long arg, u64 want,
+			   const struct xpu_alloc_site *site)
+{
+	u32 status, hc, hp, ho;
+	long ret;
+
+	ret = xpu_mem_join(slice);
+	if (ret)
+		return ret;
+	if (mutex_lock_killable(&slice->mem_lock))
+		return -EINTR;
+	xpu_refresh_locked(slice);
+	if (want > READ_ONCE(slice->memory_limit) ||
+	    slice->used > READ_ONCE(slice->memory_limit) - want) {
+		slice->denied++;
+		mutex_unlock(&slice->mem_lock);
+		/* The driver's own failure: the call succeeds, status says why. */
+		return xpu_put_status(site->status, NV_ERR_NO_MEMORY);
+	}
+	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
+	xpu_refresh_locked(slice);
+	if (slice->used <= READ_ONCE(slice->memory_limit))
+		goto out;
+
+	/*
+	 * Over the limit: RM gave more than was asked for (rounding xpu did
+	 * not foresee, or a size changed under us).  Undo it by the handles
+	 * the caller's struct holds; an honest caller sees NV_ERR_NO_MEMORY.
+	 */
+	if (!get_user(status, site->status) && status == NV_OK &&
+	    !get_user(hc, site->h_client) && !get_user(hp, site->h_parent) &&
+	    !get_user(ho, site->h_object) && !xpu_rm_free(hc, hp, ho)) {
+		slice->denied++;
+		ret = xpu_put_status(site->status, NV_ERR_NO_MEMORY);
+		xpu_refresh_locked(slice);
+	}
+	if (slice->used > READ_ONCE(slice->memory_limit)) {
+		slice->killed++;
+		pr_warn("slice %u '%s': pid %d holds memory past the limit (%llu > %llu bytes) and hid it: killed\n",
+			slice->id, slice->name, task_tgid_nr(current),
+			slice->used, READ_ONCE(slice->memory_limit));
+		kill_pid(task_tgid(current), SIGKILL, 1);
+	}
+out:
+	mutex_unlock(&slice->mem_lock);
+	return ret;
+}
+
+/* After a call that can only lower usage (free, dup, close): read anew. */
+static long xpu_call_refresh(struct xpu_file *xf, struct file *file,
+			     unsigned int cmd, unsigned long arg)
+{
+	long ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
+
+	if (xf->slice)
+		xpu_mem_refresh_all(xf->slice);
+	return ret;
+}
+
+long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
+		      unsigned int cmd, unsigned long arg)
+{
+	struct nvos64_parameters __user *p64 = (void __user *)arg;
+	struct nvos21_parameters __user *p21 = (void __user *)arg;
+	struct nv_memory_allocation_params __user *up;
+	struct xpu_alloc_site site;
+	u32 h_class, flags, attr, attr2;
+	size_t size = _IOC_SIZE(cmd);
+	u64 want, params;
+
+	if (!xf->slice || (size != sizeof(*p21) && size != sizeof(*p64)))
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	/* NVOS21 and NVOS64 agree up to pAllocParms. */
+	if (get_user(h_class, &p21->h_class) ||
+	    get_user(params, &p21->p_alloc_parms))
+		return -EFAULT;
+	if (h_class != NV01_MEMORY_LOCAL_USER)
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+
+	up = u64_to_user_ptr(params);
+	if (get_user(flags, &up->flags) || get_user(attr, &up->attr) ||
+	    get_user(attr2, &up->attr2) || get_user(want, &up->size))
+		return xpu_drv.unlocked_ioctl(file, cmd, arg); /* RM says why */
+	if ((flags & NVOS32_ALLOC_FLAGS_VIRTUAL) || !xpu_is_vidmem(attr))
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+
+	site.status = size == sizeof(*p21) ? &p21->status : &p64->status;
+	site.h_client = &p21->h_root;
+	site.h_parent = &p21->h_object_parent;
+	site.h_object = &p21->h_object_new;
+	return xpu_admit_call(xf->slice, file, cmd, arg,
+			      xpu_rm_rounded(want, attr, attr2), &site);
+}
+
+long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
+		      unsigned int cmd, unsigned long arg)
+{
+	struct nvos32_parameters __user *p = (void __user *)arg;
+	struct xpu_alloc_site site;
+	u32 function, attr, attr2, status;
+	u64 want, total, free, limit, used;
+	long ret;
+
+	if (!xf->slice || _IOC_SIZE(cmd) != sizeof(*p))
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	if (get_user(function, &p->function))
+		return -EFAULT;
+	switch (function) {
+	case NVOS32_FUNCTION_ALLOC_SIZE:
+	case NVOS32_FUNCTION_ALLOC_SIZE_RANGE:
+	case NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT:
+		/* The three layouts keep attr and size in different places. */
+		if (function == NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT) {
+			if (get_user(attr, &p->data.alloc_tiled.attr) ||
+			    get_user(attr2, &p->data.alloc_tiled.attr2) ||
+			    get_user(want, &p->data.alloc_tiled.size))
+				return -EFAULT;
+		} else if (function == NVOS32_FUNCTION_ALLOC_SIZE_RANGE) {
+			if (get_user(attr, &p->data.alloc_range.attr) ||
+			    get_user(attr2, &p->data.alloc_range.attr2) ||
+			    get_user(want, &p->data.alloc_range.size))
+				return -EFAULT;
+		} else {
+			if (get_user(attr, &p->data.alloc_size.attr) ||
+			    get_user(attr2, &p->data.alloc_size.attr2) ||
+			    get_user(want, &p->data.alloc_size.size))
+				return -EFAULT;
+		}
+		if (!xpu_is_vidmem(attr))
+			return xpu_drv.unlocked_ioctl(file, cmd, arg);
+		site.status = &p->status;
+		site.h_client = &p->h_root;
+		site.h_parent = &p->h_object_parent;
+		site.h_object = &p->data.alloc_size.h_memory;
+		return xpu_admit_call(xf->slice, file, cmd, arg,
+				      xpu_rm_rounded(want, attr, attr2), &site);
+	case NVOS32_FUNCTION_INFO:
+		ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
+		if (ret || get_user(status, &p->status) || status != NV_OK ||
+		    get_user(free, &p->free))
+			return ret;
+		xpu_mem_refresh_all(xf->slice);
+		limit = READ_ONCE(xf->slice->memory_limit);
+		used = min(READ_ONCE(xf->slice->used), limit);
+		total = limit;
+		free = min(free, limit - used);
+		if (put_user(total, &p->total) || put_user(free, &p->free))
+			return -EFAULT;
+		return 0;
+	default:
+		return xpu_call_refresh(xf, file, cmd, arg);
+	}
+}
+
+long xpu_mem_rm_free(struct xpu_file *xf, struct file *file,
+		     unsigned int cmd, unsigned long arg)
+{
+	return xpu_call_refresh(xf, file, cmd, arg);
+}
+
+long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
+		    unsigned int cmd, unsigned long arg)
+{
+	return xpu_call_refresh(xf, file, cmd, arg);
+}
+
+/* RM_ALLOC_MEMORY of class 0x40 answers the FB size - 1: the slice's. */
+long xpu_mem_alloc_memory(struct xpu_file *xf, struct file *file,
+			  unsigned int cmd, unsigned long arg)
+{
+	struct nvos02_with_fd __user *p = (void __user *)arg;
+	u32 h_class, status;
+	long ret;
+
+	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
+	if (ret || !xf->slice || _IOC_SIZE(cmd) != sizeof(*p))
+		return ret;
+	if (get_user(h_class, &p->params.h_class) ||
+	    get_user(status, &p->params.status))
+		return -EFAULT;
+	if (h_class == NV01_MEMORY_LOCAL_USER && status == NV_OK &&
+	    put_user(READ_ONCE(xf->slice->memory_limit) - 1, &p->params.limit))
+		return -EFAULT;
+	return 0;
+}
+
+/* Rewrite FB info entries in KiB: totals are the limit, frees what is left. */
+static void xpu_fb_rewrite(struct xpu_slice *slice,
+			   struct nv2080_ctrl_fb_info *e, u32 n)
+{
+	u64 limit, used, left;
+	u32 i;
+
+	xpu_mem_refresh_all(slice);
+	limit = READ_ONCE(slice->memory_limit);
+	used = min(READ_ONCE(slice->used), limit);
+	left = (limit - used) >> 10;
+	for (i = 0; i < n; i++) {
+		switch (e[i].index) {
+		case NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE:
+		case NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE:
+		case NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE:
+		case NV2080_CTRL_FB_INFO_INDEX_MAPPABLE_HEAP_SIZE:
+		case NV2080_CTRL_FB_INFO_INDEX_USABLE_RAM_SIZE:
+			e[i].data = min_t(u64, limit >> 10, U32_MAX);
+			break;
+		case NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE:
+		case NV2080_CTRL_FB_INFO_INDEX_LARGEST_FREE_REGION_SIZE_KB:
+			e[i].data = min_t(u64, e[i].data, left);
+			break;
+		}
+	}
+}
+
+#define XPU_FB_INFO_MAX_LIST	256
+
+long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
+			unsigned int cmd, unsigned long arg)
+{
+	struct nvos54_parameters __user *p = (void __user *)arg;
+	struct nv2080_ctrl_fb_get_info_params v1;
+	struct nv2080_ctrl_fb_info *e;
+	void __user *uparams;
+	u32 ctrl, psize, status, n;
+	void __user *ulist;
+	u64 params;
+	long ret;
+
+	if (!xf->slice || _IOC_SIZE(cmd) != sizeof(*p))
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	if (get_user(ctrl, &p->cmd))
+		return -EFAULT;
+	if (ctrl != NV2080_CTRL_CMD_FB_GET_INFO &&
+	    ctrl != NV2080_CTRL_CMD_FB_GET_INFO_V2)
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+
+	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
+	if (ret || get_user(status, &p->status) || status != NV_OK ||
+	    get_user(params, &p->params) || get_user(psize, &p->params_size))
+		return ret;
+	uparams = u64_to_user_ptr(params);
+	if (ctrl == NV2080_CTRL_CMD_FB_GET_INFO) {
+		if (psize != sizeof(v1) || copy_from_user(&v1, uparams, sizeof(v1)))
+			return 0;
+		n = min_t(u32, v1.fb_info_list_size, XPU_FB_INFO_MAX_LIST);
+		ulist = u64_to_user_ptr(v1.fb_info_list);
+	} else {
+		if (psize != xpu_rm_fb_info_v2_size() ||
+		    get_user(n, (u32 __user *)uparams))
+			return 0;
+		n = min_t(u32, n, (psize - sizeof(u32)) / sizeof(*e));
+		ulist = uparams + sizeof(u32);
+	}
+	if (!n)
+		return 0;
+	e = memdup_user(ulist, n * sizeof(*e));
+	if (IS_ERR(e))
+		return PTR_ERR(e);
+	xpu_fb_rewrite(xf->slice, e, n);
+	if (copy_to_user(ulist, e, n * sizeof(*e)))
+		ret = -EFAULT;
+	kfree(e);
+	return ret;
+}

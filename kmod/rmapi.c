@@ -1,0 +1,354 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * xpu's own RM client, kernel-privileged, through nvidia_get_rm_ops(): the
+ * interface the driver exports to nvidia-modeset (nv-modeset-interface.h,
+ * nv-kernel-rmapi-ops.h).  Used to find the GPUs, and to ask RM how much video
+ * memory it attributes to a process — a figure no user thread can change.
+ *
+ * The minor number and UUID of each GPU come from the driver's own
+ * /proc/driver/nvidia/gpus/<bus id>/information, joined by PCI location.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/fs.h>
+#include <linux/kernel.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+
+#include "nvabi.h"
+#include "rmapi.h"
+#include "xpu.h"
+
+/* The driver's export, looked up at run time: no hard module dependency. */
+extern u32 nvidia_get_rm_ops(struct nvidia_modeset_rm_ops *rm_ops);
+
+static struct nvidia_modeset_rm_ops xpu_rm;
+static bool xpu_rm_have;
+static char xpu_rm_version[64];
+static u32 xpu_rm_ver[3];
+static const struct nv_abi_version *xpu_abi;
+
+/*
+ * Serialises kernel RM calls: the stack xpu_rm_sp is for one thread at a
+ * time, and so is the query buffer.
+ */
+static DEFINE_MUTEX(xpu_rm_lock);
+static nvidia_modeset_stack_ptr xpu_rm_sp;
+static struct nvidia_kernel_rmapi_ops *xpu_rm_ops;
+static struct nv2080_ctrl_gpu_get_pid_info_params *xpu_rm_pidinfo;
+static u32 xpu_rm_client;
+
+static u32 xpu_rm_call(void)
+{
+	lockdep_assert_held(&xpu_rm_lock);
+	xpu_rm.op(xpu_rm_sp, xpu_rm_ops);
+	switch (xpu_rm_ops->op) {
+	case NV01_FREE:
+		return xpu_rm_ops->params.free.status;
+	case NV04_ALLOC:
+		return xpu_rm_ops->params.alloc.status;
+	default:
+		return xpu_rm_ops->params.control.status;
+	}
+}
+
+static u32 xpu_rm_alloc_locked(u32 h_parent, u32 *h_new, u32 h_class,
+			       void *params, u32 size)
+{
+	struct nvos64_parameters *a = &xpu_rm_ops->params.alloc;
+	u32 status;
+
+	memset(xpu_rm_ops, 0, sizeof(*xpu_rm_ops));
+	xpu_rm_ops->op = NV04_ALLOC;
+	a->h_root = xpu_rm_client;
+	a->h_object_parent = h_parent;
+	a->h_object_new = *h_new;
+	a->h_class = h_class;
+	a->p_alloc_parms = (u64)(uintptr_t)params;
+	a->params_size = size;
+	status = xpu_rm_call();
+	if (status == NV_OK)
+		*h_new = a->h_object_new;
+	return status;
+}
+
+static u32 xpu_rm_control_locked(u32 h_object, u32 cmd, void *params, u32 size)
+{
+	struct nvos54_parameters *c = &xpu_rm_ops->params.control;
+
+	memset(xpu_rm_ops, 0, sizeof(*xpu_rm_ops));
+	xpu_rm_ops->op = NV04_CONTROL;
+	c->h_client = xpu_rm_client;
+	c->h_object = h_object;
+	c->cmd = cmd;
+	c->params = (u64)(uintptr_t)params;
+	c->params_size = size;
+	return xpu_rm_call();
+}
+
+int xpu_rm_free(u32 h_client, u32 h_parent, u32 h_object)
+{
+	struct nvos00_parameters *f;
+	u32 status;
+
+	if (!xpu_rm_have)
+		return -ENODEV;
+	mutex_lock(&xpu_rm_lock);
+	memset(xpu_rm_ops, 0, sizeof(*xpu_rm_ops));
+	xpu_rm_ops->op = NV01_FREE;
+	f = &xpu_rm_ops->params.free;
+	f->h_root = h_client;
+	f->h_object_parent = h_parent;
+	f->h_object_old = h_object;
+	status = xpu_rm_call();
+	mutex_unlock(&xpu_rm_lock);
+	return status == NV_OK ? 0 : -EIO;
+}
+
+int xpu_rm_pid_usage(struct xpu_gpu *gpu, pid_t pid, u64 *bytes)
+{
+	struct nv2080_ctrl_gpu_pid_info *e;
+	u32 status;
+	int ret = -EIO;
+
+	if (!xpu_rm_have)
+		return -ENODEV;
+	mutex_lock(&xpu_rm_lock);
+	memset(xpu_rm_pidinfo, 0, sizeof(*xpu_rm_pidinfo));
+	xpu_rm_pidinfo->pid_info_list_count = 1;
+	e = &xpu_rm_pidinfo->pid_info_list[0];
+	e->pid = pid;
+	e->index = NV2080_CTRL_GPU_PID_INFO_INDEX_VIDEO_MEMORY_USAGE;
+	status = xpu_rm_control_locked(gpu->h_subdevice,
+				       NV2080_CTRL_CMD_GPU_GET_PID_INFO,
+				       xpu_rm_pidinfo, sizeof(*xpu_rm_pidinfo));
+	if (status == NV_OK) {
+		/* A process RM has never seen has no entry: it holds nothing. */
+		*bytes = e->result != NV_OK ? 0 :
+			 e->vid_mem_usage.mem_private +
+			 e->vid_mem_usage.mem_shared_owned +
+			 e->vid_mem_usage.protected_mem_private +
+			 e->vid_mem_usage.protected_mem_shared_owned;
+		ret = 0;
+	}
+	mutex_unlock(&xpu_rm_lock);
+	return ret;
+}
+
+void xpu_rm_driver_version(u32 *major, u32 *minor, u32 *patch)
+{
+	*major = xpu_rm_ver[0];
+	*minor = xpu_rm_ver[1];
+	*patch = xpu_rm_ver[2];
+}
+
+u32 xpu_rm_fb_info_v2_size(void)
+{
+	return xpu_abi->fb_info_v2_size;
+}
+
+u32 xpu_rm_alloc_params_size(void)
+{
+	return xpu_abi->memory_alloc_params_size;
+}
+
+/* "Device Minor:" and "GPU UUID:" of the driver's procfs file for a GPU. */
+static int xpu_rm_read_procfs(struct xpu_gpu *gpu, const struct nv_gpu_info *gi)
+{
+	char path[80], *buf, *line, *p;
+	struct file *f;
+	loff_t pos = 0;
+	ssize_t n;
+	int found = 0;
+
+	snprintf(path, sizeof(path),
+		 "/proc/driver/nvidia/gpus/%04x:%02x:%02x.%x/information",
+		 gi->pci_info.domain, gi->pci_info.bus, gi->pci_info.slot,
+		 gi->pci_info.function);
+	f = filp_open(path, O_RDONLY, 0);
+	if (IS_ERR(f))
+		return PTR_ERR(f);
+	buf = kzalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!buf) {
+		filp_close(f, NULL);
+		return -ENOMEM;
+	}
+	n = kernel_read(f, buf, PAGE_SIZE - 1, &pos);
+	filp_close(f, NULL);
+	for (p = buf; n > 0 && (line = strsep(&p, "\n"));) {
+		char *val = strchr(line, ':');
+
+		if (!val)
+			continue;
+		*val++ = '\0';
+		val = strim(val);
+		if (!strcmp(strim(line), "Device Minor") &&
+		    !kstrtou32(val, 10, &gpu->minor))
+			found |= 1;
+		else if (!strcmp(strim(line), "GPU UUID"))
+			found |= strscpy(gpu->uuid, val, sizeof(gpu->uuid)) > 0 ? 2 : 0;
+	}
+	kfree(buf);
+	return found == 3 ? 0 : -EINVAL;
+}
+
+static int xpu_rm_add_gpu(const struct nv_gpu_info *gi)
+{
+	struct nv0000_ctrl_gpu_get_id_info_v2_params id = { .gpu_id = gi->gpu_id };
+	struct nv0080_alloc_parameters dev = { };
+	struct nv2080_alloc_parameters sub = { };
+	struct nv2080_ctrl_fb_info fb[1] = { };
+	struct xpu_gpu *gpu = &xpu_gpus[xpu_nr_gpus];
+	u32 fbv2_size = xpu_abi->fb_info_v2_size;
+	u32 *fbv2;
+	u32 status;
+	int ret;
+
+	ret = xpu_rm_read_procfs(gpu, gi);
+	if (ret) {
+		pr_err("GPU %04x:%02x:%02x.%x: no minor number or UUID in /proc/driver/nvidia (%d)\n",
+		       gi->pci_info.domain, gi->pci_info.bus, gi->pci_info.slot,
+		       gi->pci_info.function, ret);
+		return ret;
+	}
+	fbv2 = kzalloc(fbv2_size, GFP_KERNEL);
+	if (!fbv2)
+		return -ENOMEM;
+	mutex_lock(&xpu_rm_lock);
+	status = xpu_rm_control_locked(xpu_rm_client,
+				       NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
+				       &id, sizeof(id));
+	if (status)
+		goto out;
+	dev.device_id = id.device_instance;
+	gpu->h_device = 0;
+	status = xpu_rm_alloc_locked(xpu_rm_client, &gpu->h_device,
+				     NV01_DEVICE_0, &dev, sizeof(dev));
+	if (status)
+		goto out;
+	gpu->h_subdevice = 0;
+	status = xpu_rm_alloc_locked(gpu->h_device, &gpu->h_subdevice,
+				     NV20_SUBDEVICE_0, &sub, sizeof(sub));
+	if (status)
+		goto out;
+	/* V2 carries its entries inline: a count, then {index, data} pairs. */
+	fbv2[0] = 1;
+	fb[0].index = NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE;
+	memcpy(&fbv2[1], fb, sizeof(fb));
+	status = xpu_rm_control_locked(gpu->h_subdevice,
+				       NV2080_CTRL_CMD_FB_GET_INFO_V2,
+				       fbv2, fbv2_size);
+	if (status)
+		goto out;
+	memcpy(fb, &fbv2[1], sizeof(fb));
+	gpu->memory_total = (u64)fb[0].data << 10;
+	gpu->gpu_id = gi->gpu_id;
+	gpu->device_instance = id.device_instance;
+	gpu->mode = XPU_MODE_SHARED;
+	gpu->policy = XPU_POLICY_WEIGHTED;
+	gpu->period_us = 20000;
+	mutex_init(&gpu->query_lock);
+	xpu_nr_gpus++;
+out:
+	mutex_unlock(&xpu_rm_lock);
+	kfree(fbv2);
+	if (status) {
+		pr_err("GPU %u: kernel RM call failed with status 0x%x\n",
+		       gpu->minor, status);
+		return -EIO;
+	}
+	pr_info("GPU %u (%s): %llu MiB\n", gpu->minor, gpu->uuid,
+		gpu->memory_total >> 20);
+	return 0;
+}
+
+int xpu_rm_init(void)
+{
+	u32 (*get_ops)(struct nvidia_modeset_rm_ops *ops);
+	struct nv_gpu_info *gi;
+	u32 n, i, status, h = 0;
+	int ret;
+
+	get_ops = symbol_get(nvidia_get_rm_ops);
+	if (!get_ops) {
+		pr_err("the driver exports no nvidia_get_rm_ops; refusing to load\n");
+		return -ENODEV;
+	}
+	/* The driver answers a mismatched version with its own. */
+	xpu_rm.version_string = "";
+	get_ops(&xpu_rm);
+	strscpy(xpu_rm_version, xpu_rm.version_string, sizeof(xpu_rm_version));
+	xpu_rm.version_string = xpu_rm_version;
+	status = get_ops(&xpu_rm);
+	symbol_put(nvidia_get_rm_ops);
+	if (status != NV_OK || !xpu_rm.op || !xpu_rm.alloc_stack ||
+	    !xpu_rm.enumerate_gpus) {
+		pr_err("nvidia_get_rm_ops refused version %s; refusing to load\n",
+		       xpu_rm_version);
+		return -ENODEV;
+	}
+	if (sscanf(xpu_rm_version, "%u.%u.%u", &xpu_rm_ver[0], &xpu_rm_ver[1],
+		   &xpu_rm_ver[2]) < 2) {
+		pr_err("cannot read driver version '%s'; refusing to load\n",
+		       xpu_rm_version);
+		return -EINVAL;
+	}
+	xpu_abi = nv_abi_for_version(xpu_rm_ver[0]);
+
+	ret = -ENOMEM;
+	xpu_rm_ops = kzalloc(sizeof(*xpu_rm_ops), GFP_KERNEL);
+	xpu_rm_pidinfo = kzalloc(sizeof(*xpu_rm_pidinfo), GFP_KERNEL);
+	gi = kcalloc(NV_MAX_GPUS, sizeof(*gi), GFP_KERNEL);
+	if (!xpu_rm_ops || !xpu_rm_pidinfo || !gi)
+		goto err_free;
+	ret = xpu_rm.alloc_stack(&xpu_rm_sp);
+	if (ret)
+		goto err_free;
+	xpu_rm_have = true;
+
+	mutex_lock(&xpu_rm_lock);
+	xpu_rm_client = 0;
+	status = xpu_rm_alloc_locked(0, &h, NV01_ROOT, NULL, 0);
+	xpu_rm_client = h;
+	mutex_unlock(&xpu_rm_lock);
+	if (status) {
+		pr_err("cannot allocate a kernel RM client (status 0x%x)\n", status);
+		ret = -EIO;
+		goto err_stack;
+	}
+	n = xpu_rm.enumerate_gpus(gi);
+	for (i = 0; i < n && i < XPU_MAX_GPUS; i++) {
+		ret = xpu_rm_add_gpu(&gi[i]);
+		if (ret)
+			goto err_client;
+	}
+	kfree(gi);
+	pr_info("driver %s, %u GPU(s)\n", xpu_rm_version, xpu_nr_gpus);
+	return 0;
+
+err_client:
+	xpu_rm_free(xpu_rm_client, xpu_rm_client, xpu_rm_client);
+	xpu_nr_gpus = 0;
+err_stack:
+	xpu_rm.free_stack(xpu_rm_sp);
+	xpu_rm_have = false;
+err_free:
+	kfree(gi);
+	kfree(xpu_rm_pidinfo);
+	kfree(xpu_rm_ops);
+	return ret;
+}
+
+void xpu_rm_exit(void)
+{
+	if (!xpu_rm_have)
+		return;
+	/* Freeing the client frees its devices and subdevices. */
+	xpu_rm_free(xpu_rm_client, xpu_rm_client, xpu_rm_client);
+	xpu_rm.free_stack(xpu_rm_sp);
+	xpu_rm_have = false;
+	kfree(xpu_rm_pidinfo);
+	kfree(xpu_rm_ops);
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * xpu's own kernel-privileged RM client, through the driver's exported
+ * nvidia_get_rm_ops(): what RM itself says, which no user thread can change.
+ */
+#ifndef XPU_RMAPI_H
+#define XPU_RMAPI_H
+
+#include <linux/types.h>
+
+struct xpu_gpu;
+
+int xpu_rm_init(void);
+void xpu_rm_exit(void);
+
+/* Bytes of video memory RM attributes to process pid (global tgid) on gpu. */
+int xpu_rm_pid_usage(struct xpu_gpu *gpu, pid_t pid, u64 *bytes);
+/* Free a user's object with kernel privilege (undo of an over-limit alloc). */
+int xpu_rm_free(u32 h_client, u32 h_parent, u32 h_object);
+
+void xpu_rm_driver_version(u32 *major, u32 *minor, u32 *patch);
+/* Struct sizes of the running driver version. */
+u32 xpu_rm_fb_info_v2_size(void);
+u32 xpu_rm_alloc_params_size(void);
+
+#endif /* XPU_RMAPI_H */

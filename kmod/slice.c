@@ -1,0 +1,639 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Slices, and which slice an open belongs to (docs/architecture.md §2):
+ * registered slice nodes, then cgroup v2 bindings, else none.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/capability.h>
+#include <linux/cgroup.h>
+#include <linux/ctype.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/idr.h>
+#include <linux/kdev_t.h>
+#include <linux/pid.h>
+#include <linux/sched/signal.h>
+#include <linux/sizes.h>
+#include <linux/slab.h>
+
+#include "mem.h"
+#include "nvabi.h"
+#include "rmapi.h"
+#include "slice.h"
+
+DEFINE_MUTEX(xpu_lock);
+struct xpu_gpu xpu_gpus[XPU_MAX_GPUS];
+unsigned int xpu_nr_gpus;
+
+/* Under xpu_lock: the live slices, by id; a destroyed slice leaves both. */
+static DEFINE_IDR(xpu_slice_ids);
+static LIST_HEAD(xpu_slices);
+static unsigned int xpu_nr_slices;
+
+#define XPU_MAX_BINDINGS	4096
+
+/* A node or cgroup that names a slice; under xpu_lock. */
+struct xpu_binding {
+	struct list_head link;
+	struct xpu_slice *slice;	/* not counted: unbound before it goes */
+	struct inode *inode;		/* node bindings: held with ihold */
+	u32 role;
+	struct cgroup *cgrp;		/* cgroup bindings: held */
+};
+
+static LIST_HEAD(xpu_nodes);
+static LIST_HEAD(xpu_cgroups);
+static unsigned int xpu_nr_bindings;
+
+struct xpu_gpu *xpu_gpu_by_minor(u32 minor)
+{
+	unsigned int i;
+
+	for (i = 0; i < xpu_nr_gpus; i++)
+		if (xpu_gpus[i].minor == minor)
+			return &xpu_gpus[i];
+	return NULL;
+}
+
+struct xpu_gpu *xpu_gpu_by_id(u32 gpu_id)
+{
+	unsigned int i;
+
+	for (i = 0; i < xpu_nr_gpus; i++)
+		if (xpu_gpus[i].gpu_id == gpu_id)
+			return &xpu_gpus[i];
+	return NULL;
+}
+
+struct xpu_slice *xpu_slice_get(struct xpu_slice *slice)
+{
+	kref_get(&slice->ref);
+	return slice;
+}
+
+static void xpu_slice_release(struct kref *ref)
+{
+	struct xpu_slice *slice = container_of(ref, struct xpu_slice, ref);
+
+	xpu_mem_slice_release(slice);
+	kfree(slice);
+}
+
+void xpu_slice_put(struct xpu_slice *slice)
+{
+	kref_put(&slice->ref, xpu_slice_release);
+}
+
+static struct xpu_slice *xpu_slice_find(u32 id)
+{
+	lockdep_assert_held(&xpu_lock);
+	return idr_find(&xpu_slice_ids, id);
+}
+
+/*
+ * Names become device-node and cgroup-facing identifiers: a small charset,
+ * NUL-terminated inside the field, nothing after the NUL.
+ */
+static int xpu_name_valid(const u8 *name)
+{
+	size_t len = strnlen(name, XPU_NAME_LEN);
+	size_t i;
+
+	if (len == 0 || len == XPU_NAME_LEN || name[0] == '.' || name[0] == '-')
+		return -EINVAL;
+	for (i = 0; i < len; i++)
+		if (!isalnum(name[i]) && !strchr("_.-", name[i]))
+			return -EINVAL;
+	for (; i < XPU_NAME_LEN; i++)
+		if (name[i])
+			return -EINVAL;
+	return 0;
+}
+
+static int xpu_settings_valid(u64 memory, u32 share, u32 weight, u32 prio)
+{
+	if (memory < SZ_1M || share > XPU_SHARE_MAX || weight < 1 ||
+	    weight > XPU_WEIGHT_MAX || prio > XPU_PRIO_HIGH)
+		return -EINVAL;
+	return 0;
+}
+
+static void xpu_slice_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
+{
+	u32 argsz = out->argsz, flags = out->flags;
+
+	memset(out, 0, sizeof(*out));
+	out->argsz = argsz;
+	out->flags = flags;
+	out->id = slice->id;
+	out->gpu_minor = slice->gpu->minor;
+	memcpy(out->name, slice->name, XPU_NAME_LEN);
+	out->memory_limit = READ_ONCE(slice->memory_limit);
+	out->compute_share = READ_ONCE(slice->share);
+	out->weight = READ_ONCE(slice->weight);
+	out->priority = READ_ONCE(slice->priority);
+	xpu_mem_fill(slice, out);
+	out->open_files = atomic_read(&slice->open_files);
+}
+
+int xpu_slice_ioc_create(struct xpu_slice_info *arg)
+{
+	struct xpu_slice *slice, *other;
+	struct xpu_gpu *gpu;
+	int ret, id;
+
+	if (arg->flags & ~XPU_SLICE_CREATE_FLAGS_ALL)
+		return -EINVAL;
+	ret = xpu_name_valid(arg->name);
+	if (ret)
+		return ret;
+	ret = xpu_settings_valid(arg->memory_limit, arg->compute_share,
+				 arg->weight, arg->priority);
+	if (ret)
+		return ret;
+	slice = kzalloc(sizeof(*slice), GFP_KERNEL);
+	if (!slice)
+		return -ENOMEM;
+	kref_init(&slice->ref);
+	mutex_init(&slice->mem_lock);
+	INIT_LIST_HEAD(&slice->members);
+	memcpy(slice->name, arg->name, XPU_NAME_LEN);
+	slice->memory_limit = arg->memory_limit;
+	slice->share = arg->compute_share;
+	slice->weight = arg->weight;
+	slice->priority = arg->priority;
+
+	mutex_lock(&xpu_lock);
+	gpu = xpu_gpu_by_minor(arg->gpu_minor);
+	ret = -ENODEV;
+	if (!gpu)
+		goto err_unlock;
+	ret = -EEXIST;
+	list_for_each_entry(other, &xpu_slices, link)
+		if (!strncmp(other->name, slice->name, XPU_NAME_LEN))
+			goto err_unlock;
+	ret = -ENOSPC;
+	if (xpu_nr_slices >= XPU_MAX_SLICES ||
+	    arg->memory_limit > gpu->memory_total - gpu->memory_sliced ||
+	    gpu->share_sliced + arg->compute_share > XPU_SHARE_MAX)
+		goto err_unlock;
+	id = idr_alloc(&xpu_slice_ids, slice, 0, XPU_MAX_SLICES, GFP_KERNEL);
+	if (id < 0) {
+		ret = id;
+		goto err_unlock;
+	}
+	slice->id = id;
+	slice->gpu = gpu;
+	gpu->memory_sliced += slice->memory_limit;
+	gpu->share_sliced += slice->share;
+	gpu->nr_slices++;
+	xpu_nr_slices++;
+	list_add_tail(&slice->link, &xpu_slices);
+	xpu_slice_fill(slice, arg);
+	mutex_unlock(&xpu_lock);
+	pr_info("slice %u '%s' created on GPU %u: %llu bytes, share %u/1000\n",
+		slice->id, slice->name, gpu->minor, slice->memory_limit,
+		slice->share);
+	return 0;
+
+err_unlock:
+	mutex_unlock(&xpu_lock);
+	kfree(slice);
+	return ret;
+}
+
+int xpu_slice_ioc_get(struct xpu_slice_info *arg)
+{
+	struct xpu_slice *slice;
+	int ret = -ENOENT;
+
+	if (arg->flags & ~XPU_SLICE_GET_FLAGS_ALL)
+		return -EINVAL;
+	mutex_lock(&xpu_lock);
+	slice = xpu_slice_find(arg->id);
+	if (slice) {
+		xpu_slice_fill(slice, arg);
+		ret = 0;
+	}
+	mutex_unlock(&xpu_lock);
+	return ret;
+}
+
+int xpu_slice_ioc_set(struct xpu_slice_info *arg)
+{
+	u32 flags = arg->flags;
+	struct xpu_slice *slice;
+	struct xpu_gpu *gpu;
+	u64 memory;
+	u32 share;
+	int ret;
+
+	if (!flags || (flags & ~XPU_SLICE_SET_FLAGS_ALL))
+		return -EINVAL;
+	mutex_lock(&xpu_lock);
+	ret = -ENOENT;
+	slice = xpu_slice_find(arg->id);
+	if (!slice)
+		goto out;
+	gpu = slice->gpu;
+	memory = flags & XPU_SLICE_SET_MEMORY ? arg->memory_limit : slice->memory_limit;
+	share = flags & XPU_SLICE_SET_SHARE ? arg->compute_share : slice->share;
+	ret = xpu_settings_valid(memory, share,
+				 flags & XPU_SLICE_SET_WEIGHT ? arg->weight : slice->weight,
+				 flags & XPU_SLICE_SET_PRIORITY ? arg->priority : slice->priority);
+	if (ret)
+		goto out;
+	ret = -ENOSPC;
+	if (memory > gpu->memory_total - (gpu->memory_sliced - slice->memory_limit) ||
+	    gpu->share_sliced - slice->share + share > XPU_SHARE_MAX)
+		goto out;
+	if (flags & XPU_SLICE_SET_MEMORY) {
+		u64 old = slice->memory_limit;
+
+		ret = xpu_mem_set_limit(slice, memory);
+		if (ret)
+			goto out;
+		gpu->memory_sliced = gpu->memory_sliced - old + memory;
+	}
+	if (flags & XPU_SLICE_SET_SHARE) {
+		gpu->share_sliced = gpu->share_sliced - slice->share + share;
+		WRITE_ONCE(slice->share, share);
+	}
+	if (flags & XPU_SLICE_SET_WEIGHT)
+		WRITE_ONCE(slice->weight, arg->weight);
+	if (flags & XPU_SLICE_SET_PRIORITY)
+		WRITE_ONCE(slice->priority, arg->priority);
+	xpu_slice_fill(slice, arg);
+	ret = 0;
+out:
+	mutex_unlock(&xpu_lock);
+	return ret;
+}
+
+static void xpu_binding_free(struct xpu_binding *b)
+{
+	lockdep_assert_held(&xpu_lock);
+	list_del(&b->link);
+	if (b->inode)
+		iput(b->inode);
+	if (b->cgrp)
+		cgroup_put(b->cgrp);
+	xpu_nr_bindings--;
+	kfree(b);
+}
+
+/*
+ * A destroyed slice's node bindings stay as tombstones: a container may have
+ * bind-mounted the node, and an open through it must not become an unsliced
+ * open of the GPU.  A tombstone goes once nothing but xpu holds the inode
+ * (the node is unlinked, unmounted and closed everywhere).
+ */
+static void xpu_reap_tombstones(void)
+{
+	struct xpu_binding *b, *tmp;
+
+	lockdep_assert_held(&xpu_lock);
+	list_for_each_entry_safe(b, tmp, &xpu_nodes, link)
+		if (!b->slice && !b->inode->i_nlink &&
+		    atomic_read(&b->inode->i_count) == 1)
+			xpu_binding_free(b);
+}
+
+static void xpu_slice_unbind_all(struct xpu_slice *slice)
+{
+	struct xpu_binding *b, *tmp;
+
+	list_for_each_entry(b, &xpu_nodes, link)
+		if (b->slice == slice)
+			b->slice = NULL;
+	list_for_each_entry_safe(b, tmp, &xpu_cgroups, link)
+		if (b->slice == slice)
+			xpu_binding_free(b);
+	xpu_reap_tombstones();
+}
+
+/* Take slice out of the namespace; the caller drops the list's reference. */
+static void xpu_slice_unlink(struct xpu_slice *slice)
+{
+	struct xpu_gpu *gpu = slice->gpu;
+
+	lockdep_assert_held(&xpu_lock);
+	xpu_slice_unbind_all(slice);
+	idr_remove(&xpu_slice_ids, slice->id);
+	list_del(&slice->link);
+	gpu->memory_sliced -= slice->memory_limit;
+	gpu->share_sliced -= slice->share;
+	gpu->nr_slices--;
+	xpu_nr_slices--;
+	WRITE_ONCE(slice->dead, true);
+}
+
+int xpu_slice_ioc_destroy(const struct xpu_slice_ref *arg)
+{
+	struct xpu_slice *slice;
+	int ret;
+
+	if (arg->flags & ~XPU_DESTROY_FLAGS_ALL)
+		return -EINVAL;
+	mutex_lock(&xpu_lock);
+	ret = -ENOENT;
+	slice = xpu_slice_find(arg->id);
+	if (!slice)
+		goto out;
+	ret = -EBUSY;
+	if (atomic_read(&slice->open_files) && !(arg->flags & XPU_DESTROY_FORCE))
+		goto out;
+	xpu_slice_unlink(slice);
+	mutex_unlock(&xpu_lock);
+	if (arg->flags & XPU_DESTROY_FORCE)
+		xpu_mem_kill_members(slice);
+	pr_info("slice %u '%s' destroyed\n", slice->id, slice->name);
+	xpu_slice_put(slice);
+	return 0;
+out:
+	mutex_unlock(&xpu_lock);
+	return ret;
+}
+
+int xpu_slice_ioc_list(u32 *ids, u32 room, u32 *count)
+{
+	struct xpu_slice *slice;
+	u32 n = 0;
+
+	mutex_lock(&xpu_lock);
+	list_for_each_entry(slice, &xpu_slices, link) {
+		if (n < room)
+			ids[n] = slice->id;
+		n++;
+	}
+	mutex_unlock(&xpu_lock);
+	*count = n;
+	return 0;
+}
+
+int xpu_slice_ioc_node(const struct xpu_node *arg, bool attach)
+{
+	struct xpu_binding *b, *nb = NULL;
+	struct xpu_slice *slice;
+	struct inode *inode;
+	struct file *file;
+	int ret;
+
+	if (arg->flags || arg->role > XPU_NODE_CTL)
+		return -EINVAL;
+	file = fget_raw(arg->fd);
+	if (!file)
+		return -EBADF;
+	inode = file_inode(file);
+	ret = -ENODEV;
+	if (!S_ISCHR(inode->i_mode) || imajor(inode) != NV_MAJOR_DEVICE_NUMBER)
+		goto out_fdput;
+	if (attach) {
+		nb = kzalloc(sizeof(*nb), GFP_KERNEL);
+		ret = -ENOMEM;
+		if (!nb)
+			goto out_fdput;
+	}
+
+	mutex_lock(&xpu_lock);
+	ret = -ENOENT;
+	slice = xpu_slice_find(arg->id);
+	if (!slice)
+		goto out_unlock;
+	ret = -EINVAL;
+	if (iminor(inode) != (arg->role == XPU_NODE_CTL ? NV_MINOR_CONTROL :
+			      slice->gpu->minor))
+		goto out_unlock;
+	xpu_reap_tombstones();
+	list_for_each_entry(b, &xpu_nodes, link) {
+		if (b->inode != inode)
+			continue;
+		if (attach) {
+			/* Idempotent: xpud re-attaches what it finds. */
+			ret = b->slice == slice ? 0 : -EEXIST;
+		} else if (b->slice == slice) {
+			xpu_binding_free(b);
+			ret = 0;
+		} else {
+			ret = -ENOENT;
+		}
+		goto out_unlock;
+	}
+	ret = -ENOENT;
+	if (!attach)
+		goto out_unlock;
+	ret = -ENOSPC;
+	if (xpu_nr_bindings >= XPU_MAX_BINDINGS)
+		goto out_unlock;
+	ihold(inode);
+	nb->inode = inode;
+	nb->slice = slice;
+	nb->role = arg->role;
+	list_add_tail(&nb->link, &xpu_nodes);
+	xpu_nr_bindings++;
+	nb = NULL;
+	ret = 0;
+out_unlock:
+	mutex_unlock(&xpu_lock);
+	kfree(nb);
+out_fdput:
+	fput(file);
+	return ret;
+}
+
+int xpu_slice_ioc_cgroup(const struct xpu_cgroup *arg, bool bind)
+{
+	struct xpu_binding *b, *nb = NULL;
+	struct xpu_slice *slice;
+	struct cgroup *cgrp;
+	int ret;
+
+	if (arg->flags)
+		return -EINVAL;
+	cgrp = cgroup_get_from_fd(arg->fd);
+	if (IS_ERR(cgrp))
+		return -EBADF;	/* not a cgroup v2 directory */
+	if (bind) {
+		nb = kzalloc(sizeof(*nb), GFP_KERNEL);
+		if (!nb) {
+			cgroup_put(cgrp);
+			return -ENOMEM;
+		}
+	}
+	mutex_lock(&xpu_lock);
+	ret = -ENOENT;
+	slice = xpu_slice_find(arg->id);
+	if (!slice)
+		goto out_unlock;
+	list_for_each_entry(b, &xpu_cgroups, link) {
+		if (b->cgrp != cgrp)
+			continue;
+		if (bind) {
+			ret = b->slice == slice ? 0 : -EEXIST;
+		} else if (b->slice == slice) {
+			xpu_binding_free(b);
+			ret = 0;
+		} else {
+			ret = -ENOENT;
+		}
+		goto out_unlock;
+	}
+	ret = -ENOENT;
+	if (!bind)
+		goto out_unlock;
+	ret = -ENOSPC;
+	if (xpu_nr_bindings >= XPU_MAX_BINDINGS)
+		goto out_unlock;
+	nb->cgrp = cgrp;
+	nb->slice = slice;
+	list_add_tail(&nb->link, &xpu_cgroups);
+	xpu_nr_bindings++;
+	nb = NULL;
+	cgrp = NULL;	/* the binding holds the reference now */
+	ret = 0;
+out_unlock:
+	mutex_unlock(&xpu_lock);
+	kfree(nb);
+	if (cgrp)
+		cgroup_put(cgrp);
+	return ret;
+}
+
+/* The nearest bound ancestor of current's cgroup, or NULL; under xpu_lock. */
+static struct xpu_slice *xpu_slice_by_cgroup(void)
+{
+	struct xpu_slice *found = NULL;
+	struct xpu_binding *b;
+	struct cgroup *cgrp;
+
+	lockdep_assert_held(&xpu_lock);
+	if (list_empty(&xpu_cgroups))
+		return NULL;
+	rcu_read_lock();
+	for (cgrp = task_dfl_cgroup(current); cgrp && !found;
+	     cgrp = cgroup_parent(cgrp))
+		list_for_each_entry(b, &xpu_cgroups, link)
+			if (b->cgrp == cgrp) {
+				found = b->slice;
+				break;
+			}
+	rcu_read_unlock();
+	return found;
+}
+
+int xpu_slice_check_alone(struct xpu_slice *slice, struct pid *pid)
+{
+	struct xpu_slice *other;
+	int ret = 0;
+
+	mutex_lock(&xpu_lock);
+	list_for_each_entry(other, &xpu_slices, link)
+		if (other != slice && other->gpu == slice->gpu &&
+		    xpu_mem_is_member(other, pid)) {
+			ret = -EPERM;
+			break;
+		}
+	mutex_unlock(&xpu_lock);
+	return ret;
+}
+
+struct xpu_slice *xpu_slice_for_open(struct inode *inode, struct xpu_gpu *gpu)
+{
+	struct xpu_slice *slice = NULL;
+	struct xpu_binding *b;
+
+	mutex_lock(&xpu_lock);
+	list_for_each_entry(b, &xpu_nodes, link)
+		if (b->inode == inode) {
+			if (!b->slice) {
+				/* the node of a destroyed slice */
+				mutex_unlock(&xpu_lock);
+				return ERR_PTR(-ENXIO);
+			}
+			slice = b->slice;
+			break;
+		}
+	if (!slice) {
+		slice = xpu_slice_by_cgroup();
+		/* A slice is one GPU: its cgroup does not capture the others. */
+		if (slice && gpu && slice->gpu != gpu)
+			slice = NULL;
+	}
+	if (slice) {
+		xpu_slice_get(slice);
+	} else if (gpu && gpu->mode == XPU_MODE_EXCLUSIVE && gpu->nr_slices &&
+		   !capable(CAP_SYS_ADMIN)) {
+		slice = ERR_PTR(-EPERM);
+	}
+	mutex_unlock(&xpu_lock);
+	return slice;
+}
+
+int xpu_gpu_ioc_set(const struct xpu_gpu_set *arg)
+{
+	struct xpu_gpu *gpu;
+	int ret = -ENODEV;
+
+	if (!arg->flags || (arg->flags & ~XPU_GPU_SET_FLAGS_ALL))
+		return -EINVAL;
+	if ((arg->flags & XPU_GPU_SET_MODE) && arg->mode > XPU_MODE_EXCLUSIVE)
+		return -EINVAL;
+	if ((arg->flags & XPU_GPU_SET_POLICY) && arg->policy > XPU_POLICY_NATIVE)
+		return -EINVAL;
+	if ((arg->flags & XPU_GPU_SET_PERIOD) &&
+	    (arg->period_us < XPU_PERIOD_MIN_US || arg->period_us > XPU_PERIOD_MAX_US))
+		return -EINVAL;
+	mutex_lock(&xpu_lock);
+	gpu = xpu_gpu_by_minor(arg->minor);
+	if (gpu) {
+		if (arg->flags & XPU_GPU_SET_MODE)
+			gpu->mode = arg->mode;
+		if (arg->flags & XPU_GPU_SET_POLICY)
+			gpu->policy = arg->policy;
+		if (arg->flags & XPU_GPU_SET_PERIOD)
+			gpu->period_us = arg->period_us;
+		ret = 0;
+	}
+	mutex_unlock(&xpu_lock);
+	return ret;
+}
+
+void xpu_gpu_fill(struct xpu_gpu *gpu, struct xpu_gpu_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	mutex_lock(&xpu_lock);
+	out->minor = gpu->minor;
+	out->mode = gpu->mode;
+	out->policy = gpu->policy;
+	out->period_us = gpu->period_us;
+	out->nr_slices = gpu->nr_slices;
+	out->memory_total = gpu->memory_total;
+	out->memory_sliced = gpu->memory_sliced;
+	memcpy(out->uuid, gpu->uuid, sizeof(out->uuid));
+	mutex_unlock(&xpu_lock);
+	xpu_rm_driver_version(&out->driver_major, &out->driver_minor,
+			      &out->driver_patch);
+}
+
+int xpu_slice_init(void)
+{
+	return 0;
+}
+
+void xpu_slice_exit(void)
+{
+	struct xpu_slice *slice, *tmp;
+	struct xpu_binding *b, *btmp;
+
+	mutex_lock(&xpu_lock);
+
+	list_for_each_entry_safe(slice, tmp, &xpu_slices, link) {
+		xpu_slice_unlink(slice);
+		xpu_slice_put(slice);
+	}
+	list_for_each_entry_safe(b, btmp, &xpu_nodes, link)
+		xpu_binding_free(b);
+	mutex_unlock(&xpu_lock);
+	idr_destroy(&xpu_slice_ids);
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The objects xpu.ko keeps: GPUs, slices, and a record per driver file.
+ */
+#ifndef XPU_XPU_H
+#define XPU_XPU_H
+
+#include <linux/hashtable.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/types.h>
+#include <uapi/xpu.h>
+
+#define XPU_MAX_GPUS	32
+
+/*
+ * A GPU of the driver.  Found at load through the kernel RM API and the
+ * driver's /proc/driver/nvidia/gpus; the settable fields are under xpu_lock.
+ */
+struct xpu_gpu {
+	u32 minor;
+	u32 gpu_id;			/* the driver's id, as in CARD_INFO */
+	u32 device_instance;		/* NV0080 deviceId */
+	u64 memory_total;		/* bytes */
+	char uuid[XPU_UUID_LEN];
+	/* kernel RM objects of xpu's own client, for queries */
+	u32 h_device, h_subdevice;
+	/* under xpu_lock */
+	u32 mode, policy, period_us;
+	u32 nr_slices;
+	u64 memory_sliced;
+	u32 share_sliced;
+	/* serialises the per-process usage query and its buffer */
+	struct mutex query_lock;
+	void *query_buf;
+};
+
+/* A process that used a slice's files. */
+struct xpu_member {
+	struct list_head link;		/* in xpu_slice.members */
+	struct pid *pid;		/* thread group */
+	u64 usage;			/* bytes of video memory, as RM says */
+};
+
+struct xpu_slice {
+	struct kref ref;
+	struct list_head link;		/* in xpu_slices, under xpu_lock */
+	u32 id;
+	char name[XPU_NAME_LEN];
+	struct xpu_gpu *gpu;
+	bool dead;			/* destroyed; lives on while files are open */
+
+	/* settings: written under xpu_lock, read with READ_ONCE */
+	u64 memory_limit;
+	u32 share, weight, priority;
+
+	/*
+	 * mem_lock serialises the slice's memory decisions: admit, call the
+	 * driver, read back what RM now attributes.  It protects the fields
+	 * below and the member list.
+	 */
+	struct mutex mem_lock;
+	struct list_head members;
+	u32 nr_members;
+	u64 used, peak;
+	u64 denied, killed;
+
+	atomic_t open_files;
+};
+
+/* The record xpu keeps for a driver file it saw opened. */
+struct xpu_file {
+	struct hlist_node hash;		/* in xpu_files, by file */
+	struct rcu_head rcu;
+	struct file *file;
+	struct xpu_slice *slice;	/* counted; NULL: unsliced */
+	struct xpu_gpu *gpu;		/* NULL for the control node */
+};
+
+/* Protects the slice list, node and cgroup bindings, GPU settings. */
+extern struct mutex xpu_lock;
+extern struct xpu_gpu xpu_gpus[XPU_MAX_GPUS];
+extern unsigned int xpu_nr_gpus;
+
+struct xpu_gpu *xpu_gpu_by_minor(u32 minor);
+struct xpu_gpu *xpu_gpu_by_id(u32 gpu_id);
+
+void xpu_slice_put(struct xpu_slice *slice);
+struct xpu_slice *xpu_slice_get(struct xpu_slice *slice);
+
+#endif /* XPU_XPU_H */
