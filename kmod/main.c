@@ -9,24 +9,50 @@
 #include <linux/module.h>
 
 #include "ctl.h"
+#include "file.h"
+#include "hook.h"
+#include "rmapi.h"
+#include "slice.h"
 #include "version.h"
 
 static int __init xpu_init(void)
 {
 	int ret;
 
+	ret = xpu_rm_init();
+	if (ret)
+		return ret;
+	ret = xpu_slice_init();
+	if (ret)
+		goto err_rm;
+	ret = xpu_hook_init();
+	if (ret)
+		goto err_slice;
 	/* The admin device comes last: once it exists, user space can call in. */
 	ret = xpu_ctl_init();
 	if (ret)
-		return ret;
+		goto err_hook;
 
 	pr_info("version " XPU_VERSION " loaded\n");
 	return 0;
+
+err_hook:
+	xpu_hook_exit();
+	xpu_file_exit();
+err_slice:
+	xpu_slice_exit();
+err_rm:
+	xpu_rm_exit();
+	return ret;
 }
 
 static void __exit xpu_exit(void)
 {
 	xpu_ctl_exit();
+	xpu_hook_exit();
+	xpu_file_exit();
+	xpu_slice_exit();
+	xpu_rm_exit();
 }
 
 module_init(xpu_init);

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """NVIDIA kernel-driver user ABI: numbers, status codes and x86_64 layouts.
 
 Everything here is a fact read from NVIDIA's open kernel modules
@@ -15,7 +16,7 @@ import ctypes
 import re
 from ctypes import c_char, c_int32, c_uint8, c_uint16, c_uint32, c_uint64
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 # ---------------------------------------------------------------------------
 # ioctl encoding (asm-generic/ioctl.h; the driver reads only _IOC_NR/_IOC_SIZE)
@@ -80,20 +81,39 @@ NV_ESC_RM_CONTROL = 0x2A
 NV_ESC_RM_ALLOC = 0x2B
 NV_ESC_RM_DUP_OBJECT = 0x34
 NV_ESC_RM_SHARE = 0x35
+NV_ESC_RM_I2C_ACCESS = 0x39
+NV_ESC_RM_IDLE_CHANNELS = 0x41
 NV_ESC_RM_VID_HEAP_CONTROL = 0x4A
+NV_ESC_RM_ACCESS_REGISTRY = 0x4D
 NV_ESC_RM_MAP_MEMORY = 0x4E
 NV_ESC_RM_UNMAP_MEMORY = 0x4F
 NV_ESC_RM_GET_EVENT_DATA = 0x52
+NV_ESC_RM_ALLOC_CONTEXT_DMA2 = 0x54
 NV_ESC_RM_MAP_MEMORY_DMA = 0x57
 NV_ESC_RM_UNMAP_MEMORY_DMA = 0x58
+NV_ESC_RM_BIND_CONTEXT_DMA = 0x59
 NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO = 0x5E
+
+# The argument of escapes this module has no struct for: (C type, size);
+# RM_MAP/UNMAP_MEMORY_DMA's (NVOS46/47) sizes are in the version table.
+OTHER_ESCAPE_ARGS = {
+    NV_ESC_RM_ALLOC_OBJECT: ("NVOS05_PARAMETERS", 20),
+    NV_ESC_RM_SHARE: ("NVOS57_PARAMETERS", 24),
+    NV_ESC_RM_I2C_ACCESS: ("NVOS_I2C_ACCESS_PARAMS", 32),
+    NV_ESC_RM_IDLE_CHANNELS: ("NVOS30_PARAMETERS", 56),
+    NV_ESC_RM_ACCESS_REGISTRY: ("NVOS38_PARAMETERS", 72),
+    NV_ESC_RM_ALLOC_CONTEXT_DMA2: ("NVOS39_PARAMETERS", 56),
+    NV_ESC_RM_BIND_CONTEXT_DMA: ("NVOS49_PARAMETERS", 16),
+    NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO: ("NVOS56_PARAMETERS", 40),
+    NV_ESC_RM_GET_EVENT_DATA: ("NVOS41_PARAMETERS", 16),
+}
 
 # kernel-open/common/inc/nv-ioctl.h: the largest argument IOCTL_XFER_CMD takes
 NV_ABSOLUTE_MAX_IOCTL_SIZE = 16384
 
 # Device nodes (nv.c, nvidia-modprobe)
 NV_MAJOR_DEVICE_NUMBER = 195
-NV_CONTROL_DEVICE_MINOR = 255
+NV_MINOR_DEVICE_NUMBER_CONTROL_DEVICE = 255
 NV_CTL_PATH = "/dev/nvidiactl"
 
 
@@ -143,6 +163,7 @@ NV_ERR_NO_MEMORY = 0x00000051
 NV_ERR_NOT_SUPPORTED = 0x00000056
 NV_ERR_OBJECT_NOT_FOUND = 0x00000057
 NV_ERR_OPERATING_SYSTEM = 0x00000059
+NV_ERR_OUT_OF_RANGE = 0x0000005B
 NV_ERR_STATE_IN_USE = 0x00000063
 NV_ERR_TIMEOUT = 0x00000065
 
@@ -176,6 +197,8 @@ VOLTA_CHANNEL_GPFIFO_A = 0xC36F
 HOPPER_CHANNEL_GPFIFO_A = 0xC86F
 VOLTA_USERMODE_A = 0xC361
 HOPPER_USERMODE_A = 0xC661
+HOPPER_COMPUTE_A = 0xCBC0
+MPS_COMPUTE = 0x900E
 
 # cl2080_notification.h
 NV2080_ENGINE_TYPE_GR0 = 0x1
@@ -232,7 +255,10 @@ NVOS32_FUNCTION_ALLOC_SIZE_RANGE = 14
 NVOS32_FUNCTION_ALLOC_OS_DESCRIPTOR = 27
 
 NVOS32_TYPE_IMAGE = 0
+NVOS32_ALLOC_FLAGS_USE_BEGIN_END = 0x00020000
 NVOS32_ALLOC_FLAGS_VIRTUAL = 0x00080000
+NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED = 0x00004000
+NVOS32_FREE_FLAGS_MEMORY_HANDLE_PROVIDED = 0x00000001
 
 # NVOS32_ATTR_PAGE_SIZE 24:23, NVOS32_ATTR_LOCATION 26:25
 NVOS32_ATTR_PAGE_SIZE_SHIFT = 23
@@ -255,6 +281,9 @@ def nvos32_attr(location=NVOS32_ATTR_LOCATION_VIDMEM,
             | (page_size << NVOS32_ATTR_PAGE_SIZE_SHIFT))
 
 
+NVOS54_FLAGS_IRQL_RAISED = 0x00000001
+NVOS54_FLAGS_LOCK_BYPASS = 0x00000002
+
 # kernel-open/common/inc/nv-ioctl.h
 NV_RM_API_VERSION_STRING_LENGTH = 64
 NV_RM_API_VERSION_CMD_STRICT = 0
@@ -273,12 +302,18 @@ NvBool = c_uint8
 
 
 class _Struct(ctypes.Structure):
-    """A C struct; ``_c_name_`` names the C type when it differs."""
+    """A C struct; ``_c_name_`` names the C type when it differs, ``_since_``
+    the first (major, minor) driver release that has it."""
 
     def __repr__(self):
         fields = ", ".join(f"{n}={getattr(self, n)!r}"
                            for n, *_ in self._fields_ if not n.startswith("_"))
         return f"{type(self).__name__}({fields})"
+
+
+def _make_struct(c_name, fields, tag):
+    return type(f"{c_name}_{tag}", (_Struct,),
+                {"_fields_": fields, "_c_name_": c_name})
 
 
 # --- kernel-open/common/inc/nv-ioctl.h
@@ -319,6 +354,16 @@ class nv_ioctl_register_fd_t(_Struct):
     _fields_ = [("ctl_fd", c_int32)]
 
 
+class nv_ioctl_wait_open_complete_t(_Struct):
+    _since_ = (550, 0)      # NV_ESC_WAIT_OPEN_COMPLETE is new in 550
+    _fields_ = [("rc", c_int32), ("adapterStatus", c_uint32)]
+
+
+class nv_ioctl_alloc_os_event_t(_Struct):
+    _fields_ = [("hClient", NvHandle), ("hDevice", NvHandle), ("fd", c_uint32),
+                ("Status", c_uint32)]
+
+
 # --- src/common/sdk/nvidia/inc/nvos.h
 
 class NVOS00_PARAMETERS(_Struct):
@@ -352,16 +397,16 @@ class NVOS64_PARAMETERS(_Struct):
                 ("status", c_uint32)]
 
 
-class _NVOS32AllocSize(_Struct):
-    _fields_ = [("owner", c_uint32), ("hMemory", NvHandle), ("type", c_uint32),
-                ("flags", c_uint32), ("attr", c_uint32), ("format", c_uint32),
-                ("comprCovg", c_uint32), ("zcullCovg", c_uint32),
-                ("partitionStride", c_uint32), ("width", c_uint32),
-                ("height", c_uint32), ("size", c_uint64),
-                ("alignment", c_uint64), ("offset", c_uint64),
-                ("limit", c_uint64), ("address", NvP64),
-                ("rangeBegin", c_uint64), ("rangeEnd", c_uint64),
-                ("attr2", c_uint32), ("ctagOffset", c_uint32)]
+# NVOS32 (RM_VID_HEAP_CONTROL) is 184 bytes in every version, but 550 added
+# numaNode to data.AllocSize, so it comes from for_version() too.
+_NVOS32_ALLOC_SIZE_FIELDS = [
+    ("owner", c_uint32), ("hMemory", NvHandle), ("type", c_uint32),
+    ("flags", c_uint32), ("attr", c_uint32), ("format", c_uint32),
+    ("comprCovg", c_uint32), ("zcullCovg", c_uint32),
+    ("partitionStride", c_uint32), ("width", c_uint32), ("height", c_uint32),
+    ("size", c_uint64), ("alignment", c_uint64), ("offset", c_uint64),
+    ("limit", c_uint64), ("address", NvP64), ("rangeBegin", c_uint64),
+    ("rangeEnd", c_uint64), ("attr2", c_uint32), ("ctagOffset", c_uint32)]
 
 
 class _NVOS32Free(_Struct):
@@ -373,16 +418,17 @@ class _NVOS32Info(_Struct):
                 ("base", c_uint64)]
 
 
-class _NVOS32Data(ctypes.Union):
-    _fields_ = [("AllocSize", _NVOS32AllocSize), ("Free", _NVOS32Free),
-                ("Info", _NVOS32Info), ("_raw", c_uint64 * 18)]
-
-
-class NVOS32_PARAMETERS(_Struct):
-    _fields_ = [("hRoot", NvHandle), ("hObjectParent", NvHandle),
-                ("function", c_uint32), ("hVASpace", NvHandle),
-                ("ivcHeapNumber", ctypes.c_int16), ("status", c_uint32),
-                ("total", c_uint64), ("free", c_uint64), ("data", _NVOS32Data)]
+def _nvos32(alloc_size_fields, tag):
+    alloc_size = type(f"_NVOS32AllocSize_{tag}", (_Struct,),
+                      {"_fields_": alloc_size_fields})
+    data = type(f"_NVOS32Data_{tag}", (ctypes.Union,), {"_fields_": [
+        ("AllocSize", alloc_size), ("Free", _NVOS32Free), ("Info", _NVOS32Info),
+        ("_raw", c_uint64 * 18)]})
+    return _make_struct("NVOS32_PARAMETERS", [
+        ("hRoot", NvHandle), ("hObjectParent", NvHandle),
+        ("function", c_uint32), ("hVASpace", NvHandle),
+        ("ivcHeapNumber", ctypes.c_int16), ("status", c_uint32),
+        ("total", c_uint64), ("free", c_uint64), ("data", data)], tag)
 
 
 class NVOS33_PARAMETERS(_Struct):
@@ -440,6 +486,17 @@ class NV0080_ALLOC_PARAMETERS(_Struct):
 
 class NV2080_ALLOC_PARAMETERS(_Struct):
     _fields_ = [("subDeviceId", c_uint32)]
+
+
+# --- nvos.h: usermode and graphics/compute object params
+
+class NV_HOPPER_USERMODE_A_PARAMS(_Struct):
+    _fields_ = [("bBar1Mapping", NvBool), ("bPriv", NvBool)]
+
+
+class NV_GR_ALLOCATION_PARAMETERS(_Struct):
+    _fields_ = [("version", c_uint32), ("flags", c_uint32), ("size", c_uint32),
+                ("caps", c_uint32)]
 
 
 # --- ctrl/ctrl2080/ctrl2080fb.h
@@ -548,31 +605,32 @@ NV_GPFIFO_ENTRY_SIZE = 8
 # Per-driver-version table
 
 
-def _make_struct(c_name, fields, tag):
-    return type(f"{c_name}_{tag}", (_Struct,),
-                {"_fields_": fields, "_c_name_": c_name})
-
-
 @dataclass(frozen=True)
 class _Row:
     since: tuple        # first (major, minor) this row applies to
     fb_info_max_list: int       # NV2080_CTRL_FB_INFO_MAX_LIST_SIZE
+    fb_info_index_max: int      # NV2080_CTRL_FB_INFO_INDEX_MAX
+    nvos46_size: int            # sizeof(NVOS46_PARAMETERS), RM_MAP_MEMORY_DMA
+    nvos47_size: int            # sizeof(NVOS47_PARAMETERS), RM_UNMAP_MEMORY_DMA
     mem_alloc_numa_node: bool   # NV_MEMORY_ALLOCATION_PARAMS.numaNode (545)
+    nvos32_numa_node: bool      # NVOS32 data.AllocSize.numaNode (550)
     channel_tpc_config_id: bool  # NV_CHANNEL_ALLOC_PARAMS.tpcConfigID (570)
     schedule_skip_enable: bool  # GPFIFO_SCHEDULE_PARAMS.bSkipEnable (575)
+    fb_get_info_v1_deprecated: bool  # FB_GET_INFO rerouted to V2 (550)
     device_check: str           # how NV01_DEVICE_0 recognises a GPU file
 
 
 # Oldest first.  535 is the first release with NVOS21/64.paramsSize, which
-# everything here assumes.
+# everything here assumes.  FB_GET_INFO (V1) left the subdevice's method
+# table (generated/g_subdevice_nvoc.c) in 550 for the deprecated-control shim.
 _ROWS = (
-    _Row((535, 0), 0x36, False, False, False, "rdev"),
-    _Row((545, 0), 0x37, True, False, False, "rdev"),
-    _Row((550, 0), 0x37, True, False, False, "fops"),
-    _Row((560, 0), 0x39, True, False, False, "fops"),
-    _Row((570, 0), 0x39, True, True, False, "fops"),
-    _Row((575, 0), 0x39, True, True, True, "fops"),
-    _Row((580, 0), 0x80, True, True, True, "fops"),
+    _Row((535, 0), 0x36, 0x35, 56, 40, False, False, False, False, False, "rdev"),
+    _Row((545, 0), 0x37, 0x36, 56, 40, True, False, False, False, False, "rdev"),
+    _Row((550, 0), 0x37, 0x36, 56, 48, True, True, False, False, True, "fops"),
+    _Row((560, 0), 0x39, 0x38, 56, 48, True, True, False, False, True, "fops"),
+    _Row((570, 0), 0x39, 0x38, 56, 48, True, True, True, False, True, "fops"),
+    _Row((575, 0), 0x39, 0x38, 56, 48, True, True, True, True, True, "fops"),
+    _Row((580, 0), 0x80, 0x3B, 64, 48, True, True, True, True, True, "fops"),
 )
 
 
@@ -581,10 +639,18 @@ class DriverAbi:
     """The version-dependent part of the ABI, for one driver version."""
     version: str
     device_check: str
+    fb_info_index_max: int
+    nvos46_size: int
+    nvos47_size: int
+    # From 550 FB_GET_INFO (V1) is a deprecated control rerouted to V2
+    # (rmapi_deprecated_control.c): paramsSize is not checked and the list
+    # may hold at most V2's entries (NV_ERR_OUT_OF_RANGE).
+    fb_get_info_v1_deprecated: bool
     NV_MEMORY_ALLOCATION_PARAMS: type
     NV2080_CTRL_FB_GET_INFO_V2_PARAMS: type
     NV_CHANNEL_ALLOC_PARAMS: type
     NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS: type
+    NVOS32_PARAMETERS: type
 
     @property
     def mem_alloc_params_size(self):
@@ -602,12 +668,19 @@ class DriverAbi:
     def fb_info_max_list(self):
         return len(self.NV2080_CTRL_FB_GET_INFO_V2_PARAMS().fbInfoList)
 
+    @property
+    def since_550(self):
+        """The 550 changes: device fd check by f_op, device factory checks,
+        FB_GET_INFO deprecated, WAIT_OPEN_COMPLETE."""
+        return self.device_check == "fops"
+
     def structs(self):
         """Every struct class of this ABI: the fixed ones and this row's."""
-        return fixed_structs() + [self.NV_MEMORY_ALLOCATION_PARAMS,
+        return fixed_structs(self.version) + [self.NV_MEMORY_ALLOCATION_PARAMS,
                                   self.NV2080_CTRL_FB_GET_INFO_V2_PARAMS,
                                   self.NV_CHANNEL_ALLOC_PARAMS,
-                                  self.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS]
+                                  self.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS,
+                                  self.NVOS32_PARAMETERS]
 
 
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
@@ -620,7 +693,7 @@ def parse_version(version):
     return tuple(int(x) for x in m.groups() if x is not None)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _abi_for_row(row):
     tag = f"{row.since[0]}"
     mem = list(_MEMORY_ALLOCATION_FIELDS)
@@ -631,18 +704,23 @@ def _abi_for_row(row):
         chan.append(("tpcConfigID", c_uint32))
     fb_v2 = [("fbInfoListSize", c_uint32),
              ("fbInfoList", NV2080_CTRL_FB_INFO * row.fb_info_max_list)]
+    alloc_size = list(_NVOS32_ALLOC_SIZE_FIELDS)
+    if row.nvos32_numa_node:
+        alloc_size.append(("numaNode", c_int32))
     sched = list(_GPFIFO_SCHEDULE_FIELDS)
     if row.schedule_skip_enable:
         sched.append(("bSkipEnable", NvBool))
-    return dict(
-        NV_MEMORY_ALLOCATION_PARAMS=_make_struct(
+    return {
+        "NV_MEMORY_ALLOCATION_PARAMS": _make_struct(
             "NV_MEMORY_ALLOCATION_PARAMS", mem, tag),
-        NV2080_CTRL_FB_GET_INFO_V2_PARAMS=_make_struct(
+        "NV2080_CTRL_FB_GET_INFO_V2_PARAMS": _make_struct(
             "NV2080_CTRL_FB_GET_INFO_V2_PARAMS", fb_v2, tag),
-        NV_CHANNEL_ALLOC_PARAMS=_make_struct(
+        "NV_CHANNEL_ALLOC_PARAMS": _make_struct(
             "NV_CHANNEL_ALLOC_PARAMS", chan, tag),
-        NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS=_make_struct(
-            "NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS", sched, tag))
+        "NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS": _make_struct(
+            "NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS", sched, tag),
+        "NVOS32_PARAMETERS": _nvos32(alloc_size, tag),
+    }
 
 
 def for_version(version):
@@ -654,15 +732,21 @@ def for_version(version):
                          f"supported ({_ROWS[0].since[0]})")
     row = rows[-1]
     return DriverAbi(version=version, device_check=row.device_check,
+                     fb_info_index_max=row.fb_info_index_max,
+                     nvos46_size=row.nvos46_size, nvos47_size=row.nvos47_size,
+                     fb_get_info_v1_deprecated=row.fb_get_info_v1_deprecated,
                      **_abi_for_row(row))
 
 
-def fixed_structs():
-    """Every version-independent struct class defined here."""
+def fixed_structs(version=None):
+    """Every version-independent struct class defined here (that driver
+    ``version`` has, when given)."""
+    key = parse_version(version)[:2] if version else (9999, 0)
     return [obj for obj in globals().values()
             if isinstance(obj, type) and issubclass(obj, _Struct)
             and obj is not _Struct and not obj.__name__.startswith("_")
-            and getattr(obj, "_c_name_", "") is not None]
+            and getattr(obj, "_c_name_", "") is not None
+            and getattr(obj, "_since_", (0, 0)) <= key]
 
 
 def c_name(cls):
@@ -687,8 +771,9 @@ IOCTL_RM_ALLOC_NVOS21 = cmd_of(NV_ESC_RM_ALLOC, NVOS21_PARAMETERS)
 IOCTL_RM_ALLOC_NVOS64 = cmd_of(NV_ESC_RM_ALLOC, NVOS64_PARAMETERS)
 IOCTL_RM_ALLOC_MEMORY = cmd_of(NV_ESC_RM_ALLOC_MEMORY,
                                nv_ioctl_nvos02_parameters_with_fd)
-IOCTL_RM_VID_HEAP_CONTROL = cmd_of(NV_ESC_RM_VID_HEAP_CONTROL,
-                                   NVOS32_PARAMETERS)
+NVOS32_PARAMETERS_SIZE = 184      # every version (nvos.h)
+IOCTL_RM_VID_HEAP_CONTROL = nv_ioctl(NV_ESC_RM_VID_HEAP_CONTROL,
+                                     NVOS32_PARAMETERS_SIZE)
 IOCTL_RM_MAP_MEMORY = cmd_of(NV_ESC_RM_MAP_MEMORY,
                              nv_ioctl_nvos33_parameters_with_fd)
 IOCTL_RM_UNMAP_MEMORY = cmd_of(NV_ESC_RM_UNMAP_MEMORY, NVOS34_PARAMETERS)

@@ -602,8 +602,20 @@ def test_node_attach_and_detach(fd, nodedir):
         assert call(fd, uapi.XPU_IOC_NODE_DETACH, node_arg(a.id, g)) == \
             errno.ENOENT
         assert call(fd, uapi.XPU_IOC_NODE_ATTACH, node_arg(b.id, g)) == 0
-        # Destroying a slice frees its nodes.
+        # A destroyed slice's node, still held here, stays a tombstone: it
+        # names no other slice and refuses opens (a bind mount of it in a
+        # container must not turn into an unsliced GPU node).
         assert call(fd, uapi.XPU_IOC_SLICE_DESTROY, ref_arg(b.id)) == 0
+        assert call(fd, uapi.XPU_IOC_NODE_ATTACH, node_arg(a.id, g)) == \
+            errno.EEXIST
+        with pytest.raises(OSError) as e:
+            os.close(os.open(gpu, os.O_RDWR))
+        assert e.value.errno == errno.ENXIO
+    # Unlinked and closed everywhere, the tombstone goes: a new node of the
+    # same numbers attaches.
+    os.unlink(gpu)
+    gpu = mknod(nodedir / "gpu0b", 0)
+    with opath(gpu) as g:
         assert call(fd, uapi.XPU_IOC_NODE_ATTACH, node_arg(a.id, g)) == 0
 
 

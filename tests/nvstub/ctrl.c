@@ -1,0 +1,528 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * RM_CONTROL as _nv04ControlWithSecInfo() and _rmapiRmControl() (control.c)
+ * dispatch it, and the controls nvstub simulates: FB info (V1 and V2,
+ * kern_mem_sys_ctrl), the process lists (subdevice_ctrl_gpu_kernel,
+ * gpu_rmapi), the TSG's schedule and timeslice and the channel's work
+ * submit token.
+ */
+#include <linux/mm.h>
+#include <linux/pid.h>
+#include <linux/pid_namespace.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "nvstub.h"
+
+#define RMAPI_PARAM_COPY_MAX_PARAMS_SIZE	(1u << 20)
+#define NVSTUB_CTRL_MIN_BUF			64
+
+struct nvstub_ctrl {
+	u32 cmd;
+	u32 hclass;			/* the class whose objects export it */
+	u32 size;			/* 0: by version, nvstub_ctrl_size() */
+	u32 (*handler)(struct nvstub_object *obj, void *params);
+};
+
+/* --- NV2080_CTRL_CMD_FB_GET_INFO(_V2) */
+
+static u32 nvstub_fb_info_value(struct nvstub_gpu *gpu, u32 index, u32 *data)
+{
+	u64 total_kb = gpu->heap_total >> 10;
+	u64 free_kb = (gpu->heap_total - gpu->heap_used) >> 10;
+
+	if (index > nvstub_abi->fb_info_index_max)
+		return NV_ERR_INVALID_ARGUMENT;
+
+	switch (index) {
+	case NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE:
+	case NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE:
+	case NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE:
+	case NV2080_CTRL_FB_INFO_INDEX_MAPPABLE_HEAP_SIZE:
+	case NV2080_CTRL_FB_INFO_INDEX_USABLE_RAM_SIZE:
+		*data = total_kb;	/* no RM reserve, no FB tax in the stub */
+		break;
+	case NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE:
+	case NV2080_CTRL_FB_INFO_INDEX_LARGEST_FREE_REGION_SIZE_KB:
+		*data = free_kb;	/* a counter heap does not fragment */
+		break;
+	case NV2080_CTRL_FB_INFO_INDEX_LARGEST_FREE_REGION_BASE_KB:
+		*data = total_kb - free_kb;
+		break;
+	case NV2080_CTRL_FB_INFO_INDEX_BAR1_SIZE:
+	case NV2080_CTRL_FB_INFO_INDEX_BAR1_AVAIL_SIZE:
+	case NV2080_CTRL_FB_INFO_INDEX_BAR1_MAX_CONTIGUOUS_AVAIL_SIZE:
+		*data = NVSTUB_BAR1_SIZE >> 10;
+		break;
+	case NV2080_CTRL_FB_INFO_INDEX_PARTITION_COUNT:
+	case NV2080_CTRL_FB_INFO_INDEX_FBP_COUNT:
+		*data = 10;
+		break;
+	case NV2080_CTRL_FB_INFO_INDEX_PARTITION_MASK:
+	case NV2080_CTRL_FB_INFO_INDEX_FBP_MASK:
+		*data = 0x3ff;
+		break;
+	case NV2080_CTRL_FB_INFO_INDEX_BUS_WIDTH:
+		*data = 6144;
+		break;
+	case NV2080_CTRL_FB_INFO_INDEX_RAM_TYPE:
+		*data = NV2080_CTRL_FB_INFO_RAM_TYPE_HBM3;
+		break;
+	case NV2080_CTRL_FB_INFO_INDEX_BANK_COUNT:
+	case NV2080_CTRL_FB_INFO_INDEX_ALLOW_PAGE_RETIREMENT:
+	case NV2080_CTRL_FB_INFO_FBPA_ECC_ENABLED:
+	case NV2080_CTRL_FB_INFO_DYNAMIC_PAGE_OFFLINING_ENABLED:
+	case NV2080_CTRL_FB_INFO_INDEX_ACCESS_COUNTER_BUFFER_COUNT:
+		*data = 1;
+		break;
+	case NV2080_CTRL_FB_INFO_INDEX_L2CACHE_SIZE:
+		*data = 50 << 20;	/* bytes */
+		break;
+	case NV2080_CTRL_FB_INFO_INDEX_LTC_COUNT:
+		*data = 80;
+		break;
+	case NV2080_CTRL_FB_INFO_INDEX_LTS_COUNT:
+		*data = 160;
+		break;
+	case NV2080_CTRL_FB_INFO_INDEX_LTC_MASK:
+		*data = 0xffffffff;
+		break;
+	case NV2080_CTRL_FB_INFO_INDEX_NUMA_NODE_ID:
+		*data = NUMA_NO_NODE;
+		break;
+	default:
+		*data = 0;	/* deprecated, absent or off on this GPU */
+		break;
+	}
+	return NV_OK;
+}
+
+static u32 nvstub_fb_infos(struct nvstub_gpu *gpu,
+			   struct nv2080_ctrl_fb_info *list, u32 n)
+{
+	u32 i, status;
+
+	for (i = 0; i < n; i++) {
+		status = nvstub_fb_info_value(gpu, list[i].index, &list[i].data);
+		if (status)
+			return status;
+	}
+	return NV_OK;
+}
+
+static u32 nvstub_ctrl_fb_info_v2(struct nvstub_object *obj, void *params)
+{
+	u32 n = *(u32 *)params;
+
+	if (n == 0 || n > nvstub_abi->fb_info_max_list)
+		return NV_ERR_INVALID_ARGUMENT;
+	return nvstub_fb_infos(obj->gpu, params + sizeof(u32), n);
+}
+
+/*
+ * V1 carries a pointer to the list. Before 550 it is an ordinary control
+ * with an embedded copy (embedded_param_copy.c); from 550 a deprecated one
+ * rerouted to V2 (rmapi_deprecated_control.c), which ignores paramsSize and
+ * caps the list at V2's size.
+ */
+static u32 nvstub_fb_info_v1(struct nvstub_call *call,
+			     struct nvos54_parameters *p, bool deprecated)
+{
+	struct nv2080_ctrl_fb_get_info_params v1;
+	struct nv2080_ctrl_fb_info *list = NULL;
+	void __user *ulist;
+	struct nvstub_client *c;
+	struct nvstub_object *obj;
+	u32 n, status;
+
+	if (!p->params)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (copy_from_user(&v1, u64_to_user_ptr(p->params), sizeof(v1)))
+		return NV_ERR_INVALID_ADDRESS;
+	n = v1.fb_info_list_size;
+	ulist = u64_to_user_ptr(v1.fb_info_list);
+	if (deprecated && n > nvstub_abi->fb_info_max_list)
+		return NV_ERR_OUT_OF_RANGE;
+	if ((u64)n * sizeof(*list) > RMAPI_PARAM_COPY_MAX_PARAMS_SIZE)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (n) {
+		if (!ulist)
+			return NV_ERR_INVALID_ARGUMENT;
+		list = kvmalloc_array(n, sizeof(*list), GFP_KERNEL);
+		if (!list)
+			return NV_ERR_NO_MEMORY;
+		if (copy_from_user(list, ulist, n * sizeof(*list))) {
+			status = NV_ERR_INVALID_ADDRESS;
+			goto out;
+		}
+	}
+
+	mutex_lock(&nvstub_rm_lock);
+	status = nvstub_client_get(call, p->h_client, &c);
+	if (status)
+		goto unlock;
+	obj = nvstub_object_find(c, p->h_object);
+	if (!obj) {
+		status = NV_ERR_OBJECT_NOT_FOUND;
+		goto unlock;
+	}
+	if (obj->hclass != NV20_SUBDEVICE_0) {
+		status = NV_ERR_NOT_SUPPORTED;
+		goto unlock;
+	}
+	status = n ? nvstub_fb_infos(obj->gpu, list, n) : NV_ERR_INVALID_ARGUMENT;
+unlock:
+	mutex_unlock(&nvstub_rm_lock);
+	if (!status && copy_to_user(ulist, list, n * sizeof(*list)))
+		status = NV_ERR_INVALID_ADDRESS;
+out:
+	kvfree(list);
+	return status;
+}
+
+/* --- NV2080_CTRL_CMD_GPU_GET_PIDS / GET_PID_INFO */
+
+/* The call a control handler serves; under nvstub_rm_lock. */
+static struct nvstub_call *nvstub_ctrl_call;
+
+/*
+ * _gpuConvertPid(): the client's process as the caller's namespace sees it;
+ * a kernel-level caller names processes in the initial namespace.
+ */
+static pid_t nvstub_client_ns_pid(struct nvstub_client *c)
+{
+	lockdep_assert_held(&nvstub_rm_lock);
+	if (nvstub_ctrl_call && nvstub_ctrl_call->kernel)
+		return pid_nr(c->pid);
+	return pid_nr_ns(c->pid, task_active_pid_ns(current));
+}
+
+/* deviceGetByGpu() */
+static struct nvstub_object *nvstub_client_device(struct nvstub_client *c,
+						  struct nvstub_gpu *gpu)
+{
+	struct nvstub_object *dev;
+
+	list_for_each_entry(dev, &c->root->children, sibling)
+		if (dev->hclass == NV01_DEVICE_0 && dev->gpu == gpu)
+			return dev;
+	return NULL;
+}
+
+static bool nvstub_client_has(struct nvstub_object *obj, u32 id,
+			      struct nvstub_object *dev)
+{
+	struct nvstub_object *child;
+
+	if (id == NV20_SUBDEVICE_0) {
+		if (obj->hclass == NV20_SUBDEVICE_0)
+			return true;
+	} else if (obj->hclass == id && obj->parent &&
+		   obj->parent->hclass == HOPPER_CHANNEL_GPFIFO_A &&
+		   obj->device == dev) {
+		return true;	/* a channel descendant of that class */
+	}
+	list_for_each_entry(child, &obj->children, sibling)
+		if (nvstub_client_has(child, id, dev))
+			return true;
+	return false;
+}
+
+static u32 nvstub_ctrl_get_pids(struct nvstub_object *obj, void *params)
+{
+	struct nv2080_ctrl_gpu_get_pids_params *p = params;
+	struct nvstub_object *dev;
+	struct nvstub_client *c;
+	unsigned long h;
+	u32 n = 0, i;
+	pid_t pid;
+
+	if (p->id_type == NV2080_CTRL_GPU_GET_PIDS_ID_TYPE_VGPU_GUEST) {
+		p->pid_tbl_count = 0;	/* no vGPU guests here */
+		return NV_OK;
+	}
+	if (p->id_type != NV2080_CTRL_GPU_GET_PIDS_ID_TYPE_CLASS)
+		return NV_ERR_INVALID_ARGUMENT;
+
+	xa_for_each(&nvstub_clients, h, c) {
+		dev = nvstub_client_device(c, obj->gpu);
+		if (!dev || p->id == MPS_COMPUTE ||
+		    !nvstub_client_has(c->root, p->id, dev))
+			continue;
+		pid = nvstub_client_ns_pid(c);
+		if (!pid)
+			continue;	/* not visible from the caller's namespace */
+		for (i = 0; i < n; i++)
+			if (p->pid_tbl[i] == (u32)pid)
+				break;
+		if (i < n)
+			continue;
+		p->pid_tbl[n++] = pid;
+		if (n == NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT)
+			break;
+	}
+	p->pid_tbl_count = n;
+	return NV_OK;
+}
+
+/* _gpuCollectMemInfo() for one device of one client */
+static void nvstub_collect_vidmem(struct nvstub_object *obj,
+				  struct nvstub_object *dev,
+				  struct nv2080_ctrl_gpu_pid_info *info)
+{
+	struct nvstub_object *child;
+
+	if (obj->hclass == NV01_MEMORY_LOCAL_USER && obj->device == dev) {
+		struct nvstub_mem *mem = obj->mem.mem;
+
+		if (mem->handles == 1)
+			info->vid_mem_usage.mem_private += mem->size;
+		else if (obj->mem.owner)
+			info->vid_mem_usage.mem_shared_owned += mem->size;
+		else
+			info->vid_mem_usage.mem_shared_duped += mem->size;
+	}
+	list_for_each_entry(child, &obj->children, sibling)
+		nvstub_collect_vidmem(child, dev, info);
+}
+
+static u32 nvstub_ctrl_get_pid_info(struct nvstub_object *obj, void *params)
+{
+	struct nv2080_ctrl_gpu_get_pid_info_params *p = params;
+	struct nv2080_ctrl_gpu_pid_info *info;
+	struct nvstub_object *dev;
+	struct nvstub_client *c;
+	unsigned long h;
+	u32 i;
+
+	if (p->pid_info_list_count == 0 ||
+	    p->pid_info_list_count > NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT)
+		return NV_ERR_INVALID_ARGUMENT;
+
+	for (i = 0; i < p->pid_info_list_count; i++) {
+		info = &p->pid_info_list[i];
+		info->compute_instance_id = PARTITIONID_INVALID;
+		info->gpu_instance_id = PARTITIONID_INVALID;
+		if (info->index != NV2080_CTRL_GPU_PID_INFO_INDEX_VIDEO_MEMORY_USAGE) {
+			info->result = NV_ERR_INVALID_ARGUMENT;
+			continue;
+		}
+		memset(&info->vid_mem_usage, 0, sizeof(info->vid_mem_usage));
+		if (!info->pid) {
+			info->result = NV_ERR_INVALID_ARGUMENT;
+			continue;
+		}
+		xa_for_each(&nvstub_clients, h, c) {
+			if ((u32)nvstub_client_ns_pid(c) != info->pid)
+				continue;
+			list_for_each_entry(dev, &c->root->children, sibling)
+				if (dev->hclass == NV01_DEVICE_0 &&
+				    dev->gpu == obj->gpu)
+					nvstub_collect_vidmem(c->root, dev, info);
+		}
+		info->result = NV_OK;
+	}
+	return NV_OK;
+}
+
+/* --- KEPLER_CHANNEL_GROUP_A and the channel */
+
+static u32 nvstub_ctrl_schedule(struct nvstub_object *obj, void *params)
+{
+	return nvstub_tsg_schedule(obj->gpu, obj->tsg, params);
+}
+
+static u32 nvstub_ctrl_set_timeslice(struct nvstub_object *obj, void *params)
+{
+	struct nva06c_ctrl_timeslice_params *p = params;
+
+	/* kfifoChannelGroupSetTimeslice(): the minimum is 0 */
+	nvstub_tsg_set_timeslice(obj->gpu, obj->tsg, p->timeslice_us);
+	return NV_OK;
+}
+
+static u32 nvstub_ctrl_get_timeslice(struct nvstub_object *obj, void *params)
+{
+	struct nva06c_ctrl_timeslice_params *p = params;
+
+	p->timeslice_us = nvstub_tsg_get_timeslice(obj->gpu, obj->tsg);
+	return NV_OK;
+}
+
+static u32 nvstub_ctrl_work_submit_token(struct nvstub_object *obj,
+					 void *params)
+{
+	struct nvc36f_ctrl_get_work_submit_token_params *p = params;
+
+	p->work_submit_token = obj->chan->token;
+	return NV_OK;
+}
+
+/* --- NV01_ROOT_CLIENT: which GPUs there are */
+
+static u32 nvstub_ctrl_attached_ids(struct nvstub_object *obj, void *params)
+{
+	struct nv0000_ctrl_gpu_get_attached_ids_params *p = params;
+	unsigned int i;
+
+	for (i = 0; i < NV0000_CTRL_GPU_MAX_ATTACHED_GPUS; i++)
+		p->gpu_ids[i] = i < nvstub_ngpus ? nvstub_gpus[i].gpu_id :
+			NV0000_CTRL_GPU_INVALID_ID;
+	return NV_OK;
+}
+
+static u32 nvstub_ctrl_id_info_v2(struct nvstub_object *obj, void *params)
+{
+	struct nv0000_ctrl_gpu_get_id_info_v2_params *p = params;
+	unsigned int i;
+
+	for (i = 0; i < nvstub_ngpus; i++) {
+		if (nvstub_gpus[i].gpu_id != p->gpu_id)
+			continue;
+		p->gpu_flags = 0;
+		p->device_instance = i;
+		p->sub_device_instance = 0;
+		p->sli_status = 0;
+		p->board_id = i;
+		p->gpu_instance = i;
+		p->numa_id = -1;
+		return NV_OK;
+	}
+	return NV_ERR_INVALID_ARGUMENT;
+}
+
+static const struct nvstub_ctrl nvstub_ctrls[] = {
+	{ NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS, NV01_ROOT_CLIENT,
+	  sizeof(struct nv0000_ctrl_gpu_get_attached_ids_params),
+	  nvstub_ctrl_attached_ids },
+	{ NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2, NV01_ROOT_CLIENT,
+	  sizeof(struct nv0000_ctrl_gpu_get_id_info_v2_params),
+	  nvstub_ctrl_id_info_v2 },
+	{ NV2080_CTRL_CMD_FB_GET_INFO_V2, NV20_SUBDEVICE_0, 0,
+	  nvstub_ctrl_fb_info_v2 },
+	{ NV2080_CTRL_CMD_GPU_GET_PIDS, NV20_SUBDEVICE_0,
+	  sizeof(struct nv2080_ctrl_gpu_get_pids_params), nvstub_ctrl_get_pids },
+	{ NV2080_CTRL_CMD_GPU_GET_PID_INFO, NV20_SUBDEVICE_0,
+	  sizeof(struct nv2080_ctrl_gpu_get_pid_info_params),
+	  nvstub_ctrl_get_pid_info },
+	{ NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, KEPLER_CHANNEL_GROUP_A, 0,
+	  nvstub_ctrl_schedule },
+	{ NVA06C_CTRL_CMD_SET_TIMESLICE, KEPLER_CHANNEL_GROUP_A,
+	  sizeof(struct nva06c_ctrl_timeslice_params), nvstub_ctrl_set_timeslice },
+	{ NVA06C_CTRL_CMD_GET_TIMESLICE, KEPLER_CHANNEL_GROUP_A,
+	  sizeof(struct nva06c_ctrl_timeslice_params), nvstub_ctrl_get_timeslice },
+	{ NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN, HOPPER_CHANNEL_GPFIFO_A,
+	  sizeof(struct nvc36f_ctrl_get_work_submit_token_params),
+	  nvstub_ctrl_work_submit_token },
+};
+
+static const struct nvstub_ctrl *nvstub_ctrl_find(u32 cmd)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(nvstub_ctrls); i++)
+		if (nvstub_ctrls[i].cmd == cmd)
+			return &nvstub_ctrls[i];
+	return NULL;
+}
+
+static u32 nvstub_ctrl_size(const struct nvstub_ctrl *ctrl)
+{
+	if (ctrl->size)
+		return ctrl->size;
+	if (ctrl->cmd == NVA06C_CTRL_CMD_GPFIFO_SCHEDULE)
+		return nvstub_abi->gpfifo_schedule_size;	/* bSkipEnable: 575 */
+	return nvstub_fb_info_v2_size();
+}
+
+static bool nvstub_client_exists(u32 h_client)
+{
+	bool ret;
+
+	mutex_lock(&nvstub_rm_lock);
+	ret = xa_load(&nvstub_clients, h_client);
+	mutex_unlock(&nvstub_rm_lock);
+	return ret;
+}
+
+u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)
+{
+	void __user *up = u64_to_user_ptr(p->params);
+	const struct nvstub_ctrl *ctrl;
+	struct nvstub_client *c;
+	struct nvstub_object *obj;
+	void *params = NULL;
+	u32 size, status;
+
+	/* RmDeprecatedGetControlHandler() comes first (550+) */
+	if (p->cmd == NV2080_CTRL_CMD_FB_GET_INFO && nvstub_abi->since_550 &&
+	    p->flags == 0 && nvstub_client_exists(p->h_client))
+		return nvstub_fb_info_v1(call, p, true);
+
+	/* the NULL command of any class */
+	if (NVXXXX_CTRL_CMD_CATEGORY(p->cmd) == 0 &&
+	    NVXXXX_CTRL_CMD_INDEX(p->cmd) == 0)
+		return NV_OK;
+	/* user clients may neither raise IRQL nor bypass locks */
+	if (!call->kernel &&
+	    (p->flags & (NVOS54_FLAGS_IRQL_RAISED | NVOS54_FLAGS_LOCK_BYPASS)))
+		return NV_ERR_INVALID_ARGUMENT;
+	if (!nvstub_client_exists(p->h_client))
+		return NV_ERR_INVALID_CLIENT;
+
+	if (p->cmd == NV2080_CTRL_CMD_FB_GET_INFO && !nvstub_abi->since_550) {
+		if (p->params_size != sizeof(struct nv2080_ctrl_fb_get_info_params))
+			return NV_ERR_INVALID_ARGUMENT;
+		return nvstub_fb_info_v1(call, p, false);
+	}
+
+	ctrl = nvstub_ctrl_find(p->cmd);
+	size = ctrl ? nvstub_ctrl_size(ctrl) : 0;
+	if ((p->params_size && !up) || (!p->params_size && up) ||
+	    (ctrl && p->params_size != size))
+		return NV_ERR_INVALID_ARGUMENT;
+	if (p->params_size > RMAPI_PARAM_COPY_MAX_PARAMS_SIZE)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (p->params_size) {
+		/* zeroed slack: older, shorter forms read as the newest */
+		params = kvzalloc(max_t(u32, p->params_size, NVSTUB_CTRL_MIN_BUF),
+				  GFP_KERNEL);
+		if (!params)
+			return NV_ERR_NO_MEMORY;
+		if (call->kernel) {
+			memcpy(params, (void *)(uintptr_t)p->params, p->params_size);
+		} else if (copy_from_user(params, up, p->params_size)) {
+			kvfree(params);
+			return NV_ERR_INVALID_ADDRESS;
+		}
+	}
+
+	mutex_lock(&nvstub_rm_lock);
+	status = nvstub_client_get(call, p->h_client, &c);
+	if (status)
+		goto unlock;
+	obj = nvstub_object_find(c, p->h_object);
+	if (!obj) {
+		status = NV_ERR_OBJECT_NOT_FOUND;
+		goto unlock;
+	}
+	if (!ctrl || obj->hclass != ctrl->hclass) {
+		status = NV_ERR_NOT_SUPPORTED;
+		goto unlock;
+	}
+	nvstub_ctrl_call = call;
+	status = ctrl->handler(obj, params);
+	nvstub_ctrl_call = NULL;
+unlock:
+	mutex_unlock(&nvstub_rm_lock);
+
+	/* serverControlApiCopyOut(): nothing goes back on error */
+	if (!status && p->params_size && call->kernel)
+		memcpy((void *)(uintptr_t)p->params, params, p->params_size);
+	else if (!status && p->params_size &&
+		 copy_to_user(up, params, p->params_size))
+		status = NV_ERR_INVALID_ADDRESS;
+	kvfree(params);
+	return status;
+}

@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nvstub: a simulated NVIDIA kernel driver for tests (docs/nvstub.md).
+ * Module parameters, the per-version ABI table, the simulated GPUs, and what
+ * they show in /proc/driver/nvidia (nv-procfs.c) and /sys/kernel/debug/nvstub.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/ctype.h>
+#include <linux/debugfs.h>
+#include <linux/kernel.h>
+#include <linux/module.h>
+#include <linux/proc_fs.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+
+#include "nvstub.h"
+
+static int gpus = 2;
+module_param(gpus, int, 0444);
+MODULE_PARM_DESC(gpus, "simulated GPUs, 1..16; minors 0..gpus-1");
+
+static unsigned long memory_mib = 81920;
+module_param(memory_mib, ulong, 0444);
+MODULE_PARM_DESC(memory_mib, "video memory per GPU in MiB (no RAM is reserved)");
+
+static char *version = "580.126.20";
+module_param(version, charp, 0444);
+MODULE_PARM_DESC(version, "driver version reported and whose struct sizes apply");
+
+static unsigned int alloc_reread_delay_us;
+module_param(alloc_reread_delay_us, uint, 0444);
+MODULE_PARM_DESC(alloc_reread_delay_us,
+		 "delay before RM reads alloc params from user memory");
+
+static unsigned int timeslice_us = 2000;
+module_param(timeslice_us, uint, 0444);
+MODULE_PARM_DESC(timeslice_us, "the engine's native timeslice");
+
+static unsigned int doorbell_poll_us = 50;
+module_param(doorbell_poll_us, uint, 0444);
+MODULE_PARM_DESC(doorbell_poll_us, "how often the engine polls doorbell pages");
+
+/*
+ * Struct sizes that moved between driver versions (layouts-<version>.txt,
+ * ctrl2080fb.h, nvos.h, alloc_channel.h, ctrla06fgpfifo.h, nv.c); newest
+ * row first.
+ */
+static const struct nvstub_abi nvstub_abis[] = {
+	{ .since = 580, .fb_info_max_list = 0x80, .fb_info_index_max = 0x3B,
+	  .memalloc_size = 128, .channel_alloc_size = 368, .nvos46_size = 64,
+	  .nvos47_size = 48, .gpfifo_schedule_size = 3, .since_550 = true },
+	{ .since = 575, .fb_info_max_list = 0x39, .fb_info_index_max = 0x38,
+	  .memalloc_size = 128, .channel_alloc_size = 368, .nvos46_size = 56,
+	  .nvos47_size = 48, .gpfifo_schedule_size = 3, .since_550 = true },
+	{ .since = 570, .fb_info_max_list = 0x39, .fb_info_index_max = 0x38,
+	  .memalloc_size = 128, .channel_alloc_size = 368, .nvos46_size = 56,
+	  .nvos47_size = 48, .gpfifo_schedule_size = 2, .since_550 = true },
+	{ .since = 560, .fb_info_max_list = 0x39, .fb_info_index_max = 0x38,
+	  .memalloc_size = 128, .channel_alloc_size = 360, .nvos46_size = 56,
+	  .nvos47_size = 48, .gpfifo_schedule_size = 2, .since_550 = true },
+	{ .since = 550, .fb_info_max_list = 0x37, .fb_info_index_max = 0x36,
+	  .memalloc_size = 128, .channel_alloc_size = 360, .nvos46_size = 56,
+	  .nvos47_size = 48, .gpfifo_schedule_size = 2, .since_550 = true },
+	{ .since = 545, .fb_info_max_list = 0x37, .fb_info_index_max = 0x36,
+	  .memalloc_size = 128, .channel_alloc_size = 360, .nvos46_size = 56,
+	  .nvos47_size = 40, .gpfifo_schedule_size = 2, .since_550 = false },
+	{ .since = 535, .fb_info_max_list = 0x36, .fb_info_index_max = 0x35,
+	  .memalloc_size = 120, .channel_alloc_size = 360, .nvos46_size = 56,
+	  .nvos47_size = 40, .gpfifo_schedule_size = 2, .since_550 = false },
+};
+
+const struct nvstub_abi *nvstub_abi;
+char nvstub_version[NV_RM_API_VERSION_STRING_LENGTH];
+unsigned int nvstub_ngpus;
+unsigned int nvstub_alloc_reread_delay_us;
+unsigned int nvstub_timeslice_us;
+unsigned int nvstub_doorbell_poll_us;
+struct nvstub_gpu *nvstub_gpus;
+
+/* The RM object world and the heaps (see nvstub.h for the lock order). */
+DEFINE_MUTEX(nvstub_rm_lock);
+
+static struct proc_dir_entry *nvstub_proc;
+static struct dentry *nvstub_debugfs;
+
+/* "NNN.NN[.NN]": the major picks the row; 535 is the oldest simulated. */
+static const struct nvstub_abi *nvstub_parse_version(const char *v)
+{
+	unsigned int major = 0, dots = 0, i;
+	const char *s;
+
+	if (!v || !*v || strlen(v) >= NV_RM_API_VERSION_STRING_LENGTH)
+		return NULL;
+	for (s = v; *s; s++) {
+		if (*s == '.') {
+			if (s == v || s[1] == '.' || !s[1])
+				return NULL;
+			dots++;
+		} else if (!isdigit(*s)) {
+			return NULL;
+		} else if (!dots) {
+			major = major * 10 + (*s - '0');
+			if (major > 9999)
+				return NULL;
+		}
+	}
+	if (!dots)
+		return NULL;
+	for (i = 0; i < ARRAY_SIZE(nvstub_abis); i++)
+		if (major >= nvstub_abis[i].since)
+			return &nvstub_abis[i];
+	return NULL;
+}
+
+static int nvstub_check_params(void)
+{
+	if (gpus < 1 || gpus > NVSTUB_MAX_GPUS) {
+		pr_err("gpus=%d: must be 1..%d\n", gpus, NVSTUB_MAX_GPUS);
+		return -EINVAL;
+	}
+	/* FB info reports KiB in 32 bits */
+	if (memory_mib < 1 || memory_mib > (U32_MAX >> 10)) {
+		pr_err("memory_mib=%lu: must be 1..%u\n", memory_mib, U32_MAX >> 10);
+		return -EINVAL;
+	}
+	nvstub_abi = nvstub_parse_version(version);
+	if (!nvstub_abi) {
+		pr_err("version=%s: must be a driver version, 535.x or newer\n",
+		       version ? version : "(null)");
+		return -EINVAL;
+	}
+	if (alloc_reread_delay_us > 10000000) {
+		pr_err("alloc_reread_delay_us=%u: must be at most 10000000\n",
+		       alloc_reread_delay_us);
+		return -EINVAL;
+	}
+	if (timeslice_us < 1 || timeslice_us > NVSTUB_MAX_SLICE_US) {
+		pr_err("timeslice_us=%u: must be 1..%llu\n", timeslice_us,
+		       NVSTUB_MAX_SLICE_US);
+		return -EINVAL;
+	}
+	if (doorbell_poll_us < 1 || doorbell_poll_us > 1000000) {
+		pr_err("doorbell_poll_us=%u: must be 1..1000000\n",
+		       doorbell_poll_us);
+		return -EINVAL;
+	}
+	strscpy(nvstub_version, version, sizeof(nvstub_version));
+	nvstub_ngpus = gpus;
+	nvstub_alloc_reread_delay_us = alloc_reread_delay_us;
+	nvstub_timeslice_us = timeslice_us;
+	nvstub_doorbell_poll_us = doorbell_poll_us;
+	return 0;
+}
+
+static void nvstub_gpu_init(struct nvstub_gpu *gpu, unsigned int i)
+{
+	gpu->index = i;
+	gpu->bus = NVSTUB_PCI_BUS_BASE + i;
+	/* gpuGenerate32BitId(): domain:16 | bus:8 | device:8 */
+	gpu->gpu_id = (u32)gpu->bus << 8;
+	snprintf(gpu->bus_id, sizeof(gpu->bus_id), "%04x:%02x:%02x.%1x", 0,
+		 gpu->bus, 0, 0);
+	snprintf(gpu->uuid, sizeof(gpu->uuid),
+		 "GPU-6e767374-7562-4000-8000-%012x", i);
+	gpu->reg_address = 0xa0000000ull + (u64)i * 2 * NVSTUB_BAR0_SIZE;
+	gpu->fb_address = 0x380000000000ull + (u64)i * NVSTUB_BAR1_SIZE;
+	gpu->heap_total = (u64)memory_mib << 20;
+	spin_lock_init(&gpu->eng_lock);
+	INIT_LIST_HEAD(&gpu->channels);
+	INIT_LIST_HEAD(&gpu->doorbells);
+	INIT_LIST_HEAD(&gpu->procs);
+	ida_init(&gpu->chids);
+}
+
+/* --- /proc/driver/nvidia */
+
+static int nvstub_proc_version_show(struct seq_file *s, void *v)
+{
+	seq_printf(s, "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  %s  Release Build  (nvstub@localhost)  Thu Jan  1 00:00:00 UTC 1970\n",
+		   nvstub_version);
+	seq_printf(s, "GCC version:  %s\n", CONFIG_CC_VERSION_TEXT);
+	return 0;
+}
+
+static int nvstub_proc_gpu_show(struct seq_file *s, void *v)
+{
+	struct nvstub_gpu *gpu = s->private;
+
+	seq_printf(s, "Model: \t\t %s\n", NVSTUB_MODEL);
+	seq_printf(s, "IRQ:   \t\t %d\n", 0);
+	seq_printf(s, "GPU UUID: \t %s\n", gpu->uuid);
+	seq_printf(s, "Video BIOS: \t %s\n", "96.00.af.00.01");
+	seq_printf(s, "Bus Type: \t %s\n", "PCIe");
+	seq_printf(s, "DMA Size: \t %d bits\n", 52);
+	seq_printf(s, "DMA Mask: \t 0x%llx\n", (1ull << 52) - 1);
+	seq_printf(s, "Bus Location: \t %s\n", gpu->bus_id);
+	seq_printf(s, "Device Minor: \t %u\n", gpu->index);
+	seq_printf(s, "GPU Firmware: \t %s\n", nvstub_version);
+	seq_printf(s, "GPU Excluded:\t %s\n", "No");
+	return 0;
+}
+
+static int nvstub_procfs_init(void)
+{
+	struct proc_dir_entry *dir;
+	unsigned int i;
+
+	nvstub_proc = proc_mkdir("driver/nvidia", NULL);
+	if (!nvstub_proc)
+		return -ENOMEM;
+	if (!proc_create_single("version", 0444, nvstub_proc,
+				nvstub_proc_version_show))
+		goto err;
+	dir = proc_mkdir("gpus", nvstub_proc);
+	if (!dir)
+		goto err;
+	for (i = 0; i < nvstub_ngpus; i++) {
+		struct nvstub_gpu *gpu = &nvstub_gpus[i];
+
+		gpu->procfs = proc_mkdir(gpu->bus_id, dir);
+		if (!gpu->procfs ||
+		    !proc_create_single_data("information", 0444, gpu->procfs,
+					     nvstub_proc_gpu_show, gpu))
+			goto err;
+	}
+	return 0;
+err:
+	proc_remove(nvstub_proc);
+	return -ENOMEM;
+}
+
+/* --- /sys/kernel/debug/nvstub */
+
+static int nvstub_objects_show(struct seq_file *s, void *unused)
+{
+	unsigned int clients, objects;
+
+	mutex_lock(&nvstub_rm_lock);
+	clients = nvstub_nclients;
+	objects = nvstub_nobjects;
+	mutex_unlock(&nvstub_rm_lock);
+	seq_printf(s, "clients=%u objects=%u\n", clients, objects);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(nvstub_objects);
+
+static void nvstub_debugfs_init(void)
+{
+	char name[16];
+	unsigned int i;
+
+	nvstub_debugfs = debugfs_create_dir(KBUILD_MODNAME, NULL);
+	debugfs_create_file("objects", 0444, nvstub_debugfs, NULL,
+			    &nvstub_objects_fops);
+	for (i = 0; i < nvstub_ngpus; i++) {
+		snprintf(name, sizeof(name), "gpu%u", i);
+		nvstub_gpus[i].debugfs = debugfs_create_dir(name, nvstub_debugfs);
+		nvstub_engine_debugfs(&nvstub_gpus[i]);
+	}
+}
+
+static void nvstub_gpus_stop(unsigned int n)
+{
+	while (n--)
+		nvstub_engine_stop(&nvstub_gpus[n]);
+}
+
+static int __init nvstub_init(void)
+{
+	unsigned int i;
+	int ret;
+
+	nvabi_build_checks();
+	ret = nvstub_check_params();
+	if (ret)
+		return ret;
+
+	nvstub_gpus = kvcalloc(nvstub_ngpus, sizeof(*nvstub_gpus), GFP_KERNEL);
+	if (!nvstub_gpus)
+		return -ENOMEM;
+	for (i = 0; i < nvstub_ngpus; i++) {
+		nvstub_gpu_init(&nvstub_gpus[i], i);
+		ret = nvstub_engine_start(&nvstub_gpus[i]);
+		if (ret)
+			goto err_stop;
+	}
+	ret = nvstub_procfs_init();
+	if (ret)
+		goto err_stop;
+	nvstub_debugfs_init();
+	ret = nvstub_dev_init();
+	if (ret) {
+		pr_err("cannot register major %d: %d\n", NV_MAJOR_DEVICE_NUMBER, ret);
+		goto err_debugfs;
+	}
+	pr_info("%u simulated %s, %lu MiB each, driver %s\n", nvstub_ngpus,
+		NVSTUB_MODEL, memory_mib, nvstub_version);
+	return 0;
+
+err_debugfs:
+	debugfs_remove_recursive(nvstub_debugfs);
+	proc_remove(nvstub_proc);
+err_stop:
+	nvstub_gpus_stop(i);
+	kvfree(nvstub_gpus);
+	return ret;
+}
+
+static void __exit nvstub_exit(void)
+{
+	unsigned int i;
+
+	nvstub_dev_exit();
+	debugfs_remove_recursive(nvstub_debugfs);
+	proc_remove(nvstub_proc);
+	nvstub_rm_exit();
+	nvstub_gpus_stop(nvstub_ngpus);
+	for (i = 0; i < nvstub_ngpus; i++)
+		ida_destroy(&nvstub_gpus[i].chids);
+	kvfree(nvstub_gpus);
+}
+
+module_init(nvstub_init);
+module_exit(nvstub_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("Simulated NVIDIA kernel driver for xpu's tests");

@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * nvstub: a simulated NVIDIA kernel driver for tests (docs/nvstub.md).
+ *
+ * Locking, outermost first:
+ *   nvstub_rm_lock (mutex)      the RM object world: clients, objects, handle
+ *                               maps, heap counters, dup counts, CPU-mapping
+ *                               records, file ctl links and attached GPUs.
+ *                               Never held across copy_{from,to}_user().
+ *   nvstub_file.ctx_lock (mutex) one file's mapping context; taken under the
+ *                               RM lock (RM_MAP_MEMORY) or mmap_lock (mmap).
+ *   nvstub_gpu.eng_lock (spin)  the engine's view of one GPU: channels,
+ *                               doorbells, TSG scheduling, busy counters.
+ */
+#ifndef NVSTUB_H
+#define NVSTUB_H
+
+#include <linux/cdev.h>
+#include <linux/fs.h>
+#include <linux/idr.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include <linux/xarray.h>
+
+#include "nvabi.h"
+
+#define NVSTUB_MAX_GPUS		16
+#define NVSTUB_PCI_BUS_BASE	0x18
+#define NVSTUB_VENDOR_ID	0x10de
+#define NVSTUB_DEVICE_ID	0x2335
+#define NVSTUB_MODEL		"NVIDIA H200"
+#define NVSTUB_BAR0_SIZE	(16ull << 20)
+#define NVSTUB_BAR1_SIZE	(256ull << 30)
+#define NVSTUB_USERMODE_OFFSET	0x30000		/* NV_VIRTUAL_FUNCTION in BAR0 */
+#define NVSTUB_USERMODE_PAGES	(NVC361_NV_USERMODE__SIZE >> PAGE_SHIFT)
+#define NVSTUB_MAX_CHANNELS	2048		/* channel ids per GPU */
+#define NVSTUB_RUNLIST_ID	1		/* keeps every token nonzero */
+#define NVSTUB_SYSMEM_CAP	(256ul << 20)	/* real pages, all GPUs */
+#define NVSTUB_MAX_OBJECTS	(1u << 18)	/* RM objects, all clients */
+#define NVSTUB_MAX_CPU_MAPPINGS	4096		/* RM_MAP_MEMORY records per object */
+#define NVSTUB_MAX_PROCS	256		/* engine process records per GPU */
+#define NVSTUB_MAX_SLICE_US	1000000ull
+
+/* One row of the per-version ABI table, chosen once at load (main.c). */
+struct nvstub_abi {
+	unsigned int since;		/* first driver major it applies to */
+	u32 fb_info_max_list;		/* NV2080_CTRL_FB_INFO_MAX_LIST_SIZE */
+	u32 fb_info_index_max;		/* NV2080_CTRL_FB_INFO_INDEX_MAX */
+	u32 memalloc_size;		/* sizeof(NV_MEMORY_ALLOCATION_PARAMS) */
+	u32 channel_alloc_size;		/* sizeof(NV_CHANNEL_ALLOC_PARAMS) */
+	u32 nvos46_size;		/* sizeof(NVOS46_PARAMETERS) */
+	u32 nvos47_size;		/* sizeof(NVOS47_PARAMETERS) */
+	u32 gpfifo_schedule_size;	/* NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS */
+	/*
+	 * 550 changed several things at once: the device-allocation fd check
+	 * is by f_op, the device factory checks deviceId, FB_GET_INFO V1
+	 * became a deprecated control, WAIT_OPEN_COMPLETE appeared.
+	 */
+	bool since_550;
+};
+
+extern const struct nvstub_abi *nvstub_abi;
+extern char nvstub_version[NV_RM_API_VERSION_STRING_LENGTH];
+extern unsigned int nvstub_ngpus;
+extern unsigned int nvstub_alloc_reread_delay_us;
+extern unsigned int nvstub_timeslice_us;
+extern unsigned int nvstub_doorbell_poll_us;
+extern struct mutex nvstub_rm_lock;
+
+static inline u32 nvstub_fb_info_v2_size(void)
+{
+	return sizeof(u32) + nvstub_abi->fb_info_max_list *
+	       sizeof(struct nv2080_ctrl_fb_info);
+}
+
+struct nvstub_proc;
+
+struct nvstub_gpu {
+	unsigned int index;		/* = minor number */
+	u32 gpu_id;
+	u8 bus;
+	char bus_id[16];		/* 0000:BB:00.0 */
+	char uuid[48];
+	u64 reg_address;
+	u64 fb_address;
+
+	/* heap: under nvstub_rm_lock */
+	u64 heap_total;
+	u64 heap_used;
+	u64 heap_next;			/* fake offset of the next allocation */
+	u32 heap_allocs;
+	unsigned int attach_count;	/* ATTACH_GPUS_TO_FD references */
+
+	/*
+	 * engine: eng_lock protects channels, doorbells, procs, chans[],
+	 * cursor, busy_ns, items and every channel's and TSG's engine state
+	 */
+	spinlock_t eng_lock;
+	struct list_head channels;
+	struct list_head doorbells;
+	struct list_head procs;
+	unsigned int nprocs;
+	struct nvstub_chan *chans[NVSTUB_MAX_CHANNELS];
+	struct nvstub_chan *cursor;
+	u64 busy_ns;
+	u64 items;
+	struct ida chids;
+	struct task_struct *thread;
+
+	struct dentry *debugfs;
+	struct proc_dir_entry *procfs;
+};
+
+extern struct nvstub_gpu *nvstub_gpus;
+
+/* What a file's one mapping context describes (RM_MAP_MEMORY → mmap). */
+enum nvstub_ctx_kind {
+	NVSTUB_CTX_NONE,
+	NVSTUB_CTX_SYSMEM,		/* ctl file: pages of a system-memory object */
+	NVSTUB_CTX_VIDMEM,		/* GPU file: BAR1, refused at mmap */
+	NVSTUB_CTX_USERMODE,		/* GPU file: the usermode region */
+};
+
+struct nvstub_mem;
+struct nvstub_doorbell;
+
+struct nvstub_mmap_ctx {
+	enum nvstub_ctx_kind kind;
+	struct nvstub_mem *mem;		/* SYSMEM: holds a reference */
+	struct nvstub_doorbell *db;	/* USERMODE: holds a reference */
+	unsigned long page_index;	/* first page of the mapping */
+	unsigned long npages;		/* page-aligned length */
+};
+
+/* Per-open-file state: file->private_data. */
+struct nvstub_file {
+	struct file *filp;
+	struct nvstub_gpu *gpu;		/* NULL for /dev/nvidiactl */
+	/*
+	 * REGISTER_FD: the ctl file this one acts for (clientOSInfo). Set once
+	 * under nvstub_rm_lock, read with READ_ONCE; ctl_filp pins it.
+	 */
+	struct nvstub_file *ctl;
+	struct file *ctl_filp;
+	u32 *attached_gpus;		/* ATTACH_GPUS_TO_FD, under rm lock */
+	size_t nattached;
+	struct address_space mapping;	/* GPU files: for unmap_mapping_range() */
+	struct mutex ctx_lock;		/* protects ctx */
+	struct nvstub_mmap_ctx ctx;
+};
+
+static inline bool nvstub_file_is_ctl(const struct nvstub_file *nf)
+{
+	return !nf->gpu;
+}
+
+/* A file's clientOSInfo: the ctl file it is registered to, else itself. */
+static inline struct nvstub_file *nvstub_os_info(struct nvstub_file *nf)
+{
+	struct nvstub_file *ctl = READ_ONCE(nf->ctl);
+
+	return ctl ? ctl : nf;
+}
+
+struct nvstub_file *nvstub_file_lookup(struct file *f);
+bool nvstub_fd_table_has_gpu(struct nvstub_gpu *gpu);
+
+/* Backing store of a memory object, shared by its dup'ed handles. */
+enum nvstub_mem_type {
+	NVSTUB_MEM_VIDMEM,
+	NVSTUB_MEM_SYSMEM,
+	NVSTUB_MEM_VIRTUAL,		/* no storage (NV50_MEMORY_VIRTUAL) */
+	NVSTUB_MEM_DUMMY,		/* RM_ALLOC_MEMORY size query handle */
+};
+
+struct nvstub_mem {
+	struct kref ref;		/* handles, contexts, VMAs, channels */
+	unsigned int handles;		/* DupCount, under nvstub_rm_lock */
+	enum nvstub_mem_type type;
+	struct nvstub_gpu *gpu;
+	u64 size;
+	u64 heap_offset;		/* VIDMEM: fake physical offset */
+	u64 cookie;			/* SYSMEM: fake physical base */
+	unsigned long npages;
+	struct page **pages;		/* SYSMEM */
+};
+
+void nvstub_mem_get(struct nvstub_mem *mem);
+void nvstub_mem_put(struct nvstub_mem *mem);
+void *nvstub_mem_ptr(struct nvstub_mem *mem, u64 offset);
+
+/* The usermode region one GPU file mapped: its doorbell is polled. */
+struct nvstub_doorbell {
+	struct kref ref;		/* the owning file's context, VMAs */
+	struct nvstub_gpu *gpu;
+	struct list_head node;		/* gpu->doorbells, under eng_lock */
+	bool listed;
+	struct page *pages[NVSTUB_USERMODE_PAGES];
+};
+
+void nvstub_doorbell_put(struct nvstub_doorbell *db);
+
+/* Engine state of a TSG; fields under gpu->eng_lock. */
+struct nvstub_tsg {
+	struct kref ref;		/* the TSG object, its channels */
+	bool scheduled;
+	u64 timeslice_us;
+	u32 engine_type;
+};
+
+/* Engine state of a channel. */
+struct nvstub_chan {
+	struct kref ref;		/* the channel object, the engine */
+	struct nvstub_gpu *gpu;
+	struct nvstub_tsg *tsg;
+	struct nvstub_proc *proc;
+	u32 chid;
+	u32 token;
+	pid_t tgid;
+	u32 h_client;
+	u32 h_channel;
+	struct nvstub_mem *userd;	/* USERD in a system-memory object */
+	u64 userd_offset;
+	struct nvstub_mem *gpfifo;	/* the ring, ditto */
+	u64 gpfifo_offset;
+	u32 entries;
+	/* under gpu->eng_lock */
+	struct list_head node;
+	bool dead;
+	bool rung;			/* a doorbell named it; cleared when idle */
+	bool item_loaded;
+	u32 gpget;
+	u64 item_left_ns;
+	u64 busy_ns;
+	u64 items;
+};
+
+/* RM objects. */
+struct nvstub_class;
+struct nvstub_client;
+
+struct nvstub_cpu_mapping {
+	struct list_head node;
+	u64 address;
+	pid_t tgid;
+};
+
+struct nvstub_object {
+	u32 handle;
+	u32 hclass;
+	const struct nvstub_class *cls;
+	struct nvstub_client *client;
+	struct nvstub_object *parent;
+	struct list_head children;
+	struct list_head sibling;
+	struct nvstub_gpu *gpu;		/* NULL for the client object */
+	struct nvstub_object *device;	/* nearest NV01_DEVICE_0 ancestor */
+	struct list_head cpu_maps;	/* RM_MAP_MEMORY records */
+	unsigned int ncpu_maps;
+	union {
+		u32 subdevice_inst;
+		struct {
+			struct nvstub_mem *mem;
+			bool owner;	/* allocated, not dup'ed */
+			u32 attr;
+			u32 attr2;
+		} mem;
+		struct nvstub_tsg *tsg;
+		struct nvstub_chan *chan;
+	};
+};
+
+struct nvstub_client {
+	u32 handle;
+	struct nvstub_file *owner;	/* pOSInfo: freed with this file */
+	struct pid *pid;		/* ProcID, namespace-aware */
+	pid_t tgid;
+	struct xarray objects;		/* handle → nvstub_object */
+	struct nvstub_object *root;	/* the client's own object */
+	u32 handle_gen;
+};
+
+/* What every RM entry point gets: the caller's file. */
+struct nvstub_call {
+	struct nvstub_file *nf;		/* the file the ioctl came through */
+	struct nvstub_file *os_info;	/* clientOSInfo */
+	/*
+	 * A kernel-level RM client (kapi.c, RS_PRIV_LEVEL_KERNEL): params are
+	 * kernel memory, every client is accessible, no fd-table check, and
+	 * process ids are those of the initial pid namespace.
+	 */
+	bool kernel;
+};
+
+/* rm.c */
+extern struct xarray nvstub_clients;
+extern unsigned int nvstub_nclients;
+extern unsigned int nvstub_nobjects;
+
+u32 nvstub_rm_alloc(struct nvstub_call *call, u32 h_client, u32 h_parent,
+		    u32 *h_object, u32 h_class, u64 uparams);
+u32 nvstub_rm_alloc_kernel(struct nvstub_call *call, u32 h_client,
+			   u32 h_parent, u32 *h_object, u32 h_class,
+			   void *params);
+u32 nvstub_rm_free(struct nvstub_call *call, u32 h_client, u32 h_object);
+u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p);
+void nvstub_rm_free_clients_of(struct nvstub_file *nf);
+u32 nvstub_client_get(struct nvstub_call *call, u32 h_client,
+		      struct nvstub_client **out);
+struct nvstub_object *nvstub_object_find(struct nvstub_client *c, u32 h);
+void nvstub_rm_exit(void);
+u32 nvstub_rm_alloc_kparams(struct nvstub_call *call, u32 h_client,
+			    u32 h_parent, u32 *h_object, u32 h_class,
+			    void *params);
+
+/* mem.c */
+u32 nvstub_mem_construct(struct nvstub_object *obj, void *params);
+void nvstub_mem_destruct(struct nvstub_object *obj);
+void nvstub_mem_dup(struct nvstub_object *dst, struct nvstub_object *src);
+u32 nvstub_esc_vid_heap(struct nvstub_call *call, struct nvos32_parameters *p);
+u32 nvstub_esc_alloc_memory(struct nvstub_call *call, struct nvos02_with_fd *p);
+u32 nvstub_esc_map_memory(struct nvstub_call *call, struct nvos33_with_fd *p);
+u32 nvstub_esc_unmap_memory(struct nvstub_call *call,
+			    struct nvos34_parameters *p);
+void nvstub_cpu_maps_free(struct nvstub_object *obj);
+void nvstub_ctx_release(struct nvstub_file *nf);
+int nvstub_mmap(struct file *filp, struct vm_area_struct *vma);
+void nvstub_heap_info(struct nvstub_gpu *gpu, u64 *total, u64 *free);
+extern atomic_long_t nvstub_sysmem_pages;
+
+/* ctrl.c */
+u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p);
+
+/* engine.c */
+struct nvstub_tsg *nvstub_tsg_create(u32 engine_type);
+void nvstub_tsg_put(struct nvstub_tsg *tsg);
+u32 nvstub_tsg_schedule(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg,
+			const struct nva06c_ctrl_gpfifo_schedule_params *p);
+void nvstub_tsg_set_timeslice(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg,
+			      u64 us);
+u64 nvstub_tsg_get_timeslice(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg);
+u32 nvstub_chan_create(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg,
+		       struct nvstub_client *client, u32 h_channel,
+		       struct nvstub_mem *userd, u64 userd_offset,
+		       struct nvstub_mem *gpfifo, u64 gpfifo_offset,
+		       u32 entries, struct nvstub_chan **out);
+void nvstub_chan_destroy(struct nvstub_chan *chan);
+struct nvstub_doorbell *nvstub_doorbell_create(struct nvstub_gpu *gpu);
+void nvstub_doorbell_unlist(struct nvstub_doorbell *db);
+int nvstub_engine_start(struct nvstub_gpu *gpu);
+void nvstub_engine_stop(struct nvstub_gpu *gpu);
+void nvstub_engine_debugfs(struct nvstub_gpu *gpu);
+
+/* dev.c */
+int nvstub_dev_init(void);
+void nvstub_dev_exit(void);
+
+#endif /* NVSTUB_H */

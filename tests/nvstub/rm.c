@@ -1,0 +1,679 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The resource manager's object world: clients, handles, the class table,
+ * allocation, free cascades and RM_DUP_OBJECT, with the checks and status
+ * codes of src/nvidia/src/libraries/resserv and src/nvidia/src/kernel/rmapi
+ * (rs_server.c, rs_client.c, alloc_free.c, client.c, device.c, subdevice.c).
+ */
+#include <linux/delay.h>
+#include <linux/pid.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "nvstub.h"
+
+/* All clients by handle (the server's client list); under nvstub_rm_lock. */
+DEFINE_XARRAY(nvstub_clients);
+unsigned int nvstub_nclients;
+unsigned int nvstub_nobjects;
+static u32 nvstub_client_index;
+
+typedef u32 (*nvstub_ctor_t)(struct nvstub_call *call, struct nvstub_object *obj,
+			     void *params);
+
+struct nvstub_class {
+	u32 hclass;
+	u32 params_size;		/* 0: none; see nvstub_class_params_size() */
+	unsigned int flags;
+	u32 parents[3];			/* allowed parent classes, 0-terminated */
+	nvstub_ctor_t construct;
+	void (*destruct)(struct nvstub_object *obj);
+};
+
+#define NVSTUB_CLS_REQUIRED	BIT(0)	/* RS_REQUIRED rather than RS_OPTIONAL */
+#define NVSTUB_CLS_COPYABLE	BIT(1)	/* resCanCopy(): RM_DUP_OBJECT allowed */
+#define NVSTUB_CLS_INTERNAL	BIT(2)	/* only RM itself allocates it here */
+#define NVSTUB_CLS_MEMORY	BIT(3)	/* a Memory: has a struct nvstub_mem */
+
+#define NVSTUB_PARAMS_MEMALLOC	(~0u)	/* NV_MEMORY_ALLOCATION_PARAMS */
+#define NVSTUB_PARAMS_CHANNEL	(~1u)	/* NV_CHANNEL_ALLOC_PARAMS */
+#define NVSTUB_ALLOC_PARAMS_MAX	sizeof(struct nv_channel_alloc_params)
+
+static u32 nvstub_class_params_size(const struct nvstub_class *cls)
+{
+	switch (cls->params_size) {
+	case NVSTUB_PARAMS_MEMALLOC:
+		return nvstub_abi->memalloc_size;
+	case NVSTUB_PARAMS_CHANNEL:
+		return nvstub_abi->channel_alloc_size;
+	default:
+		return cls->params_size;
+	}
+}
+
+static u32 nvstub_device_construct(struct nvstub_call *call,
+				   struct nvstub_object *obj, void *params)
+{
+	struct nv0080_alloc_parameters *p = params;
+	struct nvstub_gpu *gpu;
+	u32 inst;
+
+	if (!p) {
+		/* resservResourceFactory() from 550; before, class - NV01_DEVICE_0 */
+		if (nvstub_abi->since_550)
+			return NV_ERR_INVALID_ARGUMENT;
+		inst = 0;
+	} else {
+		inst = p->device_id;
+	}
+	if (nvstub_abi->since_550 && inst >= NV_MAX_DEVICES)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (inst >= nvstub_ngpus)
+		return NV_ERR_INVALID_CLASS;	/* gpumgrIsDeviceInstanceValid() */
+
+	gpu = &nvstub_gpus[inst];
+	/* osIsGpuAccessible(): even root needs a file of that GPU open */
+	if (!call->kernel && !nvstub_fd_table_has_gpu(gpu))
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	obj->gpu = gpu;
+	obj->device = obj;
+	return NV_OK;
+}
+
+static u32 nvstub_subdevice_construct(struct nvstub_call *call,
+				      struct nvstub_object *obj, void *params)
+{
+	struct nv2080_alloc_parameters *p = params;
+	struct nvstub_object *sib;
+	u32 inst = p ? p->sub_device_id : 0;
+
+	/* one GPU per device: only subdevice instance 0 exists */
+	if (inst != 0)
+		return NV_ERR_INVALID_CLASS;
+	list_for_each_entry(sib, &obj->parent->children, sibling)
+		if (sib != obj && sib->hclass == NV20_SUBDEVICE_0 &&
+		    sib->subdevice_inst == inst)
+			return NV_ERR_INSUFFICIENT_RESOURCES;
+	obj->subdevice_inst = inst;
+	return NV_OK;
+}
+
+static u32 nvstub_tsg_construct(struct nvstub_call *call,
+				struct nvstub_object *obj, void *params)
+{
+	struct nv_channel_group_allocation_parameters *p = params;
+
+	obj->tsg = nvstub_tsg_create(p->engine_type);
+	return obj->tsg ? NV_OK : NV_ERR_NO_MEMORY;
+}
+
+static void nvstub_tsg_destruct(struct nvstub_object *obj)
+{
+	nvstub_tsg_put(obj->tsg);
+}
+
+/*
+ * The stub has no GPU virtual address space: the ring and USERD are named by
+ * system-memory handles and byte offsets (docs/nvstub.md).
+ */
+static struct nvstub_mem *nvstub_chan_buffer(struct nvstub_object *chan,
+					     u32 handle, u64 offset, u64 len,
+					     u64 align)
+{
+	struct nvstub_object *o = nvstub_object_find(chan->client, handle);
+
+	if (!o || o->hclass != NV01_MEMORY_SYSTEM || o->gpu != chan->gpu)
+		return NULL;
+	if (!IS_ALIGNED(offset, align) || offset >= o->mem.mem->size ||
+	    len > o->mem.mem->size - offset)
+		return NULL;
+	return o->mem.mem;
+}
+
+static u32 nvstub_channel_construct(struct nvstub_call *call,
+				    struct nvstub_object *obj, void *params)
+{
+	struct nv_channel_alloc_params *p = params;
+	struct nvstub_tsg *tsg = obj->parent->tsg;
+	struct nvstub_mem *userd, *ring;
+	u32 entries = p->gp_fifo_entries;
+
+	/* kchannelConstruct(): a channel's engine must be its TSG's */
+	if (p->engine_type && p->engine_type != tsg->engine_type)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (entries < 2 || entries > (1u << 20) || !is_power_of_2(entries))
+		return NV_ERR_INVALID_ARGUMENT;
+	ring = nvstub_chan_buffer(obj, p->h_object_buffer, p->gp_fifo_offset,
+				  (u64)entries * 8, 8);
+	userd = nvstub_chan_buffer(obj, p->h_userd_memory[0], p->userd_offset[0],
+				   NVC86F_USERD_SIZE, NVC86F_USERD_SIZE);
+	if (!ring || !userd)
+		return NV_ERR_INVALID_ARGUMENT;
+
+	return nvstub_chan_create(obj->gpu, tsg, obj->client, obj->handle,
+				  userd, p->userd_offset[0], ring,
+				  p->gp_fifo_offset, entries, &obj->chan);
+}
+
+static void nvstub_channel_destruct(struct nvstub_object *obj)
+{
+	nvstub_chan_destroy(obj->chan);
+}
+
+static u32 nvstub_usermode_construct(struct nvstub_call *call,
+				     struct nvstub_object *obj, void *params)
+{
+	struct nv_hopper_usermode_a_params *p = params;
+
+	/* usrmodeConstruct() */
+	if (p && p->b_priv && !p->b_bar1_mapping)
+		return NV_ERR_INVALID_PARAMETER;
+	if (p && p->b_priv)
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	return NV_OK;
+}
+
+static u32 nvstub_nop_construct(struct nvstub_call *call,
+				struct nvstub_object *obj, void *params)
+{
+	return NV_OK;
+}
+
+static u32 nvstub_memory_construct(struct nvstub_call *call,
+				   struct nvstub_object *obj, void *params)
+{
+	return nvstub_mem_construct(obj, params);
+}
+
+/* src/nvidia/src/kernel/rmapi/resource_list.h, for the classes simulated */
+static const struct nvstub_class nvstub_classes[] = {
+	{
+		.hclass = NV01_ROOT_CLIENT,
+		.params_size = sizeof(u32),	/* the NvHandle RM writes back */
+	}, {
+		.hclass = NV01_DEVICE_0,
+		.params_size = sizeof(struct nv0080_alloc_parameters),
+		.parents = { NV01_ROOT_CLIENT },
+		.construct = nvstub_device_construct,
+	}, {
+		.hclass = NV20_SUBDEVICE_0,
+		.params_size = sizeof(struct nv2080_alloc_parameters),
+		.parents = { NV01_DEVICE_0 },
+		.construct = nvstub_subdevice_construct,
+	}, {
+		.hclass = NV01_MEMORY_LOCAL_USER,
+		.params_size = NVSTUB_PARAMS_MEMALLOC,
+		.flags = NVSTUB_CLS_REQUIRED | NVSTUB_CLS_COPYABLE |
+			 NVSTUB_CLS_MEMORY,
+		.parents = { NV01_DEVICE_0, NV20_SUBDEVICE_0 },
+		.construct = nvstub_memory_construct,
+		.destruct = nvstub_mem_destruct,
+	}, {
+		.hclass = NV01_MEMORY_SYSTEM,
+		.params_size = NVSTUB_PARAMS_MEMALLOC,
+		.flags = NVSTUB_CLS_REQUIRED | NVSTUB_CLS_COPYABLE |
+			 NVSTUB_CLS_MEMORY,
+		.parents = { NV01_DEVICE_0 },
+		.construct = nvstub_memory_construct,
+		.destruct = nvstub_mem_destruct,
+	}, {
+		.hclass = NV50_MEMORY_VIRTUAL,
+		.params_size = NVSTUB_PARAMS_MEMALLOC,
+		.flags = NVSTUB_CLS_REQUIRED | NVSTUB_CLS_COPYABLE |
+			 NVSTUB_CLS_MEMORY,
+		.parents = { NV01_DEVICE_0 },
+		.construct = nvstub_memory_construct,
+		.destruct = nvstub_mem_destruct,
+	}, {
+		.hclass = NV01_MEMORY_SYSTEM_DYNAMIC,
+		.flags = NVSTUB_CLS_INTERNAL | NVSTUB_CLS_COPYABLE |
+			 NVSTUB_CLS_MEMORY,
+		.parents = { NV01_DEVICE_0 },
+		.construct = nvstub_memory_construct,
+		.destruct = nvstub_mem_destruct,
+	}, {
+		.hclass = KEPLER_CHANNEL_GROUP_A,
+		.params_size = sizeof(struct nv_channel_group_allocation_parameters),
+		.flags = NVSTUB_CLS_REQUIRED,
+		.parents = { NV01_DEVICE_0 },
+		.construct = nvstub_tsg_construct,
+		.destruct = nvstub_tsg_destruct,
+	}, {
+		.hclass = HOPPER_CHANNEL_GPFIFO_A,
+		.params_size = NVSTUB_PARAMS_CHANNEL,
+		.flags = NVSTUB_CLS_REQUIRED,
+		.parents = { KEPLER_CHANNEL_GROUP_A },
+		.construct = nvstub_channel_construct,
+		.destruct = nvstub_channel_destruct,
+	}, {
+		.hclass = HOPPER_USERMODE_A,
+		.params_size = sizeof(struct nv_hopper_usermode_a_params),
+		.flags = NVSTUB_CLS_COPYABLE,
+		.parents = { NV20_SUBDEVICE_0 },
+		.construct = nvstub_usermode_construct,
+	}, {
+		.hclass = HOPPER_COMPUTE_A,
+		.params_size = sizeof(struct nv_gr_allocation_parameters),
+		.parents = { HOPPER_CHANNEL_GPFIFO_A },
+		.construct = nvstub_nop_construct,
+	},
+};
+
+static const struct nvstub_class *nvstub_class_find(u32 hclass)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(nvstub_classes); i++)
+		if (nvstub_classes[i].hclass == hclass)
+			return &nvstub_classes[i];
+	return NULL;
+}
+
+static bool nvstub_parent_allowed(const struct nvstub_class *cls,
+				  const struct nvstub_object *parent)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(cls->parents) && cls->parents[i]; i++)
+		if (cls->parents[i] == parent->hclass)
+			return true;
+	return false;
+}
+
+struct nvstub_object *nvstub_object_find(struct nvstub_client *c, u32 h)
+{
+	lockdep_assert_held(&nvstub_rm_lock);
+	return xa_load(&c->objects, h);
+}
+
+/*
+ * The client of a call: it must exist (serverutilGetClientUnderLock) and be
+ * owned by the caller's clientOSInfo (rmclientValidate, strict mode).
+ */
+u32 nvstub_client_get(struct nvstub_call *call, u32 h_client,
+		      struct nvstub_client **out)
+{
+	struct nvstub_client *c;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	c = xa_load(&nvstub_clients, h_client);
+	if (!c || (!call->kernel && c->owner != call->os_info))
+		return NV_ERR_INVALID_CLIENT;
+	*out = c;
+	return NV_OK;
+}
+
+/* clientAssignResourceHandle(): the caller's handle, or the next 0xcaf0xxxx */
+static u32 nvstub_assign_handle(struct nvstub_client *c, u32 *handle)
+{
+	u32 i, h;
+
+	if (*handle) {
+		if (*handle == c->handle)
+			return NV_ERR_INVALID_OBJECT_HANDLE;
+		if (xa_load(&c->objects, *handle))
+			return NV_ERR_INSERT_DUPLICATE_NAME;
+		return NV_OK;
+	}
+	for (i = 0; i < RS_UNIQUE_HANDLE_RANGE; i++) {
+		h = RS_UNIQUE_HANDLE_BASE + (c->handle_gen++ % RS_UNIQUE_HANDLE_RANGE);
+		if (h != c->handle && !xa_load(&c->objects, h)) {
+			*handle = h;
+			return NV_OK;
+		}
+	}
+	return NV_ERR_INSUFFICIENT_RESOURCES;
+}
+
+static struct nvstub_object *nvstub_object_new(struct nvstub_client *c,
+					       const struct nvstub_class *cls,
+					       u32 hclass, u32 handle,
+					       struct nvstub_object *parent)
+{
+	struct nvstub_object *obj;
+
+	if (nvstub_nobjects >= NVSTUB_MAX_OBJECTS)
+		return NULL;
+	obj = kzalloc(sizeof(*obj), GFP_KERNEL);
+	if (!obj)
+		return NULL;
+	if (xa_insert(&c->objects, handle, obj, GFP_KERNEL)) {
+		kfree(obj);
+		return NULL;
+	}
+	obj->handle = handle;
+	obj->hclass = hclass;
+	obj->cls = cls;
+	obj->client = c;
+	obj->parent = parent;
+	INIT_LIST_HEAD(&obj->children);
+	INIT_LIST_HEAD(&obj->sibling);
+	INIT_LIST_HEAD(&obj->cpu_maps);
+	if (parent) {
+		obj->gpu = parent->gpu;
+		obj->device = parent->device;
+		list_add_tail(&obj->sibling, &parent->children);
+	}
+	nvstub_nobjects++;
+	return obj;
+}
+
+/* Unlink and free one object whose children are gone. */
+static void nvstub_object_drop(struct nvstub_object *obj)
+{
+	list_del(&obj->sibling);
+	xa_erase(&obj->client->objects, obj->handle);
+	nvstub_nobjects--;
+	kfree(obj);
+}
+
+/* serverFreeResourceTree(): descendants first, then the object itself. */
+static void nvstub_free_tree(struct nvstub_object *obj)
+{
+	struct nvstub_object *child, *tmp;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	list_for_each_entry_safe_reverse(child, tmp, &obj->children, sibling)
+		nvstub_free_tree(child);
+	nvstub_cpu_maps_free(obj);
+	if (obj->cls && obj->cls->destruct)
+		obj->cls->destruct(obj);
+	nvstub_object_drop(obj);
+}
+
+static void nvstub_client_destroy(struct nvstub_client *c)
+{
+	lockdep_assert_held(&nvstub_rm_lock);
+	nvstub_free_tree(c->root);
+	xa_erase(&nvstub_clients, c->handle);
+	xa_destroy(&c->objects);
+	put_pid(c->pid);
+	nvstub_nclients--;
+	kfree(c);
+}
+
+/* serverAllocClient(): hRoot is the requested handle, 0 lets RM choose. */
+static u32 nvstub_client_alloc(struct nvstub_call *call, u32 requested,
+			       u32 *h_object, void *params)
+{
+	struct nvstub_client *c;
+	u32 h = requested, i;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	if (h) {
+		if (xa_load(&nvstub_clients, h))
+			return NV_ERR_INSERT_DUPLICATE_NAME;
+	} else {
+		for (i = 0; i < RS_CLIENT_HANDLE_MAX; i++) {
+			h = RS_CLIENT_HANDLE_BASE | nvstub_client_index;
+			nvstub_client_index = (nvstub_client_index + 1) &
+					      (RS_CLIENT_HANDLE_MAX - 1);
+			if (!xa_load(&nvstub_clients, h))
+				break;
+		}
+		if (i == RS_CLIENT_HANDLE_MAX)
+			return NV_ERR_INSUFFICIENT_RESOURCES;
+	}
+	if (nvstub_nobjects >= NVSTUB_MAX_OBJECTS)
+		return NV_ERR_INSUFFICIENT_RESOURCES;
+
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (!c)
+		return NV_ERR_INSUFFICIENT_RESOURCES;
+	c->handle = h;
+	c->owner = call->os_info;
+	c->pid = get_task_pid(current, PIDTYPE_TGID);
+	c->tgid = task_tgid_nr(current);
+	xa_init(&c->objects);
+	if (xa_insert(&nvstub_clients, h, c, GFP_KERNEL))
+		goto err_free;
+	c->root = nvstub_object_new(c, nvstub_class_find(NV01_ROOT_CLIENT),
+				    NV01_ROOT_CLIENT, h, NULL);
+	if (!c->root)
+		goto err_erase;
+	nvstub_nclients++;
+
+	/* rmclientConstruct(): "RM gets the client handle from the params" */
+	if (params)
+		*(u32 *)params = h;
+	*h_object = h;
+	return NV_OK;
+
+err_erase:
+	xa_erase(&nvstub_clients, h);
+err_free:
+	put_pid(c->pid);
+	kfree(c);
+	return NV_ERR_INSUFFICIENT_RESOURCES;
+}
+
+/* serverAllocResourceUnderLock() for one non-client object. */
+static u32 nvstub_alloc_locked(struct nvstub_call *call,
+			       const struct nvstub_class *cls, u32 h_client,
+			       u32 h_parent, u32 *h_object, u32 h_class,
+			       void *params)
+{
+	struct nvstub_client *c;
+	struct nvstub_object *parent, *obj;
+	u32 status;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	if (cls->hclass == NV01_ROOT_CLIENT)
+		return nvstub_client_alloc(call, h_client, h_object, params);
+
+	status = nvstub_client_get(call, h_client, &c);
+	if (status)
+		return status;
+	if (*h_object == h_client)
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	parent = nvstub_object_find(c, h_parent);
+	if (!parent)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	if (!nvstub_parent_allowed(cls, parent))
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	status = nvstub_assign_handle(c, h_object);
+	if (status)
+		return status;
+
+	obj = nvstub_object_new(c, cls, h_class, *h_object, parent);
+	if (!obj)
+		return NV_ERR_INSUFFICIENT_RESOURCES;
+	status = cls->construct(call, obj, params);
+	if (status) {
+		nvstub_object_drop(obj);
+		return status;
+	}
+	return NV_OK;
+}
+
+/*
+ * RM_ALLOC as rmapiAllocWithSecInfo(): RM copies the class's own alloc
+ * params from pAllocParms (whatever paramsSize says, rmapiParamsCopyInit)
+ * after the escape's copy of NVOS21/64, and back on success.
+ */
+u32 nvstub_rm_alloc(struct nvstub_call *call, u32 h_client, u32 h_parent,
+		    u32 *h_object, u32 h_class, u64 uparams)
+{
+	void __user *up = u64_to_user_ptr(uparams);
+	const struct nvstub_class *cls;
+	void *params = NULL;
+	u32 size, status;
+
+	cls = nvstub_class_find(h_class);
+	if (!cls || (cls->flags & NVSTUB_CLS_INTERNAL))
+		return NV_ERR_INVALID_CLASS;
+	size = nvstub_class_params_size(cls);
+	if (!up) {
+		if ((cls->flags & NVSTUB_CLS_REQUIRED) && size)
+			return NV_ERR_INVALID_ARGUMENT;
+		size = 0;
+	}
+	if (size) {
+		unsigned int delay = READ_ONCE(nvstub_alloc_reread_delay_us);
+
+		if (delay)
+			fsleep(delay);
+		/* constructors read the newest layout; older ones are shorter */
+		params = kzalloc(max_t(u32, size, NVSTUB_ALLOC_PARAMS_MAX),
+				 GFP_KERNEL);
+		if (!params)
+			return NV_ERR_INSUFFICIENT_RESOURCES;
+		if (copy_from_user(params, up, size)) {
+			kfree(params);
+			return NV_ERR_INVALID_ADDRESS;
+		}
+	}
+
+	mutex_lock(&nvstub_rm_lock);
+	status = nvstub_alloc_locked(call, cls, h_client, h_parent, h_object,
+				     h_class, params);
+	mutex_unlock(&nvstub_rm_lock);
+
+	/* serverAllocApiCopyOut(): no copy-out on error; a failed one fails */
+	if (!status && size && copy_to_user(up, params, size))
+		status = NV_ERR_INVALID_ADDRESS;
+	kfree(params);
+	return status;
+}
+
+/* RM_ALLOC of a kernel-level client (kapi.c): the params are kernel memory. */
+u32 nvstub_rm_alloc_kparams(struct nvstub_call *call, u32 h_client,
+			    u32 h_parent, u32 *h_object, u32 h_class,
+			    void *kparams)
+{
+	const struct nvstub_class *cls = nvstub_class_find(h_class);
+	void *params = NULL;
+	u32 size, status;
+
+	if (!cls || (cls->flags & NVSTUB_CLS_INTERNAL))
+		return NV_ERR_INVALID_CLASS;
+	size = kparams ? nvstub_class_params_size(cls) : 0;
+	if (!kparams && (cls->flags & NVSTUB_CLS_REQUIRED) &&
+	    nvstub_class_params_size(cls))
+		return NV_ERR_INVALID_ARGUMENT;
+	if (size) {
+		params = kzalloc(max_t(u32, size, NVSTUB_ALLOC_PARAMS_MAX),
+				 GFP_KERNEL);
+		if (!params)
+			return NV_ERR_INSUFFICIENT_RESOURCES;
+		memcpy(params, kparams, size);
+	}
+	mutex_lock(&nvstub_rm_lock);
+	status = nvstub_alloc_locked(call, cls, h_client, h_parent, h_object,
+				     h_class, params);
+	mutex_unlock(&nvstub_rm_lock);
+	if (!status && size)
+		memcpy(kparams, params, size);
+	kfree(params);
+	return status;
+}
+
+/* An allocation RM makes for itself with kernel params (the deprecated API). */
+u32 nvstub_rm_alloc_kernel(struct nvstub_call *call, u32 h_client,
+			   u32 h_parent, u32 *h_object, u32 h_class,
+			   void *params)
+{
+	const struct nvstub_class *cls = nvstub_class_find(h_class);
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	if (!cls || cls->hclass == NV01_ROOT_CLIENT)
+		return NV_ERR_INVALID_CLASS;
+	return nvstub_alloc_locked(call, cls, h_client, h_parent, h_object,
+				   h_class, params);
+}
+
+/*
+ * RM_FREE: a missing object in an accessible client is NV_OK (resserv's
+ * compatibility mode); freeing hRoot frees the client.
+ */
+u32 nvstub_rm_free(struct nvstub_call *call, u32 h_client, u32 h_object)
+{
+	struct nvstub_client *c;
+	struct nvstub_object *obj;
+	u32 status;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	status = nvstub_client_get(call, h_client, &c);
+	if (status)
+		return status;
+	obj = nvstub_object_find(c, h_object);
+	if (!obj)
+		return NV_OK;
+	if (obj == c->root)
+		nvstub_client_destroy(c);
+	else
+		nvstub_free_tree(obj);
+	return NV_OK;
+}
+
+/* RM_DUP_OBJECT as serverCopyResource() and memCopyConstruct(). */
+u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p)
+{
+	struct nvstub_client *dst, *src;
+	struct nvstub_object *sobj, *parent, *obj;
+	bool src_sub, dst_sub;
+	u32 status, h = p->h_object;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	src = xa_load(&nvstub_clients, p->h_client_src);
+	if (!src || !xa_load(&nvstub_clients, p->h_client))
+		return NV_ERR_INVALID_CLIENT;
+	status = nvstub_client_get(call, p->h_client, &dst);
+	if (status)
+		return status;
+	sobj = nvstub_object_find(src, p->h_object_src);
+	if (!sobj)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	parent = nvstub_object_find(dst, p->h_parent);
+	if (!parent)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	if (!sobj->cls || !(sobj->cls->flags & NVSTUB_CLS_COPYABLE))
+		return NV_ERR_INVALID_ARGUMENT;
+	status = nvstub_assign_handle(dst, &h);
+	if (status)
+		return status;
+	/* the default share policy: the same client, or clients of one process */
+	if (src != dst && src->tgid != dst->tgid)
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	if (!nvstub_parent_allowed(sobj->cls, parent) || parent->gpu != sobj->gpu)
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	src_sub = sobj->parent->hclass == NV20_SUBDEVICE_0;
+	dst_sub = parent->hclass == NV20_SUBDEVICE_0;
+	if (src_sub != dst_sub)
+		return NV_ERR_INVALID_OBJECT_PARENT;
+
+	obj = nvstub_object_new(dst, sobj->cls, sobj->hclass, h, parent);
+	if (!obj)
+		return NV_ERR_INSUFFICIENT_RESOURCES;
+	if (sobj->cls->flags & NVSTUB_CLS_MEMORY)
+		nvstub_mem_dup(obj, sobj);
+	p->h_object = h;
+	return NV_OK;
+}
+
+/* rm_cleanup_file_private(): a closing file frees the clients it owns. */
+void nvstub_rm_free_clients_of(struct nvstub_file *nf)
+{
+	struct nvstub_client *c;
+	unsigned long h;
+
+	mutex_lock(&nvstub_rm_lock);
+	xa_for_each(&nvstub_clients, h, c)
+		if (c->owner == nf)
+			nvstub_client_destroy(c);
+	mutex_unlock(&nvstub_rm_lock);
+}
+
+void nvstub_rm_exit(void)
+{
+	struct nvstub_client *c;
+	unsigned long h;
+
+	/* files hold the module, so every client is gone by now */
+	mutex_lock(&nvstub_rm_lock);
+	xa_for_each(&nvstub_clients, h, c)
+		nvstub_client_destroy(c);
+	mutex_unlock(&nvstub_rm_lock);
+	xa_destroy(&nvstub_clients);
+}

@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Fixtures of the conformance suite of nvstub.ko (run inside the VM as root).
+
+    tests/vm/run -- .venv/bin/python -m pytest -q tests/vmtests
+
+The rig loads the stub (and xpu.ko unless --no-xpu), makes the device nodes
+and exports XPU_NVSTUB_KO, XPU_NVSTUB_PARAMS, XPU_KO and XPU_KO_PARAMS.  The
+whole directory is skipped elsewhere (not root, or no /dev/nvidiactl).
+"""
+
+import gc
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import nvtest
+from nvclient import abi, client, stub
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _require_stub():
+    if os.geteuid() != 0:
+        pytest.skip("the nvstub conformance suite runs as root in the VM")
+    if not os.path.exists(abi.NV_CTL_PATH):
+        pytest.skip(f"{abi.NV_CTL_PATH} is missing: is nvstub.ko loaded?")
+
+
+@pytest.fixture(autouse=True)
+def leak_check(_require_stub):
+    """Every test leaves the stub's object and heap counters where it found
+    them: whatever a test allocates is freed by the time its files close."""
+    gc.collect()
+    before = nvtest.snapshot()
+    yield
+    gc.collect()
+    after = nvtest.snapshot()
+    assert after == before, "the stub's live objects/heap changed over " \
+        f"the test: before {before}, after {after}"
+
+
+@pytest.fixture
+def config():
+    """The loaded stub's configuration (gpus, memory_mib, version, ...)."""
+    return nvtest.StubConfig.current()
+
+
+@pytest.fixture
+def reload_stub():
+    """reload_stub(**params): reload nvstub.ko with other parameters.
+
+    Unloads xpu.ko first if it is loaded; at teardown the stub is reloaded
+    with the rig's parameters and xpu.ko re-inserted.  Every NVIDIA file the
+    test opened must be closed before calling it (rmmod refuses otherwise)."""
+    if not os.environ.get("XPU_NVSTUB_KO"):
+        pytest.skip("XPU_NVSTUB_KO is not set: run under tests/vm/run")
+    loader = nvtest.Loader()
+    yield loader.reload
+    gc.collect()
+    loader.restore()
+
+
+@pytest.fixture
+def ctl(_require_stub):
+    with client.Ctl() as c:
+        yield c
+
+
+@pytest.fixture
+def rm(ctl):
+    rm = client.RmClient(ctl)
+    yield rm
+    if not ctl.closed:
+        rm.close()
+
+
+@pytest.fixture
+def dev0(rm):
+    dev = rm.device(0)
+    yield dev
+    dev.close()
+
+
+@pytest.fixture
+def gpu0(_require_stub):
+    with client.GpuFile(0) as g:
+        yield g
+
+
+__all__ = ["stub"]

@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Helpers of the nvstub conformance suite: the stub's configuration and
+reloading, its debugfs counters, child processes, guarded user buffers."""
+
+import ctypes
+import json
+import mmap
+import os
+import subprocess
+import sys
+import textwrap
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from nvclient import abi, client, stub
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# docs/nvstub.md: module parameters and their defaults
+DEFAULTS = {"gpus": "2", "memory_mib": "81920", "version": "580.126.20",
+            "alloc_reread_delay_us": "0", "timeslice_us": "2000",
+            "doorbell_poll_us": "50"}
+
+PCI_BUS_BASE = 0x18
+PCI_VENDOR_NVIDIA = 0x10DE
+PCI_DEVICE_H200 = 0x2335
+MODEL = "NVIDIA H200"
+
+
+def parse_params(text):
+    out = {}
+    for kv in (text or "").split():
+        key, _, value = kv.partition("=")
+        out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class StubConfig:
+    gpus: int
+    memory_mib: int
+    version: str
+    alloc_reread_delay_us: int
+    timeslice_us: int
+    doorbell_poll_us: int
+
+    @property
+    def memory_bytes(self):
+        return self.memory_mib << 20
+
+    @classmethod
+    def from_params(cls, params):
+        p = dict(DEFAULTS)
+        p.update(params)
+        return cls(int(p["gpus"]), int(p["memory_mib"]), p["version"],
+                   int(p["alloc_reread_delay_us"]), int(p["timeslice_us"]),
+                   int(p["doorbell_poll_us"]))
+
+    @classmethod
+    def current(cls):
+        """What the loaded stub runs with: its sysfs parameters where it
+        exposes them, else the parameters it was loaded with."""
+        params = parse_params(Loader.loaded_params)
+        for name in DEFAULTS:
+            try:
+                params[name] = stub.param(name)
+            except OSError:
+                pass
+        return cls.from_params(params)
+
+
+def _run(*cmd):
+    r = subprocess.run(list(cmd), check=False, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    if r.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): "
+                           f"{r.stdout.strip()}")
+
+
+def module_loaded(name):
+    return os.path.isdir(f"/sys/module/{name}")
+
+
+class Loader:
+    """Reloads nvstub.ko with other parameters and puts the rig's back."""
+
+    # What the stub was loaded with now (the rig's parameters at first).
+    loaded_params = os.environ.get("XPU_NVSTUB_PARAMS", "")
+
+    def __init__(self):
+        self.stub_ko = os.environ["XPU_NVSTUB_KO"]
+        self.xpu_ko = os.environ.get("XPU_KO", "")
+        self.xpu_params = os.environ.get("XPU_KO_PARAMS", "").split()
+        self.original = Loader.loaded_params
+        self.xpu_was_loaded = module_loaded("xpu")
+        self.made_nodes = []
+        self.changed = False
+
+    def _unload(self):
+        if module_loaded("xpu"):
+            _run("rmmod", "xpu")
+        if module_loaded("nvstub"):
+            _run("rmmod", "nvstub")
+
+    def _load(self, params):
+        _run("insmod", self.stub_ko, *params.split())
+        Loader.loaded_params = params
+        gpus = int(parse_params(params).get("gpus", DEFAULTS["gpus"]))
+        for minor in range(gpus):
+            path = abi.nv_gpu_path(minor)
+            if not os.path.exists(path):
+                os.mknod(path, 0o20666,
+                         os.makedev(abi.NV_MAJOR_DEVICE_NUMBER, minor))
+                os.chmod(path, 0o666)
+                self.made_nodes.append(path)
+
+    def reload(self, **params):
+        """Reload the stub with ``params`` (on top of the rig's)."""
+        merged = parse_params(self.original)
+        merged.update({k: str(v) for k, v in params.items()})
+        text = " ".join(f"{k}={v}" for k, v in merged.items())
+        self.changed = True
+        self._unload()
+        self._load(text)
+        return StubConfig.current()
+
+    def restore(self):
+        if not self.changed:
+            return
+        self._unload()
+        for path in self.made_nodes:
+            os.unlink(path)
+        self.made_nodes.clear()
+        self._load(self.original)
+        if self.xpu_was_loaded and self.xpu_ko:
+            _run("insmod", self.xpu_ko, *self.xpu_params)
+
+
+# --- debugfs
+
+
+def snapshot():
+    """The stub's counters that must return to where they were after a test:
+    live objects and each GPU's heap."""
+    if not stub.available():
+        return None
+    state = {"objects": stub.objects()}
+    gpu = 0
+    while os.path.exists(os.path.join(stub.DEBUGFS, f"gpu{gpu}")):
+        state[f"gpu{gpu}.heap"] = stub.heap(gpu)
+        gpu += 1
+    return state
+
+
+def heap_used(gpu=0):
+    return stub.heap(gpu)["used"]
+
+
+def heap_free(gpu=0):
+    return stub.heap(gpu)["free"]
+
+
+def objects_total():
+    """Live RM objects of every client (each client's own object included)."""
+    return stub.objects()["objects"]
+
+
+def engine_busy_us(gpu=0):
+    return stub.engine(gpu)["busy_ns"] / 1000
+
+
+def channel_busy_us(gpu, token):
+    return channel_record(gpu, token)["busy_ns"] / 1000
+
+
+def process_busy_us(gpu, pid):
+    """Busy time the engine charged to process ``pid`` (0 if none yet)."""
+    for rec in stub.processes(gpu):
+        if rec.get("pid") == pid:
+            return rec["busy_ns"] / 1000
+    return 0
+
+
+def channel_record(gpu, token):
+    for rec in stub.channels(gpu):
+        if rec.get("token") == token:
+            return rec
+    raise AssertionError(f"no channel with token {token:#x} in "
+                         f"{stub.DEBUGFS}/gpu{gpu}/channels: "
+                         f"{stub.channels(gpu)}")
+
+
+# --- child processes
+
+
+CHILD_PRELUDE = f"""
+import json, os, sys
+sys.path.insert(0, {TESTS!r})
+from nvclient import abi, client
+def report(**kw):
+    print(json.dumps(kw), flush=True)
+"""
+
+
+def run_child(code, timeout=120):
+    """Run ``code`` in a fresh Python with no inherited files but stdio;
+    returns the dict it passed to report()."""
+    src = CHILD_PRELUDE + textwrap.dedent(code)
+    r = subprocess.run([sys.executable, "-c", src], check=False,
+                       capture_output=True, text=True,
+                       timeout=timeout, close_fds=True, cwd="/")
+    assert r.returncode == 0, f"child failed ({r.returncode}):\n{r.stderr}"
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# --- user memory
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+@contextmanager
+def guarded(cls):
+    """An instance of ctypes ``cls`` that ends exactly at an inaccessible
+    page: a read or write past it by the driver faults."""
+    nbytes = ctypes.sizeof(cls)
+    page = mmap.PAGESIZE
+    span = client.round_up(ctypes.sizeof(cls), page) + page
+    base = _libc.mmap(None, span, mmap.PROT_READ | mmap.PROT_WRITE,
+                      mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    if base in (None, MAP_FAILED):
+        raise OSError(ctypes.get_errno(), "mmap")
+    try:
+        guard = base + span - page
+        if _libc.mprotect(guard, page, 0) != 0:
+            raise OSError(ctypes.get_errno(), "mprotect")
+        yield cls.from_address(guard - nbytes)
+    finally:
+        _libc.munmap(base, span)
+

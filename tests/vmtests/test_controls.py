@@ -1,0 +1,280 @@
+# SPDX-License-Identifier: Apache-2.0
+"""RM_CONTROL (NVOS54) as src/nvidia/src/kernel/rmapi/control.c checks it:
+paramsSize must equal the control's size exactly, params and paramsSize
+agree on NULL, the object's class must own the control, unknown controls are
+NV_ERR_NOT_SUPPORTED; and the controls the stub serves."""
+
+import ctypes
+import os
+
+import pytest
+from nvclient import abi, client
+from nvclient.client import Channel
+
+
+def sized_controls(dev, hsched_owner=None):
+    """(name, object, cmd, params) of every fixed-size control on ``dev``."""
+    a = dev.abi
+    fb_entries = (abi.NV2080_CTRL_FB_INFO * 1)(
+        abi.NV2080_CTRL_FB_INFO(abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE))
+    fb = abi.NV2080_CTRL_FB_GET_INFO_PARAMS(
+        fbInfoListSize=1, fbInfoList=ctypes.addressof(fb_entries))
+    fb._keep = fb_entries
+    v2 = dev.fb_info_v2_params([abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE])
+    pids = abi.NV2080_CTRL_GPU_GET_PIDS_PARAMS(
+        idType=abi.NV2080_CTRL_GPU_GET_PIDS_ID_TYPE_CLASS,
+        id=abi.NV20_SUBDEVICE_0)
+    pid_info = abi.NV2080_CTRL_GPU_GET_PID_INFO_PARAMS(pidInfoListCount=1)
+    pid_info.pidInfoList[0].pid = os.getpid()
+    out = [
+        ("FB_GET_INFO_V2", dev.hsubdevice, abi.NV2080_CTRL_CMD_FB_GET_INFO_V2,
+         v2),
+        ("GPU_GET_PIDS", dev.hsubdevice, abi.NV2080_CTRL_CMD_GPU_GET_PIDS,
+         pids),
+        ("GPU_GET_PID_INFO", dev.hsubdevice,
+         abi.NV2080_CTRL_CMD_GPU_GET_PID_INFO, pid_info),
+    ]
+    if not a.fb_get_info_v1_deprecated:
+        # before 550 an ordinary control; from 550 paramsSize is not checked
+        out.append(("FB_GET_INFO", dev.hsubdevice,
+                    abi.NV2080_CTRL_CMD_FB_GET_INFO, fb))
+    if hsched_owner is not None:
+        out += [
+            ("GPFIFO_SCHEDULE", hsched_owner,
+             abi.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE,
+             a.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=0)),
+            ("GET_TIMESLICE", hsched_owner, abi.NVA06C_CTRL_CMD_GET_TIMESLICE,
+             abi.NVA06C_CTRL_TIMESLICE_PARAMS()),
+        ]
+    return out
+
+
+@pytest.fixture
+def tsg(dev0):
+    h = dev0.client.alloc(dev0.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+                          abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                              engineType=abi.NV2080_ENGINE_TYPE_GR0))
+    yield h
+    dev0.client.free(h)
+
+
+def test_exact_params_size_accepted(dev0, tsg):
+    for name, h, cmd, params in sized_controls(dev0, tsg):
+        p = dev0.client.control_raw(h, cmd, params)
+        assert p.status == abi.NV_OK, name
+
+
+@pytest.mark.parametrize("delta", [-1, 1])
+def test_params_size_off_by_one_is_invalid_argument(dev0, tsg, delta):
+    for name, h, cmd, params in sized_controls(dev0, tsg):
+        size = ctypes.sizeof(params) + delta
+        buf = (ctypes.c_uint8 * (size + 8))()
+        ctypes.memmove(buf, ctypes.addressof(params), ctypes.sizeof(params))
+        p = dev0.client.control_raw(h, cmd, buf, params_size=size)
+        assert p.status == abi.NV_ERR_INVALID_ARGUMENT, name
+
+
+def test_params_pointer_and_size_must_agree(ctl, dev0):
+    h = dev0.client.handle
+    v2 = dev0.fb_info_v2_params([])
+    p = ctl.rm_control(h, dev0.hsubdevice, abi.NV2080_CTRL_CMD_FB_GET_INFO_V2,
+                       None, params_size=ctypes.sizeof(v2), check=False)
+    assert p.status == abi.NV_ERR_INVALID_ARGUMENT
+    p = ctl.rm_control(h, dev0.hsubdevice, abi.NV2080_CTRL_CMD_FB_GET_INFO_V2,
+                       v2, params_size=0, check=False)
+    assert p.status == abi.NV_ERR_INVALID_ARGUMENT
+
+
+def test_unknown_control_is_not_supported(dev0):
+    for cmd in (0x2080FFFF, 0x20801399, 0x2080FF01):
+        p = dev0.client.control_raw(dev0.hsubdevice, cmd)
+        assert p.status == abi.NV_ERR_NOT_SUPPORTED, hex(cmd)
+
+
+def test_the_objects_class_must_own_the_control(dev0, tsg):
+    fb = dev0.fb_info_v2_params([])
+    for h in (dev0.hdevice, dev0.client.handle, tsg):
+        p = dev0.client.control_raw(h, abi.NV2080_CTRL_CMD_FB_GET_INFO_V2, fb)
+        assert p.status == abi.NV_ERR_NOT_SUPPORTED, hex(h)
+    sched = dev0.abi.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS()
+    p = dev0.client.control_raw(dev0.hsubdevice,
+                                abi.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, sched)
+    assert p.status == abi.NV_ERR_NOT_SUPPORTED
+
+
+def test_control_through_another_ctl_is_invalid_client(dev0):
+    fb = dev0.fb_info_v2_params([])
+    with client.Ctl() as other:
+        p = other.rm_control(dev0.client.handle, dev0.hsubdevice,
+                             abi.NV2080_CTRL_CMD_FB_GET_INFO_V2, fb,
+                             check=False)
+        assert p.status == abi.NV_ERR_INVALID_CLIENT
+
+
+def test_control_on_unknown_object(dev0):
+    fb = dev0.fb_info_v2_params([])
+    p = dev0.client.control_raw(0x0BADF00D,
+                                abi.NV2080_CTRL_CMD_FB_GET_INFO_V2, fb)
+    assert p.status not in (abi.NV_OK, abi.NV_ERR_NOT_SUPPORTED)
+
+
+def _fb_v1(dev, indices, params_size=None):
+    entries = (abi.NV2080_CTRL_FB_INFO * max(len(indices), 1))()
+    for e, i in zip(entries, indices):
+        e.index = i
+    p = abi.NV2080_CTRL_FB_GET_INFO_PARAMS(
+        fbInfoListSize=len(indices), fbInfoList=ctypes.addressof(entries))
+    st = dev.client.control_raw(dev.hsubdevice,
+                                abi.NV2080_CTRL_CMD_FB_GET_INFO, p,
+                                params_size=params_size)
+    return st.status, [e.data for e in entries[:len(indices)]]
+
+
+def test_fb_info_v1_deprecated_from_550(dev0):
+    """From 550 FB_GET_INFO (V1) goes through rmapi_deprecated_control.c to
+    V2: paramsSize is not checked, and the list is capped at V2's length
+    (NV_ERR_OUT_OF_RANGE); before, it is an ordinary exact-size control."""
+    idx = [abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE]
+    total = dev0.heap_info()[0] // 1024
+    assert _fb_v1(dev0, idx) == (abi.NV_OK, [total])
+    too_long = [abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE] * \
+        (dev0.abi.fb_info_max_list + 1)
+    if dev0.abi.fb_get_info_v1_deprecated:
+        assert _fb_v1(dev0, idx, params_size=8) == (abi.NV_OK, [total])
+        assert _fb_v1(dev0, idx, params_size=1 << 12) == (abi.NV_OK, [total])
+        assert _fb_v1(dev0, too_long)[0] == abi.NV_ERR_OUT_OF_RANGE
+    else:
+        assert _fb_v1(dev0, idx, params_size=8)[0] == \
+            abi.NV_ERR_INVALID_ARGUMENT
+    # the longest list V2 holds is fine either way
+    full = too_long[:-1]
+    assert _fb_v1(dev0, full) == (abi.NV_OK, [total] * len(full))
+
+
+def test_fb_info_v1_and_v2_agree_in_the_callers_order(dev0):
+    indices = [abi.NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE,
+               abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE,
+               abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE,
+               abi.NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE]
+    assert dev0.fb_info(indices) == dev0.fb_info_v2(indices)
+    rev = list(reversed(indices))
+    p = dev0.fb_info_v2_params(rev)
+    dev0.client.control(dev0.hsubdevice, abi.NV2080_CTRL_CMD_FB_GET_INFO_V2, p)
+    assert [e.index for e in p.fbInfoList[:4]] == rev
+
+
+def test_null_command_is_ok_at_once(dev0):
+    """Category and index 0: NV_OK before any other check."""
+    for h in (dev0.hsubdevice, 0x0BADF00D):
+        p = dev0.client.control_raw(h, 0x20800000)
+        assert p.status == abi.NV_OK
+
+
+def test_irql_and_lock_bypass_flags_are_refused(ctl, dev0):
+    v2 = dev0.fb_info_v2_params([abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE])
+    for flags in (abi.NVOS54_FLAGS_IRQL_RAISED, abi.NVOS54_FLAGS_LOCK_BYPASS):
+        p = abi.NVOS54_PARAMETERS(hClient=dev0.client.handle,
+                                  hObject=dev0.hsubdevice,
+                                  cmd=abi.NV2080_CTRL_CMD_FB_GET_INFO_V2,
+                                  flags=flags, params=ctypes.addressof(v2),
+                                  paramsSize=ctypes.sizeof(v2))
+        ctl.escape(abi.NV_ESC_RM_CONTROL, p)
+        assert p.status == abi.NV_ERR_INVALID_ARGUMENT
+
+
+def test_fb_info_v2_list_rules(dev0):
+    """fbInfoListSize 1..the version's list size; indices up to INDEX_MAX;
+    nothing is copied back on error."""
+    a = dev0.abi
+    for n in (0, a.fb_info_max_list + 1):
+        p = dev0.fb_info_v2_params([])
+        p.fbInfoListSize = n
+        st = dev0.client.control_raw(dev0.hsubdevice,
+                                     abi.NV2080_CTRL_CMD_FB_GET_INFO_V2, p)
+        assert st.status == abi.NV_ERR_INVALID_ARGUMENT, n
+    ok = dev0.fb_info_v2([a.fb_info_index_max])
+    assert list(ok) == [a.fb_info_index_max]
+    p = dev0.fb_info_v2_params([abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE,
+                                a.fb_info_index_max + 1])
+    p.fbInfoList[0].data = 0xA5A5A5A5
+    st = dev0.client.control_raw(dev0.hsubdevice,
+                                 abi.NV2080_CTRL_CMD_FB_GET_INFO_V2, p)
+    assert st.status == abi.NV_ERR_INVALID_ARGUMENT
+    assert p.fbInfoList[0].data == 0xA5A5A5A5
+
+
+def test_get_pids_id_types(dev0):
+    p = abi.NV2080_CTRL_GPU_GET_PIDS_PARAMS(idType=1, pidTblCount=7)
+    dev0.client.control(dev0.hsubdevice, abi.NV2080_CTRL_CMD_GPU_GET_PIDS, p)
+    assert p.pidTblCount == 0               # VGPU_GUEST: none here
+    p = abi.NV2080_CTRL_GPU_GET_PIDS_PARAMS(idType=2)
+    st = dev0.client.control_raw(dev0.hsubdevice,
+                                 abi.NV2080_CTRL_CMD_GPU_GET_PIDS, p)
+    assert st.status == abi.NV_ERR_INVALID_ARGUMENT
+
+
+def test_get_pids_by_compute_class(dev0):
+    """Any id but NV20_SUBDEVICE_0: the processes with a channel descendant
+    of that class (nvidia-smi's compute process list)."""
+    def pids(cls):
+        p = abi.NV2080_CTRL_GPU_GET_PIDS_PARAMS(id=cls)
+        dev0.client.control(dev0.hsubdevice,
+                            abi.NV2080_CTRL_CMD_GPU_GET_PIDS, p)
+        return list(p.pidTbl[:p.pidTblCount])
+
+    me = os.getpid()
+    assert me in pids(abi.NV20_SUBDEVICE_0)
+    assert me not in pids(abi.HOPPER_COMPUTE_A)
+    with Channel(dev0) as ch:
+        h = dev0.client.alloc(ch.hchannel, abi.HOPPER_COMPUTE_A,
+                              abi.NV_GR_ALLOCATION_PARAMETERS())
+        assert me in pids(abi.HOPPER_COMPUTE_A)
+        assert me not in pids(abi.MPS_COMPUTE)
+        dev0.client.free(h)
+        assert me not in pids(abi.HOPPER_COMPUTE_A)
+
+
+def test_pid_info_rules(dev0):
+    for n in (0, abi.NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT + 1):
+        p = abi.NV2080_CTRL_GPU_GET_PID_INFO_PARAMS(pidInfoListCount=n)
+        st = dev0.client.control_raw(dev0.hsubdevice,
+                                     abi.NV2080_CTRL_CMD_GPU_GET_PID_INFO, p)
+        assert st.status == abi.NV_ERR_INVALID_ARGUMENT, n
+    p = abi.NV2080_CTRL_GPU_GET_PID_INFO_PARAMS(pidInfoListCount=2)
+    p.pidInfoList[0].pid = 0
+    p.pidInfoList[1].pid = os.getpid()
+    p.pidInfoList[1].index = 7
+    dev0.client.control(dev0.hsubdevice,
+                        abi.NV2080_CTRL_CMD_GPU_GET_PID_INFO, p)
+    assert [e.result for e in p.pidInfoList[:2]] == \
+        [abi.NV_ERR_INVALID_ARGUMENT] * 2
+
+
+def test_pid_info_shared_and_duped(dev0):
+    """memPrivate for memory one handle has; memSharedOwned for the
+    allocating handle of shared memory, memSharedDuped for a dup."""
+    me = os.getpid()
+    mem = dev0.alloc_vidmem(2 << 20)
+    dup = dev0.client.dup(dev0.hdevice, mem.handle)
+    p = abi.NV2080_CTRL_GPU_GET_PID_INFO_PARAMS(pidInfoListCount=1)
+    p.pidInfoList[0].pid = me
+    dev0.client.control(dev0.hsubdevice,
+                        abi.NV2080_CTRL_CMD_GPU_GET_PID_INFO, p)
+    use = p.pidInfoList[0].data.vidMemUsage
+    assert (use.memPrivate, use.memSharedOwned, use.memSharedDuped) == \
+        (0, 2 << 20, 2 << 20)
+    dev0.client.free(mem.handle)
+    assert dev0.pid_info([me])[me] == (abi.NV_OK, 2 << 20)
+    dev0.client.free(dup)
+
+
+def test_gpfifo_schedule_skip_flags(dev0, tsg):
+    """All of bEnable, bSkipSubmit and bSkipEnable is invalid (575+)."""
+    sched = dev0.abi.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS
+    if not hasattr(sched, "bSkipEnable"):
+        pytest.skip("bSkipEnable is new in 575")
+    p = sched(bEnable=1, bSkipSubmit=1, bSkipEnable=1)
+    st = dev0.client.control_raw(tsg, abi.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, p)
+    assert st.status == abi.NV_ERR_INVALID_ARGUMENT
+    p = sched(bEnable=1, bSkipSubmit=1)
+    dev0.client.control(tsg, abi.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, p)

@@ -1,0 +1,415 @@
+# SPDX-License-Identifier: Apache-2.0
+"""RM objects: clients, devices, subdevices, handles, ownership, the
+device-allocation file check, RM_ALLOC's two argument forms, RM_FREE's
+cascade, RM_DUP_OBJECT and what closing the control file frees."""
+
+import ctypes
+import errno
+import os
+
+import nvtest
+import pytest
+from nvclient import abi, client
+
+CLIENT_HANDLE_BASE = 0xC1D00000
+OBJECT_HANDLE_BASE = 0xCAF00000
+
+
+def test_client_handles_chosen_by_rm(ctl):
+    for nvos64 in (False, True):
+        p = ctl.rm_alloc(0, 0, abi.NV01_ROOT_CLIENT, nvos64=nvos64)
+        assert p.hObjectNew & 0xFFFF0000 == CLIENT_HANDLE_BASE
+        ctl.rm_free(p.hObjectNew, p.hObjectNew, p.hObjectNew)
+
+
+def test_client_class_0_becomes_0x41(ctl):
+    """escape.c forces user-space client allocations to NV01_ROOT_CLIENT and
+    the struct goes back with it."""
+    p = ctl.rm_alloc(0, 0, abi.NV01_ROOT)
+    assert p.hClass == abi.NV01_ROOT_CLIENT
+    ctl.rm_free(p.hObjectNew, p.hObjectNew, p.hObjectNew)
+
+
+def test_client_handle_chosen_by_caller(ctl):
+    """serverAllocClient(): the client handle asked for is hRoot."""
+    h = 0x7A000001
+    p = ctl.rm_alloc(h, 0, abi.NV01_ROOT_CLIENT)
+    assert p.hObjectNew == h
+    dup = ctl.rm_alloc(h, 0, abi.NV01_ROOT_CLIENT, check=False)
+    assert dup.status == abi.NV_ERR_INSERT_DUPLICATE_NAME
+    ctl.rm_free(h, h, h)
+    # once freed, the handle is free again
+    rm = client.RmClient(ctl, handle=h)
+    assert rm.handle == h
+    rm.close()
+
+
+def test_device_and_subdevice(rm, gpu0):
+    dev = rm.device(0, gpu_file=gpu0)
+    assert dev.hdevice & 0xFFFF0000 == OBJECT_HANDLE_BASE
+    assert dev.hsubdevice & 0xFFFF0000 == OBJECT_HANDLE_BASE
+    assert dev.hdevice != dev.hsubdevice
+    dev.close()
+
+
+def test_object_handle_chosen_by_caller(rm, gpu0):
+    params = abi.NV0080_ALLOC_PARAMETERS(deviceId=0)
+    h = rm.alloc(rm.handle, abi.NV01_DEVICE_0, params, hnew=0x5000)
+    assert h == 0x5000
+    p = rm.alloc_raw(rm.handle, abi.NV01_DEVICE_0, params, hnew=0x5000)
+    assert p.status == abi.NV_ERR_INSERT_DUPLICATE_NAME
+    # a subdevice may not take its device's handle either
+    p = rm.alloc_raw(h, abi.NV20_SUBDEVICE_0, abi.NV2080_ALLOC_PARAMETERS(),
+                     hnew=0x5000)
+    assert p.status == abi.NV_ERR_INSERT_DUPLICATE_NAME
+    rm.free(h)
+
+
+def test_device_id_beyond_the_gpus(rm, gpu0, config):
+    p = rm.alloc_raw(rm.handle, abi.NV01_DEVICE_0,
+                     abi.NV0080_ALLOC_PARAMETERS(deviceId=config.gpus))
+    assert p.status == abi.NV_ERR_INVALID_CLASS
+
+
+def test_every_gpu_gets_a_device(rm, config):
+    for i in range(config.gpus):
+        dev = rm.device(i)
+        dev.close()
+
+
+def test_nvos21_and_nvos64_both_allocate(ctl, gpu0):
+    for nvos64 in (False, True):
+        rm = client.RmClient(ctl, nvos64=nvos64)
+        dev = rm.device(0, gpu_file=gpu0)
+        mem = dev.alloc_vidmem(1 << 20)
+        assert mem.size == 1 << 20
+        rm.close()
+
+
+def test_alloc_params_size_is_the_classs_own(rm, gpu0):
+    """RM reads a class's own alloc-params size from pAllocParms, whatever
+    the caller put in paramsSize (rmapiParamsCopyInit)."""
+    params = abi.NV0080_ALLOC_PARAMETERS(deviceId=0)
+    for size in (1, 55, 57, 4096):
+        h = rm.alloc(rm.handle, abi.NV01_DEVICE_0, params, params_size=size)
+        rm.free(h)
+
+
+def test_alloc_params_required_but_null(rm, gpu0):
+    """A class whose params are required refuses a NULL pAllocParms."""
+    dev = rm.device(0, gpu_file=gpu0)
+    p = rm.alloc_raw(dev.hdevice, abi.NV01_MEMORY_LOCAL_USER, None,
+                     params_size=0)
+    assert p.status == abi.NV_ERR_INVALID_ARGUMENT
+    dev.close()
+
+
+def test_unknown_class(rm):
+    p = rm.alloc_raw(rm.handle, 0xBEEF, None)
+    assert p.status == abi.NV_ERR_INVALID_CLASS
+
+
+# --- ownership of clients
+
+
+def test_client_of_another_ctl_file_is_invalid(ctl, rm, gpu0):
+    params = abi.NV0080_ALLOC_PARAMETERS(deviceId=0)
+    with client.Ctl() as other:
+        p = other.rm_alloc(rm.handle, rm.handle, abi.NV01_DEVICE_0, params,
+                           check=False)
+        assert p.status == abi.NV_ERR_INVALID_CLIENT
+        p = other.rm_free(rm.handle, rm.handle, rm.handle, check=False)
+        assert p.status == abi.NV_ERR_INVALID_CLIENT
+        # a ctl file registered to the owner acts for it
+        other.register_fd(ctl)
+        p = other.rm_alloc(rm.handle, rm.handle, abi.NV01_DEVICE_0, params)
+        other.rm_free(rm.handle, rm.handle, p.hObjectNew)
+
+
+def test_freed_client_is_invalid(ctl, gpu0):
+    rm = client.RmClient(ctl)
+    h = rm.handle
+    rm.close()
+    p = ctl.rm_alloc(h, h, abi.NV01_DEVICE_0,
+                     abi.NV0080_ALLOC_PARAMETERS(deviceId=0), check=False)
+    assert p.status == abi.NV_ERR_INVALID_CLIENT
+
+
+# --- the device allocation's file check (osIsGpuAccessible): the caller's
+# fd table must hold a file of that GPU
+
+
+DEVICE_PROBE = """
+ctl = client.Ctl()
+gpus = [client.GpuFile(m, path) for m, path in OPEN]
+rm = client.RmClient(ctl)
+out = {}
+for dev_id in DEVS:
+    p = rm.alloc_raw(rm.handle, abi.NV01_DEVICE_0,
+                     abi.NV0080_ALLOC_PARAMETERS(deviceId=dev_id))
+    out[str(dev_id)] = p.status
+report(uid=os.geteuid(), status=out)
+"""
+
+
+def probe_devices(open_files, devices):
+    code = f"OPEN = {open_files!r}\nDEVS = {devices!r}\n" + DEVICE_PROBE
+    return nvtest.run_child(code)
+
+
+def test_device_needs_a_gpu_file_even_for_root():
+    r = probe_devices([], [0, 1])
+    assert r["uid"] == 0
+    assert r["status"] == {"0": abi.NV_ERR_INSUFFICIENT_PERMISSIONS,
+                           "1": abi.NV_ERR_INSUFFICIENT_PERMISSIONS}
+
+
+def test_device_needs_a_file_of_that_gpu(config):
+    if config.gpus < 2:
+        pytest.skip("needs two GPUs")
+    r = probe_devices([(1, "/dev/nvidia1")], [0, 1])
+    assert r["status"] == {"0": abi.NV_ERR_INSUFFICIENT_PERMISSIONS,
+                           "1": abi.NV_OK}
+
+
+def test_device_accepts_a_gpu_file_opened_through_another_node(tmp_path):
+    """The driver recognises its files by device number, not by path: a node
+    made elsewhere with 195:0 serves (as xpu's slice nodes will)."""
+    node = str(tmp_path / "gpu0")
+    os.mknod(node, 0o20600, os.makedev(abi.NV_MAJOR_DEVICE_NUMBER, 0))
+    r = probe_devices([(0, node)], [0])
+    assert r["status"] == {"0": abi.NV_OK}
+
+
+# --- RM_FREE cascades
+
+
+def test_free_device_frees_its_memory(ctl, rm, gpu0):
+    observer = client.RmClient(ctl).device(0, gpu_file=gpu0)
+    total, free0 = observer.heap_info()
+    dev = rm.device(0, gpu_file=gpu0)
+    objs = nvtest.objects_total()
+    sub_mem = dev.alloc_vidmem(2 << 20)
+    heap_mem = dev.heap_alloc(1 << 20)
+    assert observer.heap_info() == (total, free0 - (3 << 20))
+    assert nvtest.objects_total() == objs + 2
+    rm.free(dev.hdevice)
+    assert observer.heap_info() == (total, free0)
+    # the device, its subdevice and both memory objects went
+    assert nvtest.objects_total() == objs - 2
+    # they are gone: freeing them again finds nothing, which resserv
+    # answers with NV_OK (serverFreeResourceTree) and changes nothing
+    for h in (sub_mem.handle, heap_mem.handle, dev.hsubdevice, dev.hdevice):
+        p = ctl.rm_free(rm.handle, dev.hdevice, h, check=False)
+        assert p.status == abi.NV_OK, hex(h)
+    assert nvtest.objects_total() == objs - 2
+    assert observer.heap_info() == (total, free0)
+    # ... and a device allocated under one of those handles is new
+    h = rm.alloc(rm.handle, abi.NV01_DEVICE_0,
+                 abi.NV0080_ALLOC_PARAMETERS(deviceId=0), hnew=dev.hdevice)
+    rm.free(h)
+    observer.client.close()
+
+
+def test_free_in_an_unknown_client(ctl):
+    p = ctl.rm_free(0x7A00BEEF, 0x7A00BEEF, 0x7A00BEEF, check=False)
+    assert p.status == abi.NV_ERR_INVALID_CLIENT
+
+
+def test_free_client_frees_everything(ctl, gpu0):
+    before = nvtest.heap_used(0)
+    objs = nvtest.objects_total()
+    rm = client.RmClient(ctl)
+    dev = rm.device(0, gpu_file=gpu0)
+    dev.alloc_vidmem(4 << 20)
+    dev.heap_alloc(4 << 20)
+    assert nvtest.heap_used(0) == before + (8 << 20)
+    assert nvtest.objects_total() > objs
+    ctl.rm_free(rm.handle, rm.handle, rm.handle)
+    rm.handle = 0
+    assert nvtest.heap_used(0) == before
+    assert nvtest.objects_total() == objs
+
+
+def test_closing_ctl_frees_every_client(gpu0):
+    before = nvtest.heap_used(0)
+    objs = nvtest.objects_total()
+    with client.Ctl() as ctl:
+        for _ in range(3):
+            rm = client.RmClient(ctl)
+            dev = rm.device(0, gpu_file=gpu0)
+            dev.alloc_vidmem(4 << 20, nvos64=True)
+            dev.heap_alloc(1 << 20)
+        assert nvtest.heap_used(0) == before + 3 * (5 << 20)
+        assert nvtest.objects_total() == objs + 3 * 5
+        ctl.close()
+        assert nvtest.heap_used(0) == before
+        assert nvtest.objects_total() == objs
+
+
+# --- RM_DUP_OBJECT
+
+
+def test_dup_keeps_memory_until_the_last_handle(rm, gpu0):
+    dev = rm.device(0, gpu_file=gpu0)
+    _, free0 = dev.heap_info()
+    mem = dev.alloc_vidmem(8 << 20)
+    dup = rm.dup(dev.hdevice, mem.handle)
+    assert dup != mem.handle
+    assert dup & 0xFFFF0000 == OBJECT_HANDLE_BASE
+    rm.free(mem.handle)
+    assert dev.heap_info()[1] == free0 - (8 << 20)
+    rm.free(dup)
+    assert dev.heap_info()[1] == free0
+    dev.close()
+
+
+def test_dup_into_another_client_outlives_the_first(ctl, gpu0):
+    a = client.RmClient(ctl)
+    b = client.RmClient(ctl)
+    da = a.device(0, gpu_file=gpu0)
+    db = b.device(0, gpu_file=gpu0)
+    _, free0 = da.heap_info()
+    mem = da.heap_alloc(16 << 20)
+    dup = b.dup(db.hdevice, mem.handle, client_src=a, hnew=0x7777)
+    assert dup == 0x7777
+    a.close()                                   # the original's client goes
+    assert db.heap_info()[1] == free0 - (16 << 20)
+    b.free(dup)
+    assert db.heap_info()[1] == free0
+    b.close()
+
+
+def test_dup_of_unknown_object(rm, gpu0):
+    dev = rm.device(0, gpu_file=gpu0)
+    p = rm.ctl.rm_dup(rm.handle, dev.hdevice, rm.handle, 0x12345678,
+                      check=False)
+    assert p.status != abi.NV_OK
+    dev.close()
+
+
+# --- the order of RM_ALLOC's checks (rmapiAllocWithSecInfo, serverAllocResource)
+
+
+def test_client_handle_written_into_its_params(ctl):
+    """rmclientConstruct(): with pAllocParms set, RM writes the NvHandle."""
+    out = ctypes.c_uint32(0)
+    p = ctl.rm_alloc(0, 0, abi.NV01_ROOT_CLIENT, out)
+    assert out.value == p.hObjectNew != 0
+    ctl.rm_free(p.hObjectNew, p.hObjectNew, p.hObjectNew)
+
+
+def test_client_alloc_only_on_ctl(gpu0):
+    for hclass in (abi.NV01_ROOT, abi.NV01_ROOT_CLIENT, abi.NV01_ROOT_NON_PRIV):
+        p = abi.NVOS21_PARAMETERS(hClass=hclass)
+        assert gpu0.escape_raw(abi.NV_ESC_RM_ALLOC, p) == -errno.EINVAL
+
+
+def test_object_handle_equal_to_the_client(rm, gpu0):
+    p = rm.alloc_raw(rm.handle, abi.NV01_DEVICE_0,
+                     abi.NV0080_ALLOC_PARAMETERS(deviceId=0), hnew=rm.handle)
+    assert p.status == abi.NV_ERR_INVALID_OBJECT_PARENT
+
+
+def test_parent_checks(rm, gpu0):
+    dev = rm.device(0, gpu_file=gpu0)
+    sub = abi.NV2080_ALLOC_PARAMETERS()
+    # a parent that does not exist
+    p = rm.alloc_raw(0x0BADF00D, abi.NV20_SUBDEVICE_0, sub)
+    assert p.status == abi.NV_ERR_OBJECT_NOT_FOUND
+    # a parent of the wrong class: a subdevice under the client
+    p = rm.alloc_raw(rm.handle, abi.NV20_SUBDEVICE_0, sub)
+    assert p.status == abi.NV_ERR_INVALID_OBJECT_PARENT
+    # a device under a device
+    p = rm.alloc_raw(dev.hdevice, abi.NV01_DEVICE_0,
+                     abi.NV0080_ALLOC_PARAMETERS(deviceId=0))
+    assert p.status == abi.NV_ERR_INVALID_OBJECT_PARENT
+    dev.close()
+
+
+def test_subdevice_instances(rm, gpu0):
+    """One GPU per device: only subdevice 0, and only once."""
+    dev = rm.device(0, gpu_file=gpu0)
+    p = rm.alloc_raw(dev.hdevice, abi.NV20_SUBDEVICE_0,
+                     abi.NV2080_ALLOC_PARAMETERS(subDeviceId=1))
+    assert p.status == abi.NV_ERR_INVALID_CLASS
+    p = rm.alloc_raw(dev.hdevice, abi.NV20_SUBDEVICE_0,
+                     abi.NV2080_ALLOC_PARAMETERS(subDeviceId=0))
+    assert p.status == abi.NV_ERR_INSUFFICIENT_RESOURCES
+    # with the first one gone, a new one may come
+    rm.free(dev.hsubdevice)
+    h = rm.alloc(dev.hdevice, abi.NV20_SUBDEVICE_0, None)
+    rm.free(h)
+    dev.close()
+
+
+def test_failed_allocations_leave_nothing(rm, gpu0):
+    objs = nvtest.objects_total()
+    for hparent, hclass, params in [
+            (rm.handle, abi.NV01_DEVICE_0,
+             abi.NV0080_ALLOC_PARAMETERS(deviceId=99)),
+            (0x0BADF00D, abi.NV20_SUBDEVICE_0, None),
+            (rm.handle, 0xBEEF, None)]:
+        p = rm.alloc_raw(hparent, hclass, params)
+        assert p.status != abi.NV_OK
+    assert nvtest.objects_total() == objs
+
+
+# --- RM_DUP_OBJECT's rules (serverCopyResource, the default share policy)
+
+
+def test_dup_only_memory_and_usermode(rm, gpu0):
+    dev = rm.device(0, gpu_file=gpu0)
+    p = rm.ctl.rm_dup(rm.handle, rm.handle, rm.handle, dev.hdevice,
+                      check=False)
+    assert p.status == abi.NV_ERR_INVALID_ARGUMENT
+    um = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
+    dup = rm.dup(dev.hsubdevice, um)
+    assert dup != um
+    rm.free(dup)
+    rm.free(um)
+    dev.close()
+
+
+def test_dup_parent_rules(rm, config):
+    """The parent must suit the class, be on the source's GPU, and be a
+    subdevice exactly when the source's parent is."""
+    d0 = rm.device(0)
+    mem = d0.alloc_vidmem(1 << 20)
+    p = rm.ctl.rm_dup(rm.handle, d0.hsubdevice, rm.handle, mem.handle,
+                      check=False)
+    assert p.status == abi.NV_ERR_INVALID_OBJECT_PARENT
+    p = rm.ctl.rm_dup(rm.handle, rm.handle, rm.handle, mem.handle,
+                      check=False)
+    assert p.status == abi.NV_ERR_INVALID_OBJECT_PARENT
+    if config.gpus > 1:
+        d1 = rm.device(1)
+        p = rm.ctl.rm_dup(rm.handle, d1.hdevice, rm.handle, mem.handle,
+                          check=False)
+        assert p.status == abi.NV_ERR_INVALID_OBJECT_PARENT
+        d1.close()
+    p = rm.ctl.rm_dup(0x7A00DEAD, d0.hdevice, rm.handle, mem.handle,
+                      check=False)
+    assert p.status == abi.NV_ERR_INVALID_CLIENT
+    p = rm.ctl.rm_dup(rm.handle, d0.hdevice, 0x7A00DEAD, mem.handle,
+                      check=False)
+    assert p.status == abi.NV_ERR_INVALID_CLIENT
+    rm.free(mem.handle)
+    d0.close()
+
+
+def test_dup_across_processes_is_refused(ctl, rm, gpu0):
+    """A client of another process cannot take this process's memory."""
+    dev = rm.device(0, gpu_file=gpu0)
+    mem = dev.alloc_vidmem(1 << 20)
+    r = nvtest.run_child(f"""
+    ctl = client.Ctl()
+    rm = client.RmClient(ctl)
+    dev = rm.device(0)
+    p = ctl.rm_dup(rm.handle, dev.hdevice, {rm.handle}, {mem.handle},
+                   check=False)
+    report(status=p.status)
+    """)
+    assert r["status"] == abi.NV_ERR_INSUFFICIENT_PERMISSIONS
+    rm.free(mem.handle)
+    dev.close()

@@ -1,0 +1,433 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Slices and hard memory isolation through xpu.ko, against the simulated
+driver (docs/memory.md, docs/interposition.md).
+
+Every limit is checked against the stub's own heap counter, not only against
+xpu's figure: the stub is the GPU."""
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import nvtest
+from nvclient import abi, client, stub
+
+xpu_ctl = pytest.importorskip("xpu.ctl")
+uapi = pytest.importorskip("xpu.uapi")
+
+MiB = 1 << 20
+LIMIT = 64 * MiB
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _require_xpu():
+    if not os.path.exists("/dev/xpuctl"):
+        pytest.skip("xpu.ko is not loaded")
+
+
+@pytest.fixture
+def admin():
+    with xpu_ctl.Ctl() as c:
+        yield c
+
+
+class Slice:
+    """A slice on GPU 0 with its two nodes made and attached in tmpdir."""
+
+    def __init__(self, admin, tmpdir, name="t", limit=LIMIT, gpu=0):
+        self.admin = admin
+        self.info = admin.slice_create(name, gpu, limit)
+        self.id = self.info.id
+        self.limit = limit
+        self.gpu_node = os.path.join(tmpdir, f"xpu{self.id}")
+        self.ctl_node = os.path.join(tmpdir, f"xpu{self.id}-ctl")
+        os.mknod(self.gpu_node, 0o20666, os.makedev(195, gpu))
+        os.mknod(self.ctl_node, 0o20666, os.makedev(195, 255))
+        os.chmod(self.gpu_node, 0o666)
+        os.chmod(self.ctl_node, 0o666)
+        admin.node_attach(self.id, self.gpu_node, uapi.XPU_NODE_GPU)
+        admin.node_attach(self.id, self.ctl_node, uapi.XPU_NODE_CTL)
+
+    def used(self):
+        return self.admin.slice_get(self.id).memory_used
+
+    def get(self):
+        return self.admin.slice_get(self.id)
+
+    def open(self):
+        """(ctl, gpu, rm client, device) of a client inside the slice."""
+        ctl = client.Ctl(self.ctl_node)
+        gpu = client.GpuFile(0, self.gpu_node)
+        rm = client.RmClient(ctl)
+        dev = rm.device(0, gpu_file=gpu)
+        return ctl, gpu, rm, dev
+
+    def destroy(self):
+        self.admin.slice_destroy(self.id, force=True)
+        for p in (self.gpu_node, self.ctl_node):
+            os.unlink(p)
+
+
+@pytest.fixture
+def sl(admin, tmp_path):
+    s = Slice(admin, str(tmp_path))
+    yield s
+    s.destroy()
+
+
+@pytest.fixture
+def inside(sl):
+    ctl, gpu, rm, dev = sl.open()
+    yield sl, dev
+    dev.close()
+    rm.close()
+    gpu.close()
+    ctl.close()
+
+
+def status_of(exc_info):
+    return exc_info.value.status
+
+
+# --- what a client in a slice sees
+
+
+def test_fb_info_reports_the_limit(inside):
+    sl, dev = inside
+    kib = sl.limit >> 10
+    idx = [abi.NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE,
+           abi.NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE,
+           abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE,
+           abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE]
+    for info in (dev.fb_info(idx), dev.fb_info_v2(idx)):
+        assert info[idx[0]] == kib
+        assert info[idx[1]] == kib
+        assert info[idx[2]] == kib
+        assert info[idx[3]] == kib
+    dev.alloc_vidmem(16 * MiB)
+    v2 = dev.fb_info_v2(idx)
+    assert v2[abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE] == kib - (16 * MiB >> 10)
+    total, free = dev.heap_info()
+    assert (total, free) == (sl.limit, sl.limit - 16 * MiB)
+
+
+def test_size_query_reports_the_limit(inside):
+    sl, dev = inside
+    dev.gpu.register_fd(dev.ctl)
+    p = dev.memory_size_query(hnew=0xcafe0001)
+    assert p.limit == sl.limit - 1
+
+
+def test_unsliced_client_still_sees_the_whole_gpu(sl, dev0):
+    total, _ = dev0.heap_info()
+    assert total == stub.heap(0)["total"]
+    assert total > sl.limit
+
+
+def test_card_info_shows_only_the_slice_gpu(sl):
+    with client.Ctl(sl.ctl_node) as ctl:
+        cards = [c for c in ctl.card_info() if c.valid]
+    assert [c.minor_number for c in cards] == [0]
+
+
+# --- the limit
+
+
+@pytest.mark.parametrize("path", ["rm_alloc", "rm_alloc64", "vid_heap"])
+def test_exact_fit_succeeds_one_byte_more_fails(inside, path):
+    sl, dev = inside
+    heap0 = nvtest.heap_used(0)
+
+    def alloc(size):
+        if path == "vid_heap":
+            return dev.heap_alloc(size)
+        return dev.alloc_vidmem(size, nvos64=path == "rm_alloc64")
+
+    with pytest.raises(client.NvStatusError) as e:
+        alloc(sl.limit + 1)
+    assert status_of(e) == abi.NV_ERR_NO_MEMORY
+    assert nvtest.heap_used(0) == heap0
+    m = alloc(sl.limit)
+    assert m.size == sl.limit
+    assert sl.used() == sl.limit
+    assert nvtest.heap_used(0) == heap0 + sl.limit
+    with pytest.raises(client.NvStatusError) as e:
+        alloc(64 * 1024)
+    assert status_of(e) == abi.NV_ERR_NO_MEMORY
+    assert sl.get().denied_allocs >= 2
+    dev.client.free(m.handle)
+    assert sl.used() == 0
+
+
+def test_both_paths_share_one_limit(inside):
+    sl, dev = inside
+    dev.alloc_vidmem(sl.limit // 2)
+    dev.heap_alloc(sl.limit // 4)
+    with pytest.raises(client.NvStatusError):
+        dev.heap_alloc(sl.limit // 2)
+    with pytest.raises(client.NvStatusError):
+        dev.alloc_vidmem(sl.limit // 2)
+    assert sl.used() == sl.limit // 2 + sl.limit // 4
+
+
+def test_virtual_and_system_memory_are_not_counted(inside):
+    sl, dev = inside
+    dev.alloc_vidmem(2 * sl.limit, flags=abi.NVOS32_ALLOC_FLAGS_VIRTUAL)
+    dev.alloc_sysmem(MiB)
+    assert sl.used() == 0
+
+
+def test_dup_then_free_of_the_original_keeps_it_counted(inside):
+    sl, dev = inside
+    m = dev.alloc_vidmem(8 * MiB)
+    h2 = dev.client.dup(dev.hdevice, m.handle)
+    dev.client.free(m.handle)
+    assert sl.used() == 8 * MiB
+    dev.client.free(h2)
+    assert sl.used() == 0
+
+
+def test_freeing_the_device_or_client_releases_everything(sl):
+    ctl, gpu, rm, dev = sl.open()
+    dev.alloc_vidmem(8 * MiB)
+    dev.heap_alloc(8 * MiB)
+    dev.close()
+    assert sl.used() == 0
+    dev = rm.device(0, gpu_file=gpu)
+    dev.alloc_vidmem(8 * MiB)
+    rm.close()
+    assert sl.used() == 0
+    gpu.close()
+    ctl.close()
+
+
+def test_closing_the_control_file_releases_everything(sl):
+    heap0 = nvtest.heap_used(0)
+    ctl, gpu, rm, dev = sl.open()
+    dev.alloc_vidmem(sl.limit)
+    assert nvtest.heap_used(0) == heap0 + sl.limit
+    ctl.close()
+    gpu.close()
+    assert sl.used() == 0
+    assert nvtest.heap_used(0) == heap0
+
+
+def test_kill_9_mid_allocation_returns_usage_to_zero(sl):
+    heap0 = nvtest.heap_used(0)
+    code = f"""
+import os, sys
+ctl = client.Ctl({sl.ctl_node!r}); gpu = client.GpuFile(0, {sl.gpu_node!r})
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+print("ready", flush=True)
+while True:
+    try:
+        m = dev.alloc_vidmem(4 << 20)
+        rm.free(m.handle)
+    except client.NvStatusError:
+        pass
+"""
+    p = subprocess.Popen([sys.executable, "-c", nvtest.CHILD_PRELUDE + code],
+                         stdout=subprocess.PIPE, text=True, cwd="/")
+    assert p.stdout.readline().strip() == "ready"
+    # Let it run in its loop, then kill it wherever it is.
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        assert nvtest.heap_used(0) - heap0 <= sl.limit
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert sl.used() == 0
+    assert nvtest.heap_used(0) == heap0
+
+
+def test_concurrent_allocators_never_exceed_the_limit(sl):
+    """4 processes x 8 threads allocate and free at the limit; the stub's
+    own heap never holds more than the limit for the slice."""
+    heap0 = nvtest.heap_used(0)
+    code = f"""
+import threading, time
+ctl = client.Ctl({sl.ctl_node!r}); gpu = client.GpuFile(0, {sl.gpu_node!r})
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+stop = time.monotonic() + 8
+ok = [0]; denied = [0]
+def work(i):
+    while time.monotonic() < stop:
+        try:
+            m = dev.heap_alloc(12 << 20) if i % 2 else dev.alloc_vidmem(12 << 20)
+            ok[0] += 1
+            rm.free(m.handle)
+        except client.NvStatusError as e:
+            assert e.status == abi.NV_ERR_NO_MEMORY, e
+            denied[0] += 1
+ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+[t.start() for t in ts]; [t.join() for t in ts]
+report(ok=ok[0], denied=denied[0])
+"""
+    procs = [subprocess.Popen([sys.executable, "-c",
+                               nvtest.CHILD_PRELUDE + code],
+                              stdout=subprocess.PIPE, text=True, cwd="/")
+             for _ in range(4)]
+    peak = 0
+    while any(p.poll() is None for p in procs):
+        peak = max(peak, nvtest.heap_used(0) - heap0)
+    outs = [p.communicate()[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert peak <= sl.limit
+    assert sl.get().memory_peak <= sl.limit
+    assert sl.used() == 0
+    assert nvtest.heap_used(0) == heap0
+
+
+# --- the double read (docs/memory.md)
+
+
+def test_size_rewritten_during_the_double_read_never_exceeds_the_limit(
+        tmp_path, reload_stub):
+    """The stub re-reads NV_MEMORY_ALLOCATION_PARAMS after a 30 ms window;
+    a second thread grows the size inside it.  Whatever the timing, the
+    stub's heap never holds more than the limit once the call has returned,
+    or the process is killed and its memory freed."""
+    reload_stub(alloc_reread_delay_us=30000)
+    subprocess.run(["insmod", os.environ["XPU_KO"],
+                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    admin = xpu_ctl.Ctl()
+    sl = Slice(admin, str(tmp_path), name="race")
+    heap0 = nvtest.heap_used(0)
+    code = f"""
+import ctypes, threading, time
+ctl = client.Ctl({sl.ctl_node!r}); gpu = client.GpuFile(0, {sl.gpu_node!r})
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+outcomes = []
+for i in range(6):
+    p = dev.memory_params(1 << 20)
+    go = threading.Event()
+    def grow():
+        go.wait()
+        time.sleep(0.01)
+        p.size = 1 << 30
+    t = threading.Thread(target=grow); t.start()
+    go.set()
+    h, st = rm.alloc_raw(dev.hdevice, abi.NV01_MEMORY_LOCAL_USER, p)
+    t.join()
+    outcomes.append(st)
+report(outcomes=outcomes)
+"""
+    p = subprocess.run([sys.executable, "-c", nvtest.CHILD_PRELUDE + code],
+                       capture_output=True, text=True, cwd="/", timeout=300)
+    info = sl.get()
+    # Either every cheat was undone (status NO_MEMORY), or the cheater was
+    # killed; never does the slice hold more than its limit.
+    assert nvtest.heap_used(0) - heap0 <= sl.limit
+    assert info.memory_used <= sl.limit
+    if p.returncode == -signal.SIGKILL:
+        assert info.killed >= 1
+    else:
+        assert p.returncode == 0, p.stderr
+        assert info.denied_allocs >= 1, p.stdout
+    sl.destroy()
+    admin.close()
+    assert nvtest.heap_used(0) == heap0
+
+
+# --- identity
+
+
+def test_bind_mounted_node_in_a_new_mount_namespace_is_the_slice(sl, tmp_path):
+    target = tmp_path / "nvidiactl"
+    target.touch()
+    code = (f"import sys; sys.path.insert(0, {nvtest.TESTS!r});"
+            "from nvclient import client, abi;"
+            f"ctl = client.Ctl({str(target)!r}); gpu = client.GpuFile(0, {sl.gpu_node!r});"
+            "rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu);"
+            "print(dev.heap_info()[0])")
+    r = subprocess.run(["unshare", "-m", "sh", "-c",
+                        f"mount --bind {sl.ctl_node} {target} && "
+                        f"{sys.executable} -c '{code}'"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split()[-1]) == sl.limit
+
+
+def test_cgroup_binding_puts_opens_in_the_slice(admin, sl):
+    base = "/sys/fs/cgroup/xpu-test"
+    os.makedirs(base, exist_ok=True)
+    try:
+        admin.cgroup_bind(sl.id, base)
+        code = (f"import os, sys; open({base + '/cgroup.procs'!r}, 'w')"
+                ".write(str(os.getpid()));"
+                f"sys.path.insert(0, {nvtest.TESTS!r});"
+                "from nvclient import client;"
+                "ctl = client.Ctl(); gpu = client.GpuFile(0);"
+                "rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu);"
+                "print(dev.heap_info()[0])")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr
+        assert int(r.stdout.split()[-1]) == sl.limit
+        admin.cgroup_unbind(sl.id, base)
+    finally:
+        os.rmdir(base)
+
+
+def test_exclusive_gpu_refuses_unsliced_unprivileged_opens(admin, sl, tmp_path):
+    node = tmp_path / "nv0"
+    os.mknod(node, 0o20666, os.makedev(195, 0))
+    os.chmod(node, 0o666)
+    admin.gpu_set(0, mode=uapi.XPU_MODE_EXCLUSIVE)
+    try:
+        def try_open(path):
+            pid = os.fork()
+            if pid == 0:
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+                try:
+                    os.close(os.open(path, os.O_RDWR))
+                    os._exit(0)
+                except OSError as e:
+                    os._exit(e.errno)
+            return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        assert try_open(str(node)) == errno.EPERM
+        assert try_open("/dev/nvidia0") == errno.EPERM
+        assert try_open(sl.gpu_node) == 0        # the slice's own node
+        assert try_open("/dev/nvidia1") == 0     # a GPU without slices
+        os.close(os.open(str(node), os.O_RDWR))  # root may
+    finally:
+        admin.gpu_set(0, mode=uapi.XPU_MODE_SHARED)
+
+
+def test_a_process_is_in_one_slice_of_a_gpu(admin, sl, tmp_path):
+    (tmp_path / "other").mkdir()
+    other = Slice(admin, str(tmp_path / "other"), name="other", limit=LIMIT)
+    try:
+        with client.Ctl(sl.ctl_node):
+            with pytest.raises(PermissionError):
+                client.Ctl(other.ctl_node)
+    finally:
+        other.destroy()
+
+
+# --- load and unload
+
+
+def test_unload_and_reload_with_files_open():
+    ko = os.environ.get("XPU_KO")
+    if not ko:
+        pytest.skip("XPU_KO is not set")
+    held = []
+    for _ in range(20):
+        ctl = client.Ctl()
+        rm = client.RmClient(ctl)
+        dev = rm.device(0)
+        dev.alloc_vidmem(MiB)
+        held.append((ctl, rm, dev))
+        subprocess.run(["rmmod", "xpu"], check=True)
+        subprocess.run(["insmod", ko], check=True)
+    for ctl, rm, dev in held:
+        dev.close()
+        rm.close()
+        ctl.close()
