@@ -16,6 +16,8 @@
 #include <linux/fs.h>
 #include <linux/hashtable.h>
 #include <linux/kdev_t.h>
+#include <linux/pid.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/uaccess.h>
@@ -75,6 +77,7 @@ int xpu_file_open(struct inode *inode, struct file *file)
 	xf->file = file;
 	xf->slice = slice;
 	xf->gpu = gpu;
+	xf->opener = get_pid(task_tgid(current));
 	if (slice)
 		atomic_inc(&slice->open_files);
 	spin_lock(&xpu_files_lock);
@@ -107,8 +110,26 @@ int xpu_file_release(struct inode *inode, struct file *file)
 		atomic_dec(&xf->slice->open_files);
 		xpu_slice_put(xf->slice);
 	}
+	put_pid(xf->opener);
 	kfree_rcu(xf, rcu);
 	return ret;
+}
+
+/*
+ * destroy --force: SIGKILL the processes that opened the slice's files still
+ * open.  (A process handed such a file over a socket keeps using it, still
+ * counted against the destroyed slice, until it closes it.)
+ */
+void xpu_file_kill_openers(struct xpu_slice *slice)
+{
+	struct xpu_file *xf;
+	int bkt;
+
+	rcu_read_lock();
+	hash_for_each_rcu(xpu_files, bkt, xf, hash)
+		if (xf->slice == slice)
+			kill_pid(xf->opener, SIGKILL, 1);
+	rcu_read_unlock();
 }
 
 void xpu_file_exit(void)
@@ -124,6 +145,7 @@ void xpu_file_exit(void)
 			atomic_dec(&xf->slice->open_files);
 			xpu_slice_put(xf->slice);
 		}
+		put_pid(xf->opener);
 		kfree(xf);
 	}
 }

@@ -9,6 +9,7 @@ int xpu_file_open(struct inode *inode, struct file *file);
 int xpu_file_release(struct inode *inode, struct file *file);
 struct xpu_file *xpu_file_lookup(struct file *file);
 void xpu_file_exit(void);
+void xpu_file_kill_openers(struct xpu_slice *slice);
 
 /* Dispatch an NVIDIA ioctl as the hook does (used by xpu_file_xfer). */
 long xpu_dispatch(struct file *file, unsigned int cmd, unsigned long arg);

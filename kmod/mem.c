@@ -151,16 +151,6 @@ int xpu_mem_set_limit(struct xpu_slice *slice, u64 limit)
 	return ret;
 }
 
-void xpu_mem_kill_members(struct xpu_slice *slice)
-{
-	struct xpu_member *m;
-
-	mutex_lock(&slice->mem_lock);
-	list_for_each_entry(m, &slice->members, link)
-		kill_pid(m->pid, SIGKILL, 1);
-	mutex_unlock(&slice->mem_lock);
-}
-
 void xpu_mem_slice_release(struct xpu_slice *slice)
 {
 	struct xpu_member *m, *tmp;

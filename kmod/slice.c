@@ -17,6 +17,7 @@
 #include <linux/sizes.h>
 #include <linux/slab.h>
 
+#include "file.h"
 #include "mem.h"
 #include "nvabi.h"
 #include "rmapi.h"
@@ -347,7 +348,7 @@ int xpu_slice_ioc_destroy(const struct xpu_slice_ref *arg)
 	xpu_slice_unlink(slice);
 	mutex_unlock(&xpu_lock);
 	if (arg->flags & XPU_DESTROY_FORCE)
-		xpu_mem_kill_members(slice);
+		xpu_file_kill_openers(slice);
 	pr_info("slice %u '%s' destroyed\n", slice->id, slice->name);
 	xpu_slice_put(slice);
 	return 0;

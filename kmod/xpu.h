@@ -76,6 +76,7 @@ struct xpu_file {
 	struct file *file;
 	struct xpu_slice *slice;	/* counted; NULL: unsliced */
 	struct xpu_gpu *gpu;		/* NULL for the control node */
+	struct pid *opener;		/* the thread group that opened it */
 };
 
 /* Protects the slice list, node and cgroup bindings, GPU settings. */

@@ -265,8 +265,9 @@ struct xpu_slice_info {
  *
  * Destroy slice id: its nodes and cgroup bindings stop naming it at once.
  * While driver files of the slice are open the call fails with -EBUSY,
- * unless XPU_DESTROY_FORCE is set: then every process that used the slice is
- * sent SIGKILL and the slice goes when its last file closes.  Needs
+ * unless XPU_DESTROY_FORCE is set: then every process that opened one of
+ * the slice's files still open is sent SIGKILL, and the slice goes when its
+ * last file closes.  Needs
  * CAP_SYS_ADMIN.
  *
  * Return: 0, or -EPERM, -EFAULT, -EINVAL, -ENOENT, -EBUSY.
