@@ -4,6 +4,7 @@
 #   make               build kmod/xpu.ko for the running kernel (KDIR=... for another)
 #   make check         install test dependencies, run unit tests, then the VM suite
 #   make demo          boot a VM with the simulated GPU, load xpu.ko, show the GPUs
+#   make bench         overhead ratios measured side by side in one VM boot (JSON)
 #   make vm-shell      an interactive shell in that VM
 #   make clean
 # Test dependencies are installed by tests/setup (Debian packages need root).
@@ -20,7 +21,7 @@ endif
 # Modules the VM tests load, built against KDIR.
 VM_MODULE_DIRS := kmod tests/nvstub tests/vm/selftest
 
-.PHONY: all modules vm-modules setup check check-host check-vm demo vm-shell clean
+.PHONY: all modules vm-modules setup check check-host check-vm demo bench vm-shell clean
 
 all: modules
 
@@ -46,6 +47,9 @@ check-vm:
 
 demo: setup
 	$(VMRUN) -- tests/demo
+
+bench: setup
+	$(VMRUN) -- $(PY) tests/bench/bench.py
 
 vm-shell: setup
 	$(VMRUN) --shell

@@ -420,6 +420,52 @@ static void xpu_fb_rewrite(struct xpu_slice *slice,
 
 #define XPU_FB_INFO_MAX_LIST	256
 
+/*
+ * GPU-id lists (NV0000 GET_ATTACHED_IDS, GET_PROBED_IDS): a sliced client
+ * sees its slice's GPU alone, at the head of the list.  ids has n entries;
+ * flags, when not NULL, runs alongside (PROBED's gpuFlags).
+ */
+static void xpu_filter_ids(u32 mine, u32 *ids, u32 *flags, u32 n)
+{
+	u32 i, keep = 0;
+
+	for (i = 0; i < n; i++) {
+		if (ids[i] != mine)
+			continue;
+		ids[keep] = ids[i];
+		if (flags)
+			flags[keep] = flags[i];
+		keep++;
+	}
+	for (i = keep; i < n; i++) {
+		ids[i] = NV0000_CTRL_GPU_INVALID_ID;
+		if (flags)
+			flags[i] = 0;
+	}
+}
+
+static long xpu_rewrite_ids(struct xpu_slice *slice, u32 ctrl,
+			    void __user *uparams, u32 psize)
+{
+	const u32 n = NV0000_CTRL_GPU_MAX_ATTACHED_GPUS;
+	u32 *buf;
+	long ret = 0;
+
+	if (psize != (ctrl == NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS ? 1 : 3) *
+		     n * sizeof(u32))
+		return 0;
+	buf = memdup_user(uparams, psize);
+	if (IS_ERR(buf))
+		return PTR_ERR(buf);
+	xpu_filter_ids(slice->gpu->gpu_id, buf,
+		       ctrl == NV0000_CTRL_CMD_GPU_GET_PROBED_IDS ? buf + 2 * n : NULL,
+		       n);
+	if (copy_to_user(uparams, buf, psize))
+		ret = -EFAULT;
+	kfree(buf);
+	return ret;
+}
+
 long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg)
 {
@@ -436,15 +482,24 @@ long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
 	if (get_user(ctrl, &p->cmd))
 		return -EFAULT;
-	if (ctrl != NV2080_CTRL_CMD_FB_GET_INFO &&
-	    ctrl != NV2080_CTRL_CMD_FB_GET_INFO_V2)
+	switch (ctrl) {
+	case NV2080_CTRL_CMD_FB_GET_INFO:
+	case NV2080_CTRL_CMD_FB_GET_INFO_V2:
+	case NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS:
+	case NV0000_CTRL_CMD_GPU_GET_PROBED_IDS:
+		break;
+	default:
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	}
 
 	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
 	if (ret || get_user(status, &p->status) || status != NV_OK ||
 	    get_user(params, &p->params) || get_user(psize, &p->params_size))
 		return ret;
 	uparams = u64_to_user_ptr(params);
+	if (ctrl == NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS ||
+	    ctrl == NV0000_CTRL_CMD_GPU_GET_PROBED_IDS)
+		return xpu_rewrite_ids(xf->slice, ctrl, uparams, psize);
 	if (ctrl == NV2080_CTRL_CMD_FB_GET_INFO) {
 		if (psize != sizeof(v1) || copy_from_user(&v1, uparams, sizeof(v1)))
 			return 0;

@@ -9,6 +9,8 @@
 
 #include "../tests/nvstub/nvabi.h"
 
+#define NV0000_CTRL_CMD_GPU_GET_PROBED_IDS	0x214
+
 /* Sizes that moved between driver versions, looked up once. */
 struct nv_abi_version {
 	u32 fb_info_v2_size;		/* NV2080_CTRL_FB_GET_INFO_V2_PARAMS */

@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: Apache-2.0
+"""make bench: figures measured side by side in one VM boot, printed as JSON.
+
+Run by `tests/vm/run -- .venv/bin/python tests/bench/bench.py`.  Every
+figure is a ratio of two measurements taken in alternating rounds in the same
+boot, so that the machine's noise hits both sides alike.
+
+- ioctl_overhead_ratio: a cheap RM_CONTROL round trip (FB_GET_INFO_V2 of
+  one index, which xpu rewrites for a slice) by a client in a slice, over the
+  same call with xpu.ko not loaded.
+- alloc_overhead_ratio: an RM_ALLOC of 2 MiB of video memory and its RM_FREE,
+  likewise.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "tests"))
+sys.path.insert(0, os.path.join(TOP, "xpud"))
+
+from nvclient import abi, client  # noqa: E402
+from xpu import ctl as xpu_ctl, uapi  # noqa: E402
+
+ROUNDS = 5
+CALLS = 2000
+ALLOCS = 300
+
+
+def control_loop(ctl_path, gpu_path):
+    with client.Ctl(ctl_path) as ctl, client.GpuFile(0, gpu_path) as gpu:
+        rm = client.RmClient(ctl)
+        dev = rm.device(0, gpu_file=gpu)
+        idx = [abi.NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE]
+        t0 = time.perf_counter()
+        for _ in range(CALLS):
+            dev.fb_info_v2(idx)
+        t_ctrl = (time.perf_counter() - t0) / CALLS
+        t0 = time.perf_counter()
+        for _ in range(ALLOCS):
+            m = dev.alloc_vidmem(2 << 20)
+            rm.free(m.handle)
+        t_alloc = (time.perf_counter() - t0) / ALLOCS
+        dev.close()
+        rm.close()
+    return t_ctrl, t_alloc
+
+
+def load_xpu():
+    subprocess.run(["insmod", os.environ["XPU_KO"]], check=True)
+
+
+def unload_xpu():
+    subprocess.run(["rmmod", "xpu"], check=True)
+
+
+def main():
+    nodedir = tempfile.mkdtemp(prefix="xpubench-", dir="/dev")
+    base_ctrl, base_alloc, sl_ctrl, sl_alloc = [], [], [], []
+    for _ in range(ROUNDS):
+        unload_xpu()
+        c, a = control_loop("/dev/nvidiactl", "/dev/nvidia0")
+        base_ctrl.append(c)
+        base_alloc.append(a)
+        load_xpu()
+        with xpu_ctl.Ctl() as admin:
+            s = admin.slice_create("bench", 0, 16 << 30)
+            g = os.path.join(nodedir, "g")
+            n = os.path.join(nodedir, "c")
+            os.mknod(g, 0o20600, os.makedev(195, 0))
+            os.mknod(n, 0o20600, os.makedev(195, 255))
+            admin.node_attach(s.id, g, uapi.XPU_NODE_GPU)
+            admin.node_attach(s.id, n, uapi.XPU_NODE_CTL)
+            c, a = control_loop(n, g)
+            sl_ctrl.append(c)
+            sl_alloc.append(a)
+            admin.slice_destroy(s.id, force=False)
+            os.unlink(g)
+            os.unlink(n)
+    os.rmdir(nodedir)
+    med = statistics.median
+    print(json.dumps({
+        "ioctl_overhead_ratio": round(med(sl_ctrl) / med(base_ctrl), 3),
+        "alloc_overhead_ratio": round(med(sl_alloc) / med(base_alloc), 3),
+        "rounds": ROUNDS,
+        "control_us": {"without_xpu": round(med(base_ctrl) * 1e6, 1),
+                       "in_slice": round(med(sl_ctrl) * 1e6, 1)},
+        "alloc_free_us": {"without_xpu": round(med(base_alloc) * 1e6, 1),
+                          "in_slice": round(med(sl_alloc) * 1e6, 1)},
+        "note": "software emulation; ratios of medians over alternating rounds",
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
