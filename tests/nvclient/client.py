@@ -595,13 +595,18 @@ class Mapping:
         self.length = length
         self.fd = os.open(node, os.O_RDWR | os.O_CLOEXEC)
         self.mm = None
+        self.linear = None
         try:
             arg = ctl.rm_map_memory(hclient, hparent, hmemory, length, self.fd)
             self.linear = arg.params.pLinearAddress
             self.mm = mmap.mmap(self.fd, length, mmap.MAP_SHARED,
                                 mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
         except BaseException:
+            if self.linear is not None:     # RM recorded it: take it back
+                ctl.rm_unmap_memory(hclient, hparent, hmemory, self.linear,
+                                    check=False)
             os.close(self.fd)
+            self.fd = -1
             raise
 
     def read32(self, offset):

@@ -136,6 +136,18 @@ class Loader:
             _run("insmod", self.xpu_ko, *self.xpu_params)
 
 
+@contextmanager
+def extra_node(minor, major=abi.NV_MAJOR_DEVICE_NUMBER):
+    """A character node major:minor made under /dev (devtmpfs takes nodes
+    where a shared or 9p /tmp may not), removed afterwards."""
+    path = f"/dev/nvclient-test-{os.getpid()}-{minor}"
+    os.mknod(path, 0o20600, os.makedev(major, minor))
+    try:
+        yield path
+    finally:
+        os.unlink(path)
+
+
 # --- debugfs
 
 

@@ -5,7 +5,6 @@ cascade, RM_DUP_OBJECT and what closing the control file frees."""
 
 import ctypes
 import errno
-import os
 
 import nvtest
 import pytest
@@ -172,12 +171,11 @@ def test_device_needs_a_file_of_that_gpu(config):
                            "1": abi.NV_OK}
 
 
-def test_device_accepts_a_gpu_file_opened_through_another_node(tmp_path):
+def test_device_accepts_a_gpu_file_opened_through_another_node():
     """The driver recognises its files by device number, not by path: a node
     made elsewhere with 195:0 serves (as xpu's slice nodes will)."""
-    node = str(tmp_path / "gpu0")
-    os.mknod(node, 0o20600, os.makedev(abi.NV_MAJOR_DEVICE_NUMBER, 0))
-    r = probe_devices([(0, node)], [0])
+    with nvtest.extra_node(0) as node:
+        r = probe_devices([(0, node)], [0])
     assert r["status"] == {"0": abi.NV_OK}
 
 

@@ -91,14 +91,8 @@ def test_version_param(reload_stub):
 
 
 def test_nodes_of_missing_gpus_do_not_open(config):
-    minor = config.gpus
-    path = f"/tmp/nvidia-absent-{os.getpid()}"
-    os.mknod(path, 0o20600, os.makedev(abi.NV_MAJOR_DEVICE_NUMBER, minor))
-    try:
-        with pytest.raises(OSError):
-            os.close(os.open(path, os.O_RDWR))
-    finally:
-        os.unlink(path)
+    with nvtest.extra_node(config.gpus) as path, pytest.raises(OSError):
+        os.close(os.open(path, os.O_RDWR))
 
 
 def test_uuid_is_derived_from_the_index(config):
