@@ -215,7 +215,7 @@ static long xpu_admit_call(struct xpu_slice *slice, struct file *file,
 		return ret;
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	xpu_refresh_locked(slice);
+	/* used is RM's figure as of the last change, all of which took mem_lock */
 	if (want > READ_ONCE(slice->memory_limit) ||
 	    slice->used > READ_ONCE(slice->memory_limit) - want) {
 		slice->denied++;
@@ -345,7 +345,6 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		if (ret || get_user(status, &p->status) || status != NV_OK ||
 		    get_user(free, &p->free))
 			return ret;
-		xpu_mem_refresh_all(xf->slice);
 		limit = READ_ONCE(xf->slice->memory_limit);
 		used = min(READ_ONCE(xf->slice->used), limit);
 		total = limit;
@@ -397,7 +396,7 @@ static void xpu_fb_rewrite(struct xpu_slice *slice,
 	u64 limit, used, left;
 	u32 i;
 
-	xpu_mem_refresh_all(slice);
+	/* RM's figure as of the slice's last change (every change refreshes it) */
 	limit = READ_ONCE(slice->memory_limit);
 	used = min(READ_ONCE(slice->used), limit);
 	left = (limit - used) >> 10;

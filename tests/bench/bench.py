@@ -5,13 +5,14 @@ Run by `tests/vm/run -- .venv/bin/python tests/bench/bench.py`.  Every
 figure is a ratio of two measurements taken in alternating rounds in the same
 boot, so that the machine's noise hits both sides alike.
 
-- ioctl_overhead_ratio: a cheap RM_CONTROL round trip (FB_GET_INFO_V2 of
-  one index, which xpu rewrites for a slice) by a client in a slice, over the
+- ioctl_overhead_ratio: a cheap RM_CONTROL round trip (NV0000
+  GET_ID_INFO_V2, which xpu passes through) by a client in a slice, over the
   same call with xpu.ko not loaded.
 - alloc_overhead_ratio: an RM_ALLOC of 2 MiB of video memory and its RM_FREE,
   likewise.
 """
 
+import ctypes
 import json
 import os
 import statistics
@@ -28,6 +29,7 @@ from nvclient import abi, client  # noqa: E402
 from xpu import ctl as xpu_ctl, uapi  # noqa: E402
 
 ROUNDS = 5
+NV0000_GET_ID_INFO_V2 = 0x205
 CALLS = 2000
 ALLOCS = 300
 
@@ -36,10 +38,12 @@ def control_loop(ctl_path, gpu_path):
     with client.Ctl(ctl_path) as ctl, client.GpuFile(0, gpu_path) as gpu:
         rm = client.RmClient(ctl)
         dev = rm.device(0, gpu_file=gpu)
-        idx = [abi.NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE]
+        gpu_id = next(c.gpu_id for c in ctl.card_info() if c.valid)
+        info = (ctypes.c_uint32 * 8)(gpu_id)   # NV0000 GET_ID_INFO_V2
         t0 = time.perf_counter()
         for _ in range(CALLS):
-            dev.fb_info_v2(idx)
+            rm.control(rm.handle, NV0000_GET_ID_INFO_V2, info)
+            info[0] = gpu_id
         t_ctrl = (time.perf_counter() - t0) / CALLS
         t0 = time.perf_counter()
         for _ in range(ALLOCS):

@@ -22,8 +22,32 @@ struct nvstub_ctrl {
 	u32 cmd;
 	u32 hclass;			/* the class whose objects export it */
 	u32 size;			/* 0: by version, nvstub_ctrl_size() */
-	u32 (*handler)(struct nvstub_object *obj, void *params);
+	u32 (*handler)(struct nvstub_call *call, struct nvstub_object *obj,
+		       void *params);
 };
+
+/* RM's param copies: user memory, or kernel memory for kernel-level calls. */
+static u32 nvstub_copy_in(struct nvstub_call *call, void *dst, u64 src,
+			  size_t size)
+{
+	if (call->kernel) {
+		memcpy(dst, (void *)(uintptr_t)src, size);
+		return NV_OK;
+	}
+	return copy_from_user(dst, u64_to_user_ptr(src), size) ?
+	       NV_ERR_INVALID_ADDRESS : NV_OK;
+}
+
+static u32 nvstub_copy_out(struct nvstub_call *call, u64 dst, const void *src,
+			   size_t size)
+{
+	if (call->kernel) {
+		memcpy((void *)(uintptr_t)dst, src, size);
+		return NV_OK;
+	}
+	return copy_to_user(u64_to_user_ptr(dst), src, size) ?
+	       NV_ERR_INVALID_ADDRESS : NV_OK;
+}
 
 /* --- NV2080_CTRL_CMD_FB_GET_INFO(_V2) */
 
@@ -111,7 +135,8 @@ static u32 nvstub_fb_infos(struct nvstub_gpu *gpu,
 	return NV_OK;
 }
 
-static u32 nvstub_ctrl_fb_info_v2(struct nvstub_object *obj, void *params)
+static u32 nvstub_ctrl_fb_info_v2(struct nvstub_call *call,
+				 struct nvstub_object *obj, void *params)
 {
 	u32 n = *(u32 *)params;
 
@@ -131,31 +156,30 @@ static u32 nvstub_fb_info_v1(struct nvstub_call *call,
 {
 	struct nv2080_ctrl_fb_get_info_params v1;
 	struct nv2080_ctrl_fb_info *list = NULL;
-	void __user *ulist;
 	struct nvstub_client *c;
 	struct nvstub_object *obj;
 	u32 n, status;
 
 	if (!p->params)
 		return NV_ERR_INVALID_ARGUMENT;
-	if (copy_from_user(&v1, u64_to_user_ptr(p->params), sizeof(v1)))
-		return NV_ERR_INVALID_ADDRESS;
+	status = nvstub_copy_in(call, &v1, p->params, sizeof(v1));
+	if (status)
+		return status;
 	n = v1.fb_info_list_size;
-	ulist = u64_to_user_ptr(v1.fb_info_list);
 	if (deprecated && n > nvstub_abi->fb_info_max_list)
 		return NV_ERR_OUT_OF_RANGE;
 	if ((u64)n * sizeof(*list) > RMAPI_PARAM_COPY_MAX_PARAMS_SIZE)
 		return NV_ERR_INVALID_ARGUMENT;
 	if (n) {
-		if (!ulist)
+		if (!v1.fb_info_list)
 			return NV_ERR_INVALID_ARGUMENT;
 		list = kvmalloc_array(n, sizeof(*list), GFP_KERNEL);
 		if (!list)
 			return NV_ERR_NO_MEMORY;
-		if (copy_from_user(list, ulist, n * sizeof(*list))) {
-			status = NV_ERR_INVALID_ADDRESS;
+		status = nvstub_copy_in(call, list, v1.fb_info_list,
+					n * sizeof(*list));
+		if (status)
 			goto out;
-		}
 	}
 
 	mutex_lock(&nvstub_rm_lock);
@@ -174,8 +198,9 @@ static u32 nvstub_fb_info_v1(struct nvstub_call *call,
 	status = n ? nvstub_fb_infos(obj->gpu, list, n) : NV_ERR_INVALID_ARGUMENT;
 unlock:
 	mutex_unlock(&nvstub_rm_lock);
-	if (!status && copy_to_user(ulist, list, n * sizeof(*list)))
-		status = NV_ERR_INVALID_ADDRESS;
+	if (!status)
+		status = nvstub_copy_out(call, v1.fb_info_list, list,
+					 n * sizeof(*list));
 out:
 	kvfree(list);
 	return status;
@@ -183,17 +208,14 @@ out:
 
 /* --- NV2080_CTRL_CMD_GPU_GET_PIDS / GET_PID_INFO */
 
-/* The call a control handler serves; under nvstub_rm_lock. */
-static struct nvstub_call *nvstub_ctrl_call;
-
 /*
  * _gpuConvertPid(): the client's process as the caller's namespace sees it;
  * a kernel-level caller names processes in the initial namespace.
  */
-static pid_t nvstub_client_ns_pid(struct nvstub_client *c)
+static pid_t nvstub_client_ns_pid(struct nvstub_call *call,
+				  struct nvstub_client *c)
 {
-	lockdep_assert_held(&nvstub_rm_lock);
-	if (nvstub_ctrl_call && nvstub_ctrl_call->kernel)
+	if (call->kernel)
 		return pid_nr(c->pid);
 	return pid_nr_ns(c->pid, task_active_pid_ns(current));
 }
@@ -229,7 +251,8 @@ static bool nvstub_client_has(struct nvstub_object *obj, u32 id,
 	return false;
 }
 
-static u32 nvstub_ctrl_get_pids(struct nvstub_object *obj, void *params)
+static u32 nvstub_ctrl_get_pids(struct nvstub_call *call,
+				 struct nvstub_object *obj, void *params)
 {
 	struct nv2080_ctrl_gpu_get_pids_params *p = params;
 	struct nvstub_object *dev;
@@ -250,7 +273,7 @@ static u32 nvstub_ctrl_get_pids(struct nvstub_object *obj, void *params)
 		if (!dev || p->id == MPS_COMPUTE ||
 		    !nvstub_client_has(c->root, p->id, dev))
 			continue;
-		pid = nvstub_client_ns_pid(c);
+		pid = nvstub_client_ns_pid(call, c);
 		if (!pid)
 			continue;	/* not visible from the caller's namespace */
 		for (i = 0; i < n; i++)
@@ -287,7 +310,8 @@ static void nvstub_collect_vidmem(struct nvstub_object *obj,
 		nvstub_collect_vidmem(child, dev, info);
 }
 
-static u32 nvstub_ctrl_get_pid_info(struct nvstub_object *obj, void *params)
+static u32 nvstub_ctrl_get_pid_info(struct nvstub_call *call,
+				 struct nvstub_object *obj, void *params)
 {
 	struct nv2080_ctrl_gpu_get_pid_info_params *p = params;
 	struct nv2080_ctrl_gpu_pid_info *info;
@@ -314,7 +338,7 @@ static u32 nvstub_ctrl_get_pid_info(struct nvstub_object *obj, void *params)
 			continue;
 		}
 		xa_for_each(&nvstub_clients, h, c) {
-			if ((u32)nvstub_client_ns_pid(c) != info->pid)
+			if ((u32)nvstub_client_ns_pid(call, c) != info->pid)
 				continue;
 			list_for_each_entry(dev, &c->root->children, sibling)
 				if (dev->hclass == NV01_DEVICE_0 &&
@@ -328,12 +352,14 @@ static u32 nvstub_ctrl_get_pid_info(struct nvstub_object *obj, void *params)
 
 /* --- KEPLER_CHANNEL_GROUP_A and the channel */
 
-static u32 nvstub_ctrl_schedule(struct nvstub_object *obj, void *params)
+static u32 nvstub_ctrl_schedule(struct nvstub_call *call,
+				 struct nvstub_object *obj, void *params)
 {
 	return nvstub_tsg_schedule(obj->gpu, obj->tsg, params);
 }
 
-static u32 nvstub_ctrl_set_timeslice(struct nvstub_object *obj, void *params)
+static u32 nvstub_ctrl_set_timeslice(struct nvstub_call *call,
+				 struct nvstub_object *obj, void *params)
 {
 	struct nva06c_ctrl_timeslice_params *p = params;
 
@@ -342,7 +368,8 @@ static u32 nvstub_ctrl_set_timeslice(struct nvstub_object *obj, void *params)
 	return NV_OK;
 }
 
-static u32 nvstub_ctrl_get_timeslice(struct nvstub_object *obj, void *params)
+static u32 nvstub_ctrl_get_timeslice(struct nvstub_call *call,
+				 struct nvstub_object *obj, void *params)
 {
 	struct nva06c_ctrl_timeslice_params *p = params;
 
@@ -350,8 +377,8 @@ static u32 nvstub_ctrl_get_timeslice(struct nvstub_object *obj, void *params)
 	return NV_OK;
 }
 
-static u32 nvstub_ctrl_work_submit_token(struct nvstub_object *obj,
-					 void *params)
+static u32 nvstub_ctrl_work_submit_token(struct nvstub_call *call,
+					 struct nvstub_object *obj, void *params)
 {
 	struct nvc36f_ctrl_get_work_submit_token_params *p = params;
 
@@ -361,7 +388,8 @@ static u32 nvstub_ctrl_work_submit_token(struct nvstub_object *obj,
 
 /* --- NV01_ROOT_CLIENT: which GPUs there are */
 
-static u32 nvstub_ctrl_attached_ids(struct nvstub_object *obj, void *params)
+static u32 nvstub_ctrl_attached_ids(struct nvstub_call *call,
+				 struct nvstub_object *obj, void *params)
 {
 	struct nv0000_ctrl_gpu_get_attached_ids_params *p = params;
 	unsigned int i;
@@ -372,7 +400,8 @@ static u32 nvstub_ctrl_attached_ids(struct nvstub_object *obj, void *params)
 	return NV_OK;
 }
 
-static u32 nvstub_ctrl_id_info_v2(struct nvstub_object *obj, void *params)
+static u32 nvstub_ctrl_id_info_v2(struct nvstub_call *call,
+				 struct nvstub_object *obj, void *params)
 {
 	struct nv0000_ctrl_gpu_get_id_info_v2_params *p = params;
 	unsigned int i;
@@ -448,7 +477,6 @@ static bool nvstub_client_exists(u32 h_client)
 
 u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)
 {
-	void __user *up = u64_to_user_ptr(p->params);
 	const struct nvstub_ctrl *ctrl;
 	struct nvstub_client *c;
 	struct nvstub_object *obj;
@@ -479,7 +507,7 @@ u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)
 
 	ctrl = nvstub_ctrl_find(p->cmd);
 	size = ctrl ? nvstub_ctrl_size(ctrl) : 0;
-	if ((p->params_size && !up) || (!p->params_size && up) ||
+	if ((p->params_size && !p->params) || (!p->params_size && p->params) ||
 	    (ctrl && p->params_size != size))
 		return NV_ERR_INVALID_ARGUMENT;
 	if (p->params_size > RMAPI_PARAM_COPY_MAX_PARAMS_SIZE)
@@ -490,11 +518,10 @@ u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)
 				  GFP_KERNEL);
 		if (!params)
 			return NV_ERR_NO_MEMORY;
-		if (call->kernel) {
-			memcpy(params, (void *)(uintptr_t)p->params, p->params_size);
-		} else if (copy_from_user(params, up, p->params_size)) {
+		status = nvstub_copy_in(call, params, p->params, p->params_size);
+		if (status) {
 			kvfree(params);
-			return NV_ERR_INVALID_ADDRESS;
+			return status;
 		}
 	}
 
@@ -511,18 +538,13 @@ u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)
 		status = NV_ERR_NOT_SUPPORTED;
 		goto unlock;
 	}
-	nvstub_ctrl_call = call;
-	status = ctrl->handler(obj, params);
-	nvstub_ctrl_call = NULL;
+	status = ctrl->handler(call, obj, params);
 unlock:
 	mutex_unlock(&nvstub_rm_lock);
 
 	/* serverControlApiCopyOut(): nothing goes back on error */
-	if (!status && p->params_size && call->kernel)
-		memcpy((void *)(uintptr_t)p->params, params, p->params_size);
-	else if (!status && p->params_size &&
-		 copy_to_user(up, params, p->params_size))
-		status = NV_ERR_INVALID_ADDRESS;
+	if (!status && p->params_size)
+		status = nvstub_copy_out(call, p->params, params, p->params_size);
 	kvfree(params);
 	return status;
 }

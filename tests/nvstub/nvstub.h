@@ -354,6 +354,9 @@ int nvstub_engine_start(struct nvstub_gpu *gpu);
 void nvstub_engine_stop(struct nvstub_gpu *gpu);
 void nvstub_engine_debugfs(struct nvstub_gpu *gpu);
 
+/* kapi.c: exported to kernel-level RM clients (xpu.ko) */
+u32 nvidia_get_rm_ops(struct nvidia_modeset_rm_ops *rm_ops);
+
 /* dev.c */
 int nvstub_dev_init(void);
 void nvstub_dev_exit(void);
