@@ -495,3 +495,22 @@ report(errors=errors)
     assert out["errors"] > 0        # most random calls are refused
     assert sl.used() == 0
     assert nvtest.heap_used(0) == heap0
+
+
+def test_xpu_refuses_to_load_without_the_driver(reload_stub):
+    """With no NVIDIA driver behind /dev/nvidiactl, insmod fails and the
+    kernel log says why in one xpu line; nothing is left behind."""
+    reload_stub()           # xpu.ko is now out; the teardown restores both
+    subprocess.run(["rmmod", "nvstub"], check=True)
+    subprocess.run(["dmesg", "-C"], check=True)
+    r = subprocess.run(["insmod", os.environ["XPU_KO"]], capture_output=True,
+                       text=True)
+    assert r.returncode != 0
+    assert not os.path.exists("/sys/module/xpu")
+    log = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
+    lines = [ln for ln in log.splitlines() if "xpu: " in ln]
+    assert len(lines) == 1, log
+    assert "refusing to load" in lines[0]
+    subprocess.run(["insmod", os.environ["XPU_NVSTUB_KO"],
+                    *os.environ.get("XPU_NVSTUB_PARAMS", "").split()],
+                   check=True)
