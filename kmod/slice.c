@@ -373,9 +373,44 @@ int xpu_slice_ioc_list(u32 *ids, u32 room, u32 *count)
 	return 0;
 }
 
+/*
+ * Attach or detach the binding of key (an inode or a cgroup) in list to
+ * slice: attaching again to the same slice changes nothing, a key bound to
+ * another (or a destroyed) slice is -EEXIST, detaching what slice does not
+ * hold is -ENOENT.  *nb, filled in by the caller, is linked in (and set to
+ * NULL) when a binding is added.
+ */
+static int xpu_binding_change(struct list_head *list, const void *key,
+			      struct xpu_slice *slice, bool attach,
+			      struct xpu_binding **nb)
+{
+	struct xpu_binding *b;
+
+	lockdep_assert_held(&xpu_lock);
+	list_for_each_entry(b, list, link) {
+		if ((b->inode ? (const void *)b->inode : (const void *)b->cgrp) != key)
+			continue;
+		if (attach)
+			return b->slice == slice ? 0 : -EEXIST;
+		if (b->slice != slice)
+			return -ENOENT;
+		xpu_binding_free(b);
+		return 0;
+	}
+	if (!attach)
+		return -ENOENT;
+	if (xpu_nr_bindings >= XPU_MAX_BINDINGS)
+		return -ENOSPC;
+	(*nb)->slice = slice;
+	list_add_tail(&(*nb)->link, list);
+	xpu_nr_bindings++;
+	*nb = NULL;
+	return 0;
+}
+
 int xpu_slice_ioc_node(const struct xpu_node *arg, bool attach)
 {
-	struct xpu_binding *b, *nb = NULL;
+	struct xpu_binding *nb = NULL;
 	struct xpu_slice *slice;
 	struct inode *inode;
 	struct file *file;
@@ -389,12 +424,14 @@ int xpu_slice_ioc_node(const struct xpu_node *arg, bool attach)
 	inode = file_inode(file);
 	ret = -ENODEV;
 	if (!S_ISCHR(inode->i_mode) || imajor(inode) != NV_MAJOR_DEVICE_NUMBER)
-		goto out_fdput;
+		goto out_fput;
+	ret = -ENOMEM;
 	if (attach) {
 		nb = kzalloc(sizeof(*nb), GFP_KERNEL);
-		ret = -ENOMEM;
 		if (!nb)
-			goto out_fdput;
+			goto out_fput;
+		nb->inode = inode;
+		nb->role = arg->role;
 	}
 
 	mutex_lock(&xpu_lock);
@@ -407,45 +444,20 @@ int xpu_slice_ioc_node(const struct xpu_node *arg, bool attach)
 			      slice->gpu->minor))
 		goto out_unlock;
 	xpu_reap_tombstones();
-	list_for_each_entry(b, &xpu_nodes, link) {
-		if (b->inode != inode)
-			continue;
-		if (attach) {
-			/* Idempotent: xpud re-attaches what it finds. */
-			ret = b->slice == slice ? 0 : -EEXIST;
-		} else if (b->slice == slice) {
-			xpu_binding_free(b);
-			ret = 0;
-		} else {
-			ret = -ENOENT;
-		}
-		goto out_unlock;
-	}
-	ret = -ENOENT;
-	if (!attach)
-		goto out_unlock;
-	ret = -ENOSPC;
-	if (xpu_nr_bindings >= XPU_MAX_BINDINGS)
-		goto out_unlock;
-	ihold(inode);
-	nb->inode = inode;
-	nb->slice = slice;
-	nb->role = arg->role;
-	list_add_tail(&nb->link, &xpu_nodes);
-	xpu_nr_bindings++;
-	nb = NULL;
-	ret = 0;
+	ret = xpu_binding_change(&xpu_nodes, inode, slice, attach, &nb);
+	if (attach && !nb)
+		ihold(inode);	/* the binding keeps the node's identity */
 out_unlock:
 	mutex_unlock(&xpu_lock);
 	kfree(nb);
-out_fdput:
+out_fput:
 	fput(file);
 	return ret;
 }
 
 int xpu_slice_ioc_cgroup(const struct xpu_cgroup *arg, bool bind)
 {
-	struct xpu_binding *b, *nb = NULL;
+	struct xpu_binding *nb = NULL;
 	struct xpu_slice *slice;
 	struct cgroup *cgrp;
 	int ret;
@@ -461,43 +473,19 @@ int xpu_slice_ioc_cgroup(const struct xpu_cgroup *arg, bool bind)
 			cgroup_put(cgrp);
 			return -ENOMEM;
 		}
+		nb->cgrp = cgrp;
 	}
 	mutex_lock(&xpu_lock);
 	ret = -ENOENT;
 	slice = xpu_slice_find(arg->id);
-	if (!slice)
-		goto out_unlock;
-	list_for_each_entry(b, &xpu_cgroups, link) {
-		if (b->cgrp != cgrp)
-			continue;
-		if (bind) {
-			ret = b->slice == slice ? 0 : -EEXIST;
-		} else if (b->slice == slice) {
-			xpu_binding_free(b);
-			ret = 0;
-		} else {
-			ret = -ENOENT;
-		}
-		goto out_unlock;
-	}
-	ret = -ENOENT;
-	if (!bind)
-		goto out_unlock;
-	ret = -ENOSPC;
-	if (xpu_nr_bindings >= XPU_MAX_BINDINGS)
-		goto out_unlock;
-	nb->cgrp = cgrp;
-	nb->slice = slice;
-	list_add_tail(&nb->link, &xpu_cgroups);
-	xpu_nr_bindings++;
-	nb = NULL;
-	cgrp = NULL;	/* the binding holds the reference now */
-	ret = 0;
-out_unlock:
+	if (slice)
+		ret = xpu_binding_change(&xpu_cgroups, cgrp, slice, bind, &nb);
 	mutex_unlock(&xpu_lock);
-	kfree(nb);
-	if (cgrp)
+	if (!bind || nb) {
+		/* not taken by a new binding: drop our reference */
 		cgroup_put(cgrp);
+	}
+	kfree(nb);
 	return ret;
 }
 
