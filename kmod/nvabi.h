@@ -1,13 +1,887 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * TEMPORARY: the NVIDIA ABI definitions live in tests/nvstub/nvabi.h while
- * the simulated driver is being written; they move here, and the stub will
- * include this file.
+ * The NVIDIA kernel driver's ABI as far as xpu.ko reads it and nvstub
+ * (tests/nvstub, which includes this file) simulates it: numbers, status
+ * codes and naturally aligned layouts, written from the public headers
+ * of NVIDIA/open-gpu-kernel-modules (each struct names the header it mirrors)
+ * and checked against shared/reference/nvidia-abi/layouts-*.txt at build time
+ * (nvabi_build_checks()).  Sizes that changed between driver versions are in
+ * nv_abi_for_version() below (xpu.ko) and nvstub's version table.
  */
 #ifndef XPU_NVABI_H
 #define XPU_NVABI_H
 
-#include "../tests/nvstub/nvabi.h"
+#include <linux/build_bug.h>
+#include <linux/stddef.h>
+#include <linux/types.h>
+
+/* kernel-open/common/inc/nv-ioctl-numbers.h, nv.h */
+#define NV_MAJOR_DEVICE_NUMBER		195
+#define NV_MINOR_CONTROL		255
+#define NV_IOCTL_MAGIC			'F'
+#define NV_ABSOLUTE_MAX_IOCTL_SIZE	16384
+
+#define NV_ESC_CARD_INFO		200
+#define NV_ESC_REGISTER_FD		201
+#define NV_ESC_ALLOC_OS_EVENT		206
+#define NV_ESC_FREE_OS_EVENT		207
+#define NV_ESC_STATUS_CODE		209
+#define NV_ESC_CHECK_VERSION_STR	210
+#define NV_ESC_IOCTL_XFER_CMD		211
+#define NV_ESC_ATTACH_GPUS_TO_FD	212
+#define NV_ESC_QUERY_DEVICE_INTR	213
+#define NV_ESC_SYS_PARAMS		214
+#define NV_ESC_NUMA_INFO		215
+#define NV_ESC_EXPORT_TO_DMABUF_FD	217
+#define NV_ESC_WAIT_OPEN_COMPLETE	218
+
+/* src/nvidia/arch/nvalloc/unix/include/nv_escape.h */
+#define NV_ESC_RM_ALLOC_MEMORY		0x27
+#define NV_ESC_RM_ALLOC_OBJECT		0x28
+#define NV_ESC_RM_FREE			0x29
+#define NV_ESC_RM_CONTROL		0x2A
+#define NV_ESC_RM_ALLOC			0x2B
+#define NV_ESC_RM_DUP_OBJECT		0x34
+#define NV_ESC_RM_SHARE			0x35
+#define NV_ESC_RM_I2C_ACCESS		0x39
+#define NV_ESC_RM_IDLE_CHANNELS		0x41
+#define NV_ESC_RM_VID_HEAP_CONTROL	0x4A
+#define NV_ESC_RM_ACCESS_REGISTRY	0x4D
+#define NV_ESC_RM_MAP_MEMORY		0x4E
+#define NV_ESC_RM_UNMAP_MEMORY		0x4F
+#define NV_ESC_RM_GET_EVENT_DATA	0x52
+#define NV_ESC_RM_ALLOC_CONTEXT_DMA2	0x54
+#define NV_ESC_RM_MAP_MEMORY_DMA	0x57
+#define NV_ESC_RM_UNMAP_MEMORY_DMA	0x58
+#define NV_ESC_RM_BIND_CONTEXT_DMA	0x59
+#define NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO 0x5E
+
+/* src/common/sdk/nvidia/inc/nvstatuscodes.h */
+#define NV_OK				0x00
+#define NV_ERR_IN_USE			0x17
+#define NV_ERR_INSERT_DUPLICATE_NAME	0x19
+#define NV_ERR_INSUFFICIENT_RESOURCES	0x1A
+#define NV_ERR_INSUFFICIENT_PERMISSIONS	0x1B
+#define NV_ERR_INVALID_ADDRESS		0x1E
+#define NV_ERR_INVALID_ARGUMENT		0x1F
+#define NV_ERR_INVALID_BASE		0x20
+#define NV_ERR_INVALID_CLASS		0x22
+#define NV_ERR_INVALID_CLIENT		0x23
+#define NV_ERR_INVALID_DEVICE		0x26
+#define NV_ERR_INVALID_FLAGS		0x29
+#define NV_ERR_INVALID_LIMIT		0x2E
+#define NV_ERR_INVALID_OBJECT		0x31
+#define NV_ERR_INVALID_OBJECT_HANDLE	0x33
+#define NV_ERR_INVALID_OBJECT_PARENT	0x36
+#define NV_ERR_INVALID_OWNER		0x39
+#define NV_ERR_INVALID_PARAMETER	0x3B
+#define NV_ERR_INVALID_STATE		0x40
+#define NV_ERR_NO_MEMORY		0x51
+#define NV_ERR_NOT_SUPPORTED		0x56
+#define NV_ERR_OBJECT_NOT_FOUND		0x57
+#define NV_ERR_OUT_OF_RANGE		0x5B
+#define NV_ERR_STATE_IN_USE		0x63
+#define NV_ERR_GENERIC			0xFFFF
+
+/* class/cl*.h */
+#define NV01_ROOT			0x0000
+#define NV01_ROOT_NON_PRIV		0x0001
+#define NV01_ROOT_CLIENT		0x0041
+#define NV01_EVENT			0x0005
+#define NV01_MEMORY_SYSTEM		0x003E
+#define NV01_MEMORY_LOCAL_USER		0x0040
+#define NV01_MEMORY_LOCAL_PRIVILEGED	0x003F
+#define NV01_MEMORY_SYSTEM_DYNAMIC	0x0070
+#define NV01_EVENT_KERNEL_CALLBACK	0x0078
+#define NV01_EVENT_OS_EVENT		0x0079
+#define NV01_EVENT_KERNEL_CALLBACK_EX	0x007E
+#define NV01_MEMORY_SYSTEM_OS_DESCRIPTOR 0x0071
+#define NV01_MEMORY_FRAMEBUFFER_CONSOLE	0x0076
+#define NV01_MEMORY_LIST_SYSTEM		0x0081
+#define NV01_MEMORY_LIST_FBMEM		0x0082
+#define NV01_MEMORY_LIST_OBJECT		0x0083
+#define NV01_MEMORY_FLA			0x00F3
+#define NV01_DEVICE_0			0x0080
+#define NV20_SUBDEVICE_0		0x2080
+#define NV50_MEMORY_VIRTUAL		0x50A0
+#define MPS_COMPUTE			0x900E
+#define KEPLER_CHANNEL_GROUP_A		0xA06C
+#define HOPPER_USERMODE_A		0xC661
+#define HOPPER_CHANNEL_GPFIFO_A		0xC86F
+#define HOPPER_COMPUTE_A		0xCBC0
+
+/* nvlimits.h, resserv.h, rs_client.h */
+#define NV_MAX_DEVICES			32
+#define NV_MAX_SUBDEVICES		8
+#define RS_CLIENT_HANDLE_BASE		0xC1D00000u
+#define RS_CLIENT_HANDLE_MAX		0x100000u
+#define RS_UNIQUE_HANDLE_BASE		0xCAF00000u
+#define RS_UNIQUE_HANDLE_RANGE		0x00080000u
+
+/* kernel-open/common/inc/nv-ioctl.h */
+struct nv_ioctl_xfer {
+	u32 cmd;
+	u32 size;
+	u64 ptr;
+};
+
+struct nv_pci_info {
+	u32 domain;
+	u8 bus;
+	u8 slot;
+	u8 function;
+	u8 pad0;
+	u16 vendor_id;
+	u16 device_id;
+};
+
+struct nv_ioctl_card_info {
+	u8 valid;
+	u8 pad0[3];
+	struct nv_pci_info pci_info;
+	u32 gpu_id;
+	u16 interrupt_line;
+	u8 pad1[2];
+	u64 reg_address;
+	u64 reg_size;
+	u64 fb_address;
+	u64 fb_size;
+	u32 minor_number;
+	u8 dev_name[10];
+	u8 pad2[2];
+};
+
+#define NV_RM_API_VERSION_STRING_LENGTH	64
+#define NV_RM_API_VERSION_CMD_STRICT	0
+#define NV_RM_API_VERSION_CMD_RELAXED	'1'
+#define NV_RM_API_VERSION_CMD_QUERY	'2'
+#define NV_RM_API_VERSION_REPLY_RECOGNIZED 1
+
+struct nv_ioctl_rm_api_version {
+	u32 cmd;
+	u32 reply;
+	char version_string[NV_RM_API_VERSION_STRING_LENGTH];
+};
+
+struct nv_ioctl_sys_params {
+	u64 memblock_size;
+};
+
+struct nv_ioctl_register_fd {
+	s32 ctl_fd;
+};
+
+struct nv_ioctl_status_code {
+	u32 domain;
+	u8 bus;
+	u8 slot;
+	u8 pad0[2];
+	u32 status;
+};
+
+struct nv_ioctl_wait_open_complete {
+	s32 rc;
+	u32 adapter_status;
+};
+
+/* nv-ioctl.h: alloc/free os event; nvos.h: NVOS41 (get event data) */
+#define NV_IOCTL_OS_EVENT_SIZE		16
+#define NV_IOCTL_OS_EVENT_STATUS	12
+#define NVOS41_SIZE			16
+#define NVOS41_STATUS			12
+
+/* src/common/sdk/nvidia/inc/nvos.h: NVOS00 (RM_FREE) */
+struct nvos00_parameters {
+	u32 h_root;
+	u32 h_object_parent;
+	u32 h_object_old;
+	u32 status;
+};
+
+/* nvos.h: NVOS02 (RM_ALLOC_MEMORY), wrapped with an fd (nv-unix-nvos-params-wrappers.h) */
+struct nvos02_parameters {
+	u32 h_root;
+	u32 h_object_parent;
+	u32 h_object_new;
+	u32 h_class;
+	u32 flags;
+	u32 pad0;
+	u64 p_memory;
+	u64 limit;
+	u32 status;
+	u32 pad1;
+};
+
+struct nvos02_with_fd {
+	struct nvos02_parameters params;
+	s32 fd;
+	u32 pad0;
+};
+
+/* nvos.h: NVOS21 and NVOS64 (RM_ALLOC; the escape tells them apart by size) */
+struct nvos21_parameters {
+	u32 h_root;
+	u32 h_object_parent;
+	u32 h_object_new;
+	u32 h_class;
+	u64 p_alloc_parms;
+	u32 params_size;
+	u32 status;
+};
+
+struct nvos64_parameters {
+	u32 h_root;
+	u32 h_object_parent;
+	u32 h_object_new;
+	u32 h_class;
+	u64 p_alloc_parms;
+	u64 p_rights_requested;
+	u32 params_size;
+	u32 flags;
+	u32 status;
+	u32 pad0;
+};
+
+/* nvos.h: NVOS54 (RM_CONTROL) */
+#define NVOS54_FLAGS_IRQL_RAISED	0x1
+#define NVOS54_FLAGS_LOCK_BYPASS	0x2
+
+struct nvos54_parameters {
+	u32 h_client;
+	u32 h_object;
+	u32 cmd;
+	u32 flags;
+	u64 params;
+	u32 params_size;
+	u32 status;
+};
+
+/* nvos.h: NVOS55 (RM_DUP_OBJECT) */
+struct nvos55_parameters {
+	u32 h_client;
+	u32 h_parent;
+	u32 h_object;
+	u32 h_client_src;
+	u32 h_object_src;
+	u32 flags;
+	u32 status;
+};
+
+/* nvos.h: NVOS33 (RM_MAP_MEMORY), wrapped with an fd */
+struct nvos33_parameters {
+	u32 h_client;
+	u32 h_device;
+	u32 h_memory;
+	u32 pad0;
+	u64 offset;
+	u64 length;
+	u64 p_linear_address;
+	u32 status;
+	u32 flags;
+};
+
+struct nvos33_with_fd {
+	struct nvos33_parameters params;
+	s32 fd;
+	u32 pad0;
+};
+
+/* nvos.h: NVOS34 (RM_UNMAP_MEMORY) */
+struct nvos34_parameters {
+	u32 h_client;
+	u32 h_device;
+	u32 h_memory;
+	u32 pad0;
+	u64 p_linear_address;
+	u32 status;
+	u32 flags;
+};
+
+/* nvos.h: NVOS32 (RM_VID_HEAP_CONTROL) and the parts of its union we use */
+#define NVOS32_FUNCTION_ALLOC_SIZE		2
+#define NVOS32_FUNCTION_FREE			3
+#define NVOS32_FUNCTION_INFO			5
+#define NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT 6
+#define NVOS32_FUNCTION_ALLOC_SIZE_RANGE	14
+#define NVOS32_FUNCTION_REACQUIRE_COMPR		15
+#define NVOS32_FUNCTION_RELEASE_COMPR		16
+#define NVOS32_FUNCTION_GET_MEM_ALIGNMENT	18
+#define NVOS32_FUNCTION_HW_ALLOC		19
+#define NVOS32_FUNCTION_HW_FREE			20
+#define NVOS32_FUNCTION_ALLOC_OS_DESCRIPTOR	27
+
+#define NVOS32_FREE_FLAGS_MEMORY_HANDLE_PROVIDED 0x1
+
+/* data.AllocSize */
+struct nvos32_alloc_size {
+	u32 owner;
+	u32 h_memory;
+	u32 type;
+	u32 flags;
+	u32 attr;
+	u32 format;
+	u32 compr_covg;
+	u32 zcull_covg;
+	u32 partition_stride;
+	u32 width;
+	u32 height;
+	u32 pad0;
+	u64 size;
+	u64 alignment;
+	u64 offset;
+	u64 limit;
+	u64 address;
+	u64 range_begin;
+	u64 range_end;
+	u32 attr2;
+	u32 ctag_offset;
+	s32 numa_node;
+	u32 pad1;
+};
+
+/* data.AllocTiledPitchHeight */
+struct nvos32_alloc_tiled {
+	u32 owner;
+	u32 h_memory;
+	u32 type;
+	u32 flags;
+	u32 height;
+	s32 pitch;
+	u32 attr;
+	u32 width;
+	u32 format;
+	u32 compr_covg;
+	u32 zcull_covg;
+	u32 partition_stride;
+	u64 size;
+	u64 alignment;
+	u64 offset;
+	u64 limit;
+	u64 address;
+	u64 range_begin;
+	u64 range_end;
+	u32 attr2;
+	u32 ctag_offset;
+	s32 numa_node;
+	u32 pad0;
+};
+
+/* data.AllocSizeRange */
+struct nvos32_alloc_range {
+	u32 owner;
+	u32 h_memory;
+	u32 type;
+	u32 flags;
+	u32 attr;
+	u32 format;
+	u32 compr_covg;
+	u32 zcull_covg;
+	u32 partition_stride;
+	u32 pad0;
+	u64 size;
+	u64 alignment;
+	u64 offset;
+	u64 limit;
+	u64 range_begin;
+	u64 range_end;
+	u64 address;
+	u32 attr2;
+	u32 ctag_offset;
+	s32 numa_node;
+	u32 pad1;
+};
+
+/* data.Free */
+struct nvos32_free {
+	u32 owner;
+	u32 h_memory;
+	u32 flags;
+};
+
+/* data.Info */
+struct nvos32_info {
+	u32 attr;
+	u32 pad0;
+	u64 offset;
+	u64 size;
+	u64 base;
+};
+
+struct nvos32_parameters {
+	u32 h_root;
+	u32 h_object_parent;
+	u32 function;
+	u32 h_va_space;
+	s16 ivc_heap_number;
+	u16 pad0;
+	u32 status;
+	u64 total;
+	u64 free;
+	union {
+		struct nvos32_alloc_size alloc_size;
+		struct nvos32_alloc_tiled alloc_tiled;
+		struct nvos32_alloc_range alloc_range;
+		struct nvos32_free free;
+		struct nvos32_info info;
+		u8 raw[144];
+	} data;
+};
+
+/*
+ * Sizes and status offsets of the RM escapes nvstub recognises but does not
+ * simulate (nvos.h); RmIoctl still checks their size and device rule.
+ */
+#define NVOS05_SIZE			20	/* RM_ALLOC_OBJECT */
+#define NVOS05_STATUS			16
+#define NVOS_I2C_ACCESS_SIZE		32
+#define NVOS_I2C_ACCESS_STATUS		24
+#define NVOS30_SIZE			56	/* RM_IDLE_CHANNELS */
+#define NVOS30_STATUS			48
+#define NVOS38_SIZE			72	/* RM_ACCESS_REGISTRY */
+#define NVOS38_STATUS			64
+#define NVOS39_SIZE			56	/* RM_ALLOC_CONTEXT_DMA2 */
+#define NVOS39_STATUS			48
+#define NVOS49_SIZE			16	/* RM_BIND_CONTEXT_DMA */
+#define NVOS49_STATUS			12
+#define NVOS56_SIZE			40	/* RM_UPDATE_DEVICE_MAPPING_INFO */
+#define NVOS56_STATUS			32
+#define NVOS57_SIZE			24	/* RM_SHARE */
+#define NVOS57_STATUS			20
+/* NVOS46 (MAP_MEMORY_DMA) and NVOS47 (UNMAP_MEMORY_DMA) moved: status is last */
+
+/* nvos.h: NV_MEMORY_ALLOCATION_PARAMS (120 B before 545, 128 B with numaNode) */
+struct nv_memory_allocation_params {
+	u32 owner;
+	u32 type;
+	u32 flags;
+	u32 width;
+	u32 height;
+	s32 pitch;
+	u32 attr;
+	u32 attr2;
+	u32 format;
+	u32 compr_covg;
+	u32 zcull_covg;
+	u32 pad0;
+	u64 range_lo;
+	u64 range_hi;
+	u64 size;
+	u64 alignment;
+	u64 offset;
+	u64 limit;
+	u64 address;
+	u32 ctag_offset;
+	u32 h_va_space;
+	u32 internalflags;
+	u32 tag;
+	s32 numa_node;		/* 545+ */
+	u32 pad1;
+};
+
+#define NV_MEMORY_ALLOCATION_PARAMS_SIZE_OLD	120
+
+#define NVOS32_ATTR_PAGE_SIZE_SHIFT	23	/* NVOS32_ATTR_PAGE_SIZE 24:23 */
+#define NVOS32_ATTR_PAGE_SIZE_MASK	(3u << NVOS32_ATTR_PAGE_SIZE_SHIFT)
+#define NVOS32_ATTR_PAGE_SIZE_DEFAULT	0
+#define NVOS32_ATTR_PAGE_SIZE_4KB	1
+#define NVOS32_ATTR_PAGE_SIZE_BIG	2
+#define NVOS32_ATTR_PAGE_SIZE_HUGE	3
+#define NVOS32_ATTR_LOCATION_SHIFT	25	/* NVOS32_ATTR_LOCATION 26:25 */
+#define NVOS32_ATTR_LOCATION_MASK	(3u << NVOS32_ATTR_LOCATION_SHIFT)
+#define NVOS32_ATTR_LOCATION_VIDMEM	0
+#define NVOS32_ATTR_LOCATION_PCI	1
+#define NVOS32_ATTR_LOCATION_ANY	3
+#define NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT 20	/* NVOS32_ATTR2_PAGE_SIZE_HUGE 21:20 */
+#define NVOS32_ATTR2_PAGE_SIZE_HUGE_MASK (3u << NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT)
+#define NVOS32_ATTR2_PAGE_SIZE_HUGE_DEFAULT 0
+#define NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB	1
+#define NVOS32_ATTR2_PAGE_SIZE_HUGE_512MB 2
+
+#define NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED 0x00004000
+#define NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED	0x00008000
+#define NVOS32_ALLOC_FLAGS_USE_BEGIN_END	0x00020000
+#define NVOS32_ALLOC_FLAGS_VIRTUAL		0x00080000
+#define NVOS32_ALLOC_FLAGS_KERNEL_MAPPING_MAP	0x02000000
+
+/* g_heap_nvoc.h: owners reserved for RM itself */
+#define HEAP_OWNER_RM_SCRATCH_BEGIN	0xDEAF0000u
+#define HEAP_OWNER_RM_SCRATCH_END	(HEAP_OWNER_RM_SCRATCH_BEGIN + 3)
+
+/* class/cl0080.h: NV0080_ALLOC_PARAMETERS */
+struct nv0080_alloc_parameters {
+	u32 device_id;
+	u32 h_client_share;
+	u32 h_target_client;
+	u32 h_target_device;
+	u32 flags;
+	u32 pad0;
+	u64 va_space_size;
+	u64 va_start_internal;
+	u64 va_limit_internal;
+	u32 va_mode;
+	u32 pad1;
+};
+
+/* class/cl2080.h: NV2080_ALLOC_PARAMETERS */
+struct nv2080_alloc_parameters {
+	u32 sub_device_id;
+};
+
+/* nvos.h: NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS */
+struct nv_channel_group_allocation_parameters {
+	u32 h_object_error;
+	u32 h_object_ecc_error;
+	u32 h_va_space;
+	u32 engine_type;
+	u8 b_is_calling_context_vgpu_plugin;
+	u8 pad0[3];
+};
+
+/* alloc/alloc_channel.h: NV_MEMORY_DESC_PARAMS, NV_CHANNEL_ALLOC_PARAMS */
+struct nv_memory_desc_params {
+	u64 base;
+	u64 size;
+	u32 address_space;
+	u32 cache_attrib;
+};
+
+struct nv_channel_alloc_params {
+	u32 h_object_error;
+	u32 h_object_buffer;
+	u64 gp_fifo_offset;
+	u32 gp_fifo_entries;
+	u32 flags;
+	u32 h_context_share;
+	u32 h_va_space;
+	u32 h_userd_memory[NV_MAX_SUBDEVICES];
+	u64 userd_offset[NV_MAX_SUBDEVICES];
+	u32 engine_type;
+	u32 cid;
+	u32 sub_device_id;
+	u32 h_object_ecc_error;
+	struct nv_memory_desc_params instance_mem;
+	struct nv_memory_desc_params userd_mem;
+	struct nv_memory_desc_params ramfc_mem;
+	struct nv_memory_desc_params mthdbuf_mem;
+	u32 h_phys_channel_group;
+	u32 internal_flags;
+	struct nv_memory_desc_params error_notifier_mem;
+	struct nv_memory_desc_params ecc_error_notifier_mem;
+	u32 process_id;
+	u32 sub_process_id;
+	u32 encrypt_iv[3];
+	u32 decrypt_iv[3];
+	u32 hmac_nonce[8];
+	u32 tpc_config_id;	/* 570+ */
+	u32 pad0;
+};
+
+#define NV_CHANNEL_ALLOC_PARAMS_SIZE_OLD	360
+
+/* nvos.h: NV_HOPPER_USERMODE_A_PARAMS */
+struct nv_hopper_usermode_a_params {
+	u8 b_bar1_mapping;
+	u8 b_priv;
+};
+
+/* nvos.h: NV_GR_ALLOCATION_PARAMETERS */
+struct nv_gr_allocation_parameters {
+	u32 version;
+	u32 flags;
+	u32 size;
+	u32 caps;
+};
+
+/* class/clc86f.h: Nvc86fControl (USERD), class/clc361.h: usermode region */
+#define NVC86F_USERD_SIZE		512
+#define NVC86F_USERD_GP_GET		0x88
+#define NVC86F_USERD_GP_PUT		0x8C
+#define NVC361_NV_USERMODE__SIZE	0x10000
+#define NVC361_NOTIFY_CHANNEL_PENDING	0x90
+/* ctrl/ctrlc36f.h and dev_vm.h: the work submit token is runlist:16 | chid */
+#define NV_VF_DOORBELL_RUNLIST_SHIFT	16
+#define NV_VF_DOORBELL_VECTOR_MASK	0xFFF
+
+/* ctrl/ctrl2080/ctrl2080fb.h */
+#define NV2080_CTRL_CMD_FB_GET_INFO	0x20801301
+#define NV2080_CTRL_CMD_FB_GET_INFO_V2	0x20801303
+
+struct nv2080_ctrl_fb_info {
+	u32 index;
+	u32 data;
+};
+
+struct nv2080_ctrl_fb_get_info_params {
+	u32 fb_info_list_size;
+	u32 pad0;
+	u64 fb_info_list;
+};
+
+#define NV2080_CTRL_FB_INFO_INDEX_TILE_REGION_COUNT		0x00
+#define NV2080_CTRL_FB_INFO_INDEX_COMPRESSION_SIZE		0x01
+#define NV2080_CTRL_FB_INFO_INDEX_DRAM_PAGE_STRIDE		0x02
+#define NV2080_CTRL_FB_INFO_INDEX_TILE_REGION_FREE_COUNT	0x03
+#define NV2080_CTRL_FB_INFO_INDEX_PARTITION_COUNT		0x04
+#define NV2080_CTRL_FB_INFO_INDEX_BAR1_SIZE			0x05
+#define NV2080_CTRL_FB_INFO_INDEX_BANK_SWIZZLE_ALIGNMENT	0x06
+#define NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE			0x07
+#define NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE		0x08
+#define NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE			0x09
+#define NV2080_CTRL_FB_INFO_INDEX_MAPPABLE_HEAP_SIZE		0x0A
+#define NV2080_CTRL_FB_INFO_INDEX_BUS_WIDTH			0x0B
+#define NV2080_CTRL_FB_INFO_INDEX_RAM_CFG			0x0C
+#define NV2080_CTRL_FB_INFO_INDEX_RAM_TYPE			0x0D
+#define NV2080_CTRL_FB_INFO_INDEX_BANK_COUNT			0x0E
+#define NV2080_CTRL_FB_INFO_INDEX_OVERLAY_OFFSET_ADJUSTMENT	0x0F
+#define NV2080_CTRL_FB_INFO_INDEX_FB_TAX_SIZE_KB		0x10
+#define NV2080_CTRL_FB_INFO_INDEX_HEAP_BASE_KB			0x11
+#define NV2080_CTRL_FB_INFO_INDEX_LARGEST_FREE_REGION_SIZE_KB	0x12
+#define NV2080_CTRL_FB_INFO_INDEX_LARGEST_FREE_REGION_BASE_KB	0x13
+#define NV2080_CTRL_FB_INFO_INDEX_PARTITION_MASK		0x14
+#define NV2080_CTRL_FB_INFO_INDEX_VISTA_RESERVED_HEAP_SIZE	0x15
+#define NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE			0x16
+#define NV2080_CTRL_FB_INFO_INDEX_RAM_LOCATION			0x17
+#define NV2080_CTRL_FB_INFO_INDEX_FB_IS_BROKEN			0x18
+#define NV2080_CTRL_FB_INFO_INDEX_FBP_COUNT			0x19
+#define NV2080_CTRL_FB_INFO_INDEX_FBP_MASK			0x1A
+#define NV2080_CTRL_FB_INFO_INDEX_L2CACHE_SIZE			0x1B
+#define NV2080_CTRL_FB_INFO_INDEX_MEMORYINFO_VENDOR_ID		0x1C
+#define NV2080_CTRL_FB_INFO_INDEX_BAR1_AVAIL_SIZE		0x1D
+#define NV2080_CTRL_FB_INFO_INDEX_HEAP_START			0x1E
+#define NV2080_CTRL_FB_INFO_INDEX_BAR1_MAX_CONTIGUOUS_AVAIL_SIZE 0x1F
+#define NV2080_CTRL_FB_INFO_INDEX_USABLE_RAM_SIZE		0x20
+#define NV2080_CTRL_FB_INFO_INDEX_LTC_COUNT			0x22
+#define NV2080_CTRL_FB_INFO_INDEX_LTS_COUNT			0x23
+#define NV2080_CTRL_FB_INFO_INDEX_ALLOW_PAGE_RETIREMENT		0x2A
+#define NV2080_CTRL_FB_INFO_INDEX_LTC_MASK			0x2B
+#define NV2080_CTRL_FB_INFO_FBPA_ECC_ENABLED			0x2D
+#define NV2080_CTRL_FB_INFO_DYNAMIC_PAGE_OFFLINING_ENABLED	0x2E
+#define NV2080_CTRL_FB_INFO_INDEX_ACCESS_COUNTER_BUFFER_COUNT	0x39
+#define NV2080_CTRL_FB_INFO_INDEX_NUMA_NODE_ID			0x3B
+#define NV2080_CTRL_FB_INFO_INDEX_LAST				0x3B	/* 580 */
+#define NV2080_CTRL_FB_INFO_RAM_TYPE_HBM3			0x14
+
+/* ctrl/ctrl2080/ctrl2080gpu.h */
+#define NV2080_CTRL_CMD_GPU_GET_PIDS		0x2080018D
+#define NV2080_CTRL_CMD_GPU_GET_PID_INFO	0x2080018E
+#define NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT	950
+#define NV2080_CTRL_GPU_GET_PIDS_ID_TYPE_CLASS	0
+#define NV2080_CTRL_GPU_GET_PIDS_ID_TYPE_VGPU_GUEST 1
+#define NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT	200
+#define NV2080_CTRL_GPU_PID_INFO_INDEX_VIDEO_MEMORY_USAGE 0
+#define PARTITIONID_INVALID			0xFFFFFFFFu
+
+struct nv2080_ctrl_gpu_get_pids_params {
+	u32 id_type;
+	u32 id;
+	u32 pid_tbl_count;
+	u32 pid_tbl[NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT];
+};
+
+struct nv2080_ctrl_gpu_pid_info {
+	u32 pid;
+	u32 index;
+	u32 result;
+	u32 pad0;
+	struct {
+		u64 mem_private;
+		u64 mem_shared_owned;
+		u64 mem_shared_duped;
+		u64 protected_mem_private;
+		u64 protected_mem_shared_owned;
+		u64 protected_mem_shared_duped;
+	} vid_mem_usage;
+	u32 compute_instance_id;
+	u32 gpu_instance_id;
+};
+
+struct nv2080_ctrl_gpu_get_pid_info_params {
+	u32 pid_info_list_count;
+	u32 pad0;
+	struct nv2080_ctrl_gpu_pid_info pid_info_list[NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT];
+};
+
+/* ctrl/ctrla06c.h (params from ctrla06f/ctrla06fgpfifo.h) */
+#define NVA06C_CTRL_CMD_GPFIFO_SCHEDULE	0xA06C0101
+#define NVA06C_CTRL_CMD_SET_TIMESLICE	0xA06C0103
+#define NVA06C_CTRL_CMD_GET_TIMESLICE	0xA06C0104
+
+struct nva06c_ctrl_gpfifo_schedule_params {
+	u8 b_enable;
+	u8 b_skip_submit;
+	u8 b_skip_enable;
+};
+
+struct nva06c_ctrl_timeslice_params {
+	u64 timeslice_us;
+};
+
+/* ctrl/ctrlc36f.h */
+#define NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN 0xC36F0108
+
+struct nvc36f_ctrl_get_work_submit_token_params {
+	u32 work_submit_token;
+};
+
+/* ctrl/ctrlxxxx.h: the NULL command of every class */
+#define NVXXXX_CTRL_CMD_CATEGORY(cmd)	(((cmd) >> 8) & 0xFF)
+#define NVXXXX_CTRL_CMD_INDEX(cmd)	((cmd) & 0xFF)
+#define NVXXXX_CTRL_CMD_CLASS(cmd)	((cmd) >> 16)
+
+/*
+ * Checked against shared/reference/nvidia-abi/layouts-<version>.txt (sizes
+ * of the 580 form; the version table supplies the older sizes).
+ */
+/* nv-modeset-interface.h, nv-gpu-info.h: the driver's kernel interface */
+#define NV_MAX_GPUS	32
+
+struct nv_gpu_info {
+	u32 gpu_id;
+	struct {
+		u32 domain;
+		u8 bus, slot, function;
+	} pci_info;
+	u8 needs_numa_setup;
+	void *os_device_ptr;
+};
+
+typedef struct nvidia_stack_s *nvidia_modeset_stack_ptr;
+
+struct nvidia_modeset_rm_ops {
+	const char *version_string;
+	struct {
+		u8 allow_write_combining;
+	} system_info;
+	int (*alloc_stack)(nvidia_modeset_stack_ptr *sp);
+	void (*free_stack)(nvidia_modeset_stack_ptr sp);
+	u32 (*enumerate_gpus)(struct nv_gpu_info *gpu_info);
+	int (*open_gpu)(u32 gpu_id, nvidia_modeset_stack_ptr sp);
+	void (*close_gpu)(u32 gpu_id, nvidia_modeset_stack_ptr sp);
+	void (*op)(nvidia_modeset_stack_ptr sp, void *ops_cmd);
+	int (*set_callbacks)(const void *cb);
+};
+
+/* nvos.h: operations of the kernel RM API (nv-kernel-rmapi-ops.h) */
+#define NV01_FREE		0x00000000
+#define NV04_ALLOC		0x00000015
+#define NV04_VID_HEAP_CONTROL	0x00000020
+#define NV04_CONTROL		0x00000036
+#define NV04_DUP_OBJECT		0x00000037
+
+struct nvidia_kernel_rmapi_ops {
+	u32 op;
+	u32 pad0;
+	union {
+		struct nvos00_parameters free;
+		struct nvos02_parameters alloc_memory64;
+		struct nvos64_parameters alloc;
+		struct nvos32_parameters *p_vid_heap_control;
+		struct nvos33_parameters map_memory;
+		struct nvos34_parameters unmap_memory;
+		struct nvos54_parameters control;
+		struct nvos55_parameters dup_object;
+		u8 raw[72];	/* the largest member, NVOS46 from 580: 64 B */
+	} params;
+};
+
+/* ctrl/ctrl0000/ctrl0000gpu.h */
+#define NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS	0x201
+#define NV0000_CTRL_GPU_MAX_ATTACHED_GPUS	32
+#define NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2	0x205
+
+struct nv0000_ctrl_gpu_get_id_info_v2_params {
+	u32 gpu_id;
+	u32 gpu_flags;
+	u32 device_instance;
+	u32 sub_device_instance;
+	u32 sli_status;
+	u32 board_id;
+	u32 gpu_instance;
+	s32 numa_id;
+};
+
+#define NV0000_CTRL_GPU_INVALID_ID	0xFFFFFFFFu
+
+struct nv0000_ctrl_gpu_get_attached_ids_params {
+	u32 gpu_ids[NV0000_CTRL_GPU_MAX_ATTACHED_GPUS];
+};
+
+static inline void nvabi_build_checks(void)
+{
+	BUILD_BUG_ON(sizeof(struct nv_ioctl_xfer) != 16);
+	BUILD_BUG_ON(sizeof(struct nv_ioctl_card_info) != 72);
+	BUILD_BUG_ON(offsetof(struct nv_ioctl_card_info, gpu_id) != 16);
+	BUILD_BUG_ON(offsetof(struct nv_ioctl_card_info, fb_size) != 48);
+	BUILD_BUG_ON(offsetof(struct nv_ioctl_card_info, minor_number) != 56);
+	BUILD_BUG_ON(sizeof(struct nv_ioctl_rm_api_version) != 72);
+	BUILD_BUG_ON(sizeof(struct nv_ioctl_sys_params) != 8);
+	BUILD_BUG_ON(sizeof(struct nv_ioctl_register_fd) != 4);
+	BUILD_BUG_ON(sizeof(struct nv_ioctl_status_code) != 12);
+	BUILD_BUG_ON(sizeof(struct nv_ioctl_wait_open_complete) != 8);
+	BUILD_BUG_ON(sizeof(struct nvos00_parameters) != 16);
+	BUILD_BUG_ON(sizeof(struct nvos02_parameters) != 48);
+	BUILD_BUG_ON(offsetof(struct nvos02_parameters, limit) != 32);
+	BUILD_BUG_ON(offsetof(struct nvos02_parameters, status) != 40);
+	BUILD_BUG_ON(sizeof(struct nvos02_with_fd) != 56);
+	BUILD_BUG_ON(offsetof(struct nvos02_with_fd, fd) != 48);
+	BUILD_BUG_ON(sizeof(struct nvos21_parameters) != 32);
+	BUILD_BUG_ON(offsetof(struct nvos21_parameters, status) != 28);
+	BUILD_BUG_ON(sizeof(struct nvos64_parameters) != 48);
+	BUILD_BUG_ON(offsetof(struct nvos64_parameters, params_size) != 32);
+	BUILD_BUG_ON(offsetof(struct nvos64_parameters, status) != 40);
+	BUILD_BUG_ON(sizeof(struct nvos54_parameters) != 32);
+	BUILD_BUG_ON(offsetof(struct nvos54_parameters, params_size) != 24);
+	BUILD_BUG_ON(sizeof(struct nvos55_parameters) != 28);
+	BUILD_BUG_ON(sizeof(struct nvos33_parameters) != 48);
+	BUILD_BUG_ON(offsetof(struct nvos33_parameters, p_linear_address) != 32);
+	BUILD_BUG_ON(offsetof(struct nvos33_parameters, flags) != 44);
+	BUILD_BUG_ON(sizeof(struct nvos33_with_fd) != 56);
+	BUILD_BUG_ON(offsetof(struct nvos33_with_fd, fd) != 48);
+	BUILD_BUG_ON(sizeof(struct nvos34_parameters) != 32);
+	BUILD_BUG_ON(offsetof(struct nvos34_parameters, status) != 24);
+	BUILD_BUG_ON(sizeof(struct nvos32_parameters) != 184);
+	BUILD_BUG_ON(offsetof(struct nvos32_parameters, status) != 20);
+	BUILD_BUG_ON(offsetof(struct nvos32_parameters, total) != 24);
+	BUILD_BUG_ON(offsetof(struct nvos32_parameters, data) != 40);
+	BUILD_BUG_ON(offsetof(struct nvos32_parameters, data.alloc_size.h_memory) != 44);
+	BUILD_BUG_ON(offsetof(struct nvos32_parameters, data.alloc_size.attr) != 56);
+	BUILD_BUG_ON(offsetof(struct nvos32_parameters, data.alloc_size.size) != 88);
+	BUILD_BUG_ON(offsetof(struct nvos32_parameters, data.alloc_size.limit) != 112);
+	BUILD_BUG_ON(offsetof(struct nvos32_parameters, data.alloc_size.range_begin) != 128);
+	BUILD_BUG_ON(offsetof(struct nvos32_parameters, data.alloc_size.attr2) != 144);
+	BUILD_BUG_ON(offsetof(struct nvos32_parameters, data.alloc_size.numa_node) != 152);
+	BUILD_BUG_ON(offsetof(struct nvos32_parameters, data.free.h_memory) != 44);
+	BUILD_BUG_ON(sizeof(struct nvos32_alloc_size) > 144);
+	BUILD_BUG_ON(sizeof(struct nvos32_alloc_tiled) > 144);
+	BUILD_BUG_ON(sizeof(struct nvos32_alloc_range) > 144);
+	BUILD_BUG_ON(offsetof(struct nvos32_alloc_range, address) != 88);
+	BUILD_BUG_ON(offsetof(struct nvos32_alloc_tiled, size) != 48);
+	BUILD_BUG_ON(sizeof(struct nv_memory_allocation_params) != 128);
+	BUILD_BUG_ON(offsetof(struct nv_memory_allocation_params, attr) != 24);
+	BUILD_BUG_ON(offsetof(struct nv_memory_allocation_params, size) != 64);
+	BUILD_BUG_ON(offsetof(struct nv_memory_allocation_params, tag) != 116);
+	BUILD_BUG_ON(offsetof(struct nv_memory_allocation_params, numa_node) !=
+		     NV_MEMORY_ALLOCATION_PARAMS_SIZE_OLD);
+	BUILD_BUG_ON(sizeof(struct nv0080_alloc_parameters) != 56);
+	BUILD_BUG_ON(sizeof(struct nv2080_alloc_parameters) != 4);
+	BUILD_BUG_ON(sizeof(struct nv_channel_group_allocation_parameters) != 20);
+	BUILD_BUG_ON(sizeof(struct nv_channel_alloc_params) != 368);
+	BUILD_BUG_ON(offsetof(struct nv_channel_alloc_params, h_userd_memory) != 32);
+	BUILD_BUG_ON(offsetof(struct nv_channel_alloc_params, userd_offset) != 64);
+	BUILD_BUG_ON(offsetof(struct nv_channel_alloc_params, engine_type) != 128);
+	BUILD_BUG_ON(offsetof(struct nv_channel_alloc_params, tpc_config_id) !=
+		     NV_CHANNEL_ALLOC_PARAMS_SIZE_OLD);
+	BUILD_BUG_ON(sizeof(struct nv_hopper_usermode_a_params) != 2);
+	BUILD_BUG_ON(sizeof(struct nv_gr_allocation_parameters) != 16);
+	BUILD_BUG_ON(sizeof(struct nv2080_ctrl_fb_get_info_params) != 16);
+	BUILD_BUG_ON(sizeof(struct nv2080_ctrl_fb_info) != 8);
+	BUILD_BUG_ON(sizeof(struct nv2080_ctrl_gpu_get_pids_params) != 3812);
+	BUILD_BUG_ON(sizeof(struct nv2080_ctrl_gpu_pid_info) != 72);
+	BUILD_BUG_ON(sizeof(struct nv2080_ctrl_gpu_get_pid_info_params) != 14408);
+	BUILD_BUG_ON(sizeof(struct nva06c_ctrl_gpfifo_schedule_params) != 3);
+	BUILD_BUG_ON(sizeof(struct nva06c_ctrl_timeslice_params) != 8);
+	BUILD_BUG_ON(sizeof(struct nvc36f_ctrl_get_work_submit_token_params) != 4);
+}
 
 #define NV0000_CTRL_CMD_GPU_GET_PROBED_IDS	0x214
 
