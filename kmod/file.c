@@ -25,6 +25,7 @@
 #include "file.h"
 #include "mem.h"
 #include "nvabi.h"
+#include "sched.h"
 #include "slice.h"
 
 /* The records, by file; RCU readers, writers under xpu_files_lock. */
@@ -75,6 +76,7 @@ int xpu_file_open(struct inode *inode, struct file *file)
 		goto err_put;
 
 	xf->file = file;
+	INIT_LIST_HEAD(&xf->db_link);
 	xf->slice = slice;
 	xf->gpu = gpu;
 	xf->opener = get_pid(task_tgid(current));
@@ -104,6 +106,7 @@ int xpu_file_release(struct inode *inode, struct file *file)
 	hash_del_rcu(&xf->hash);
 	spin_unlock(&xpu_files_lock);
 	if (xf->slice) {
+		xpu_sched_file_release(xf);
 		/* Closing a control file freed its clients: read usage anew. */
 		if (!xf->gpu)
 			xpu_mem_refresh_all(xf->slice);
@@ -142,6 +145,7 @@ void xpu_file_exit(void)
 	hash_for_each_safe(xpu_files, bkt, tmp, xf, hash) {
 		hash_del(&xf->hash);
 		if (xf->slice) {
+			xpu_sched_file_release(xf);
 			atomic_dec(&xf->slice->open_files);
 			xpu_slice_put(xf->slice);
 		}
@@ -268,16 +272,24 @@ long xpu_file_fd_field(struct xpu_file *xf, struct file *file,
 		       unsigned int cmd, unsigned long arg)
 {
 	struct nvos33_with_fd __user *p = (void __user *)arg;
+	u32 status, h_client, h_memory;
 	struct xpu_slice *other;
 	bool driver_file;
+	long ret;
 	int fd;
 
-	if (_IOC_SIZE(cmd) == sizeof(*p)) {
-		if (get_user(fd, &p->fd))
-			return -EFAULT;
-		other = xpu_file_slice_of_fd(fd, &driver_file);
-		if (driver_file && other != xf->slice)
-			return -EPERM;
-	}
-	return xpu_forward(file, cmd, arg);
+	if (_IOC_SIZE(cmd) != sizeof(*p))
+		return xpu_forward(file, cmd, arg);
+	if (get_user(fd, &p->fd))
+		return -EFAULT;
+	other = xpu_file_slice_of_fd(fd, &driver_file);
+	if (driver_file && other != xf->slice)
+		return -EPERM;
+	ret = xpu_forward(file, cmd, arg);
+	/* A usermode region mapped in the slice: its mmap will be gated. */
+	if (!ret && xf->slice && !get_user(status, &p->params.status) &&
+	    status == NV_OK && !get_user(h_client, &p->params.h_client) &&
+	    !get_user(h_memory, &p->params.h_memory))
+		xpu_sched_map_memory(xf, h_client, h_memory, fd);
+	return ret;
 }

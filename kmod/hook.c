@@ -30,6 +30,7 @@
 #include "hook.h"
 #include "mem.h"
 #include "nvabi.h"
+#include "sched.h"
 
 static char *ctl_path = "/dev/nvidiactl";
 module_param(ctl_path, charp, 0444);
@@ -121,6 +122,8 @@ static int xpu_hook_mmap(struct file *file, struct vm_area_struct *vma)
 	int idx = srcu_read_lock(&xpu_hook_srcu);
 	int ret = xpu_drv.mmap(file, vma);
 
+	if (!ret)
+		xpu_sched_mmap(file, vma);
 	srcu_read_unlock(&xpu_hook_srcu, idx);
 	return ret;
 }

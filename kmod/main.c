@@ -12,6 +12,7 @@
 #include "file.h"
 #include "hook.h"
 #include "rmapi.h"
+#include "sched.h"
 #include "slice.h"
 #include "version.h"
 
@@ -25,9 +26,12 @@ static int __init xpu_init(void)
 	ret = xpu_slice_init();
 	if (ret)
 		goto err_rm;
-	ret = xpu_hook_init();
+	ret = xpu_sched_init();
 	if (ret)
 		goto err_slice;
+	ret = xpu_hook_init();
+	if (ret)
+		goto err_sched;
 	/* The admin device comes last: once it exists, user space can call in. */
 	ret = xpu_ctl_init();
 	if (ret)
@@ -39,6 +43,10 @@ static int __init xpu_init(void)
 err_hook:
 	xpu_hook_exit();
 	xpu_file_exit();
+err_sched:
+	xpu_slice_exit();
+	xpu_sched_exit();
+	goto err_rm;
 err_slice:
 	xpu_slice_exit();
 err_rm:
@@ -52,6 +60,7 @@ static void __exit xpu_exit(void)
 	xpu_hook_exit();
 	xpu_file_exit();
 	xpu_slice_exit();
+	xpu_sched_exit();
 	xpu_rm_exit();
 }
 

@@ -29,6 +29,7 @@
 #include "mem.h"
 #include "nvabi.h"
 #include "rmapi.h"
+#include "sched.h"
 #include "slice.h"
 
 static struct xpu_member *xpu_member_find(struct xpu_slice *slice,
@@ -280,6 +281,8 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	if (get_user(h_class, &p21->h_class) ||
 	    get_user(params, &p21->p_alloc_parms))
 		return -EFAULT;
+	if (xpu_sched_tracks_class(h_class))
+		return xpu_sched_rm_alloc(xf, file, cmd, arg, h_class);
 	if (h_class != NV01_MEMORY_LOCAL_USER)
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
 
@@ -360,7 +363,16 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 long xpu_mem_rm_free(struct xpu_file *xf, struct file *file,
 		     unsigned int cmd, unsigned long arg)
 {
-	return xpu_call_refresh(xf, file, cmd, arg);
+	struct nvos00_parameters __user *p = (void __user *)arg;
+	u32 h_client, h_object, status;
+	long ret = xpu_call_refresh(xf, file, cmd, arg);
+
+	if (!ret && xf->slice && _IOC_SIZE(cmd) == sizeof(*p) &&
+	    !get_user(status, &p->status) && status == NV_OK &&
+	    !get_user(h_client, &p->h_root) &&
+	    !get_user(h_object, &p->h_object_old))
+		xpu_sched_rm_free(xf, h_client, h_object);
+	return ret;
 }
 
 long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
@@ -487,8 +499,13 @@ long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 	case NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS:
 	case NV0000_CTRL_CMD_GPU_GET_PROBED_IDS:
 		break;
+	case NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS:
+		return xpu_sched_rm_control(xf, file, cmd, arg);
 	default:
-		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+		ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
+		if (unlikely(READ_ONCE(xf->slice->state) == XPU_GATE_WAIT))
+			xpu_sched_reassert(xf->slice);
+		return ret;
 	}
 
 	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);

@@ -65,6 +65,7 @@
 #define NV_ERR_INVALID_ADDRESS		0x1E
 #define NV_ERR_INVALID_ARGUMENT		0x1F
 #define NV_ERR_INVALID_BASE		0x20
+#define NV_ERR_INVALID_CHANNEL		0x21
 #define NV_ERR_INVALID_CLASS		0x22
 #define NV_ERR_INVALID_CLIENT		0x23
 #define NV_ERR_INVALID_DEVICE		0x26
@@ -106,8 +107,18 @@
 #define NV50_MEMORY_VIRTUAL		0x50A0
 #define MPS_COMPUTE			0x900E
 #define KEPLER_CHANNEL_GROUP_A		0xA06C
+#define VOLTA_USERMODE_A		0xC361
+#define TURING_USERMODE_A		0xC461
+#define AMPERE_USERMODE_A		0xC561
 #define HOPPER_USERMODE_A		0xC661
+#define BLACKWELL_USERMODE_A		0xC761
+#define VOLTA_CHANNEL_GPFIFO_A		0xC36F
+#define TURING_CHANNEL_GPFIFO_A		0xC46F
+#define AMPERE_CHANNEL_GPFIFO_A		0xC56F
+#define AMPERE_CHANNEL_GPFIFO_B		0xC76F
 #define HOPPER_CHANNEL_GPFIFO_A		0xC86F
+#define BLACKWELL_CHANNEL_GPFIFO_A	0xC96F
+#define BLACKWELL_CHANNEL_GPFIFO_B	0xCA6F
 #define HOPPER_COMPUTE_A		0xCBC0
 
 /* nvlimits.h, resserv.h, rs_client.h */
@@ -716,6 +727,26 @@ struct nva06c_ctrl_timeslice_params {
 	u64 timeslice_us;
 };
 
+/*
+ * ctrl/ctrl2080/ctrl2080fifo.h: disable (and preempt) or enable the listed
+ * channels of any clients; RMCTRL_FLAGS_NON_PRIVILEGED.  A non-NULL
+ * pRunlistPreemptEvent is for kernel clients only.
+ */
+#define NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS		0x2080110B
+#define NV2080_CTRL_FIFO_DISABLE_CHANNELS_MAX_ENTRIES	64
+
+struct nv2080_ctrl_fifo_disable_channels_params {
+	u8 b_disable;
+	u8 pad0[3];
+	u32 num_channels;
+	u8 b_only_disable_scheduling;
+	u8 b_rewind_gp_put;
+	u8 pad1[6];
+	u64 p_runlist_preempt_event;
+	u32 h_client_list[NV2080_CTRL_FIFO_DISABLE_CHANNELS_MAX_ENTRIES];
+	u32 h_channel_list[NV2080_CTRL_FIFO_DISABLE_CHANNELS_MAX_ENTRIES];
+};
+
 /* ctrl/ctrlc36f.h */
 #define NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN 0xC36F0108
 
@@ -809,6 +840,10 @@ struct nv0000_ctrl_gpu_get_attached_ids_params {
 static inline void nvabi_build_checks(void)
 {
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_xfer) != 16);
+	BUILD_BUG_ON(sizeof(struct nv2080_ctrl_fifo_disable_channels_params) != 536);
+	BUILD_BUG_ON(offsetof(struct nv2080_ctrl_fifo_disable_channels_params, p_runlist_preempt_event) != 16);
+	BUILD_BUG_ON(offsetof(struct nv2080_ctrl_fifo_disable_channels_params, h_client_list) != 24);
+	BUILD_BUG_ON(offsetof(struct nv2080_ctrl_fifo_disable_channels_params, h_channel_list) != 280);
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_card_info) != 72);
 	BUILD_BUG_ON(offsetof(struct nv_ioctl_card_info, gpu_id) != 16);
 	BUILD_BUG_ON(offsetof(struct nv_ioctl_card_info, fb_size) != 48);

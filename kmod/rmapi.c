@@ -74,18 +74,24 @@ static u32 xpu_rm_alloc_locked(u32 h_parent, u32 *h_new, u32 h_class,
 	return status;
 }
 
-static u32 xpu_rm_control_locked(u32 h_object, u32 cmd, void *params, u32 size)
+static u32 xpu_rm_control_as(u32 h_client, u32 h_object, u32 cmd,
+			     void *params, u32 size)
 {
 	struct nvos54_parameters *c = &xpu_rm_ops->params.control;
 
 	memset(xpu_rm_ops, 0, sizeof(*xpu_rm_ops));
 	xpu_rm_ops->op = NV04_CONTROL;
-	c->h_client = xpu_rm_client;
+	c->h_client = h_client;
 	c->h_object = h_object;
 	c->cmd = cmd;
 	c->params = (u64)(uintptr_t)params;
 	c->params_size = size;
 	return xpu_rm_call();
+}
+
+static u32 xpu_rm_control_locked(u32 h_object, u32 cmd, void *params, u32 size)
+{
+	return xpu_rm_control_as(xpu_rm_client, h_object, cmd, params, size);
 }
 
 int xpu_rm_free(u32 h_client, u32 h_parent, u32 h_object)
@@ -135,6 +141,52 @@ int xpu_rm_pid_usage(struct xpu_gpu *gpu, pid_t pid, u64 *bytes)
 	}
 	mutex_unlock(&xpu_rm_lock);
 	return ret;
+}
+
+/*
+ * NV2080 FIFO_DISABLE_CHANNELS through xpu's own subdevice of GPU, naming the
+ * channels of other clients: how UVM stops channels too (nv_gpu_ops.c).
+ * N is at most NV2080_CTRL_FIFO_DISABLE_CHANNELS_MAX_ENTRIES.  Returns RM's
+ * status; pairs RM cannot find are skipped by RM and reported in it.
+ */
+u32 xpu_rm_disable_channels(struct xpu_gpu *gpu, bool disable,
+			    const u32 *clients, const u32 *channels, u32 n)
+{
+	struct nv2080_ctrl_fifo_disable_channels_params *p;
+	u32 status;
+
+	if (!xpu_rm_have)
+		return NV_ERR_INVALID_STATE;
+	p = kzalloc(sizeof(*p), GFP_KERNEL);
+	if (!p)
+		return NV_ERR_NO_MEMORY;
+	p->b_disable = disable;
+	p->num_channels = n;
+	memcpy(p->h_client_list, clients, n * sizeof(u32));
+	memcpy(p->h_channel_list, channels, n * sizeof(u32));
+	mutex_lock(&xpu_rm_lock);
+	status = xpu_rm_control_locked(gpu->h_subdevice,
+				       NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS,
+				       p, sizeof(*p));
+	mutex_unlock(&xpu_rm_lock);
+	kfree(p);
+	return status;
+}
+
+/* Whether H_OBJECT of client H_CLIENT is a channel RM knows: its token. */
+bool xpu_rm_is_channel(u32 h_client, u32 h_object)
+{
+	struct nvc36f_ctrl_get_work_submit_token_params tok = { 0 };
+	u32 status;
+
+	if (!xpu_rm_have)
+		return false;
+	mutex_lock(&xpu_rm_lock);
+	status = xpu_rm_control_as(h_client, h_object,
+				   NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN,
+				   &tok, sizeof(tok));
+	mutex_unlock(&xpu_rm_lock);
+	return status == NV_OK;
 }
 
 void xpu_rm_driver_version(u32 *major, u32 *minor, u32 *patch)

@@ -21,6 +21,7 @@
 #include "mem.h"
 #include "nvabi.h"
 #include "rmapi.h"
+#include "sched.h"
 #include "slice.h"
 
 DEFINE_MUTEX(xpu_lock);
@@ -135,6 +136,7 @@ static void xpu_slice_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 	out->weight = READ_ONCE(slice->weight);
 	out->priority = READ_ONCE(slice->priority);
 	xpu_mem_fill(slice, out);
+	xpu_sched_fill(slice, out);
 	out->open_files = atomic_read(&slice->open_files);
 }
 
@@ -191,6 +193,7 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 	gpu->nr_slices++;
 	xpu_nr_slices++;
 	list_add_tail(&slice->link, &xpu_slices);
+	xpu_sched_slice_add(slice);
 	xpu_slice_fill(slice, arg);
 	mutex_unlock(&xpu_lock);
 	pr_info("slice %u '%s' created on GPU %u: %llu bytes, share %u/1000\n",
@@ -265,6 +268,9 @@ int xpu_slice_ioc_set(struct xpu_slice_info *arg)
 		WRITE_ONCE(slice->weight, arg->weight);
 	if (flags & XPU_SLICE_SET_PRIORITY)
 		WRITE_ONCE(slice->priority, arg->priority);
+	if (flags & (XPU_SLICE_SET_SHARE | XPU_SLICE_SET_WEIGHT |
+		     XPU_SLICE_SET_PRIORITY))
+		xpu_sched_kick(gpu);	/* within one period */
 	xpu_slice_fill(slice, arg);
 	ret = 0;
 out:
@@ -321,6 +327,8 @@ static void xpu_slice_unlink(struct xpu_slice *slice)
 
 	lockdep_assert_held(&xpu_lock);
 	xpu_slice_unbind_all(slice);
+	WRITE_ONCE(slice->dead, true);
+	xpu_sched_slice_remove(slice);
 	idr_remove(&xpu_slice_ids, slice->id);
 	list_del(&slice->link);
 	gpu->memory_sliced -= slice->memory_limit;
@@ -579,9 +587,11 @@ int xpu_gpu_ioc_set(const struct xpu_gpu_set *arg)
 		if (arg->flags & XPU_GPU_SET_MODE)
 			gpu->mode = arg->mode;
 		if (arg->flags & XPU_GPU_SET_POLICY)
-			gpu->policy = arg->policy;
+			WRITE_ONCE(gpu->policy, arg->policy);
 		if (arg->flags & XPU_GPU_SET_PERIOD)
-			gpu->period_us = arg->period_us;
+			WRITE_ONCE(gpu->period_us, arg->period_us);
+		if (arg->flags & (XPU_GPU_SET_POLICY | XPU_GPU_SET_PERIOD))
+			xpu_sched_kick(gpu);
 		ret = 0;
 	}
 	mutex_unlock(&xpu_lock);

@@ -10,6 +10,7 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/types.h>
+#include <linux/wait.h>
 #include <uapi/xpu.h>
 
 #define XPU_MAX_GPUS	32
@@ -31,6 +32,7 @@ struct xpu_gpu {
 	u32 nr_slices;
 	u64 memory_sliced;
 	u32 share_sliced;
+	struct xpu_sched *sched;	/* compute: sched.c */
 	/* serialises the per-process usage query and its buffer */
 	struct mutex query_lock;
 	void *query_buf;
@@ -67,6 +69,28 @@ struct xpu_slice {
 	u64 denied, killed;
 
 	atomic_t open_files;
+
+	/*
+	 * Compute (sched.c).  The lists are under the GPU's sched->list_lock;
+	 * state and the time counters under sched->lock; allowed and idle are
+	 * read locklessly by the doorbell fault.
+	 */
+	struct list_head sched_link;	/* in gpu->sched->slices */
+	struct list_head chans;		/* struct xpu_chan: channels to gate */
+	struct list_head uobjs;		/* struct xpu_uobj: usermode objects */
+	struct list_head dbfiles;	/* xpu_file with doorbell mappings */
+	u32 nr_chans;
+	wait_queue_head_t gate_wq;	/* doorbell writers waiting to run */
+	int state;			/* XPU_GATE_* */
+	bool allowed;			/* doorbell writes may go through */
+	bool idle;			/* ...and are news: wake the scheduler */
+	atomic_t waiters;
+	atomic64_t gate_faults;
+	u64 last_active;		/* ktime ns of the last doorbell fault */
+	s64 turn_ns, carry_ns;		/* this period's turn; what it owes */
+	u64 run_ns, gated_ns, runnable_ns;
+	u64 win_start, win_run;		/* for share_obtained */
+	u32 share_obtained;
 };
 
 /* The record xpu keeps for a driver file it saw opened. */
@@ -77,6 +101,8 @@ struct xpu_file {
 	struct xpu_slice *slice;	/* counted; NULL: unsliced */
 	struct xpu_gpu *gpu;		/* NULL for the control node */
 	struct pid *opener;		/* the thread group that opened it */
+	bool doorbell;			/* its mapping context is a usermode region */
+	struct list_head db_link;	/* in slice->dbfiles once mapped */
 };
 
 /* Protects the slice list, node and cgroup bindings, GPU settings. */

@@ -25,6 +25,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 sys.path.insert(0, os.path.join(TOP, "xpud"))
 
+import compute_bench  # noqa: E402
 from nvclient import abi, client  # noqa: E402
 from xpu import ctl as xpu_ctl, uapi  # noqa: E402
 
@@ -88,6 +89,7 @@ def main():
             os.unlink(n)
     os.rmdir(nodedir)
     med = statistics.median
+    figures = compute_bench.run()
     print(json.dumps({
         "ioctl_overhead_ratio": round(med(sl_ctrl) / med(base_ctrl), 3),
         "alloc_overhead_ratio": round(med(sl_alloc) / med(base_alloc), 3),
@@ -97,6 +99,7 @@ def main():
         "alloc_free_us": {"without_xpu": round(med(base_alloc) * 1e6, 1),
                           "in_slice": round(med(sl_alloc) * 1e6, 1)},
         "note": "software emulation; ratios of medians over alternating rounds",
+        **figures,
     }, indent=2))
 
 

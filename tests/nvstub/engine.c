@@ -212,6 +212,50 @@ void nvstub_chan_destroy(struct nvstub_chan *chan)
 	nvstub_chan_put(chan);
 }
 
+/*
+ * NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS on a subdevice: disable (and preempt:
+ * the engine leaves the channel at its next poll) or enable the listed
+ * channels, which may belong to any client.  As in
+ * subdeviceCtrlCmdFifoDisableChannels* (kernel_fifo_ctrl.c): more than 64
+ * entries is NV_ERR_INVALID_ARGUMENT; a runlist preempt event only for kernel
+ * clients; a pair whose client (NV_ERR_INVALID_CLIENT) or channel
+ * (NV_ERR_INVALID_CHANNEL) is not found is skipped, the others are still
+ * acted on, and the last such error is the status.  bRewindGpPut is not
+ * simulated.  Called under nvstub_rm_lock.
+ */
+u32 nvstub_fifo_disable_channels(struct nvstub_call *call,
+				 struct nvstub_object *obj, void *params)
+{
+	struct nv2080_ctrl_fifo_disable_channels_params *p = params;
+	struct nvstub_gpu *gpu = obj->gpu;
+	struct nvstub_object *ch;
+	struct nvstub_client *c;
+	u32 i, status = NV_OK;
+
+	if (p->num_channels > NV2080_CTRL_FIFO_DISABLE_CHANNELS_MAX_ENTRIES)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (p->p_runlist_preempt_event && !call->kernel)
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	for (i = 0; i < p->num_channels; i++) {
+		c = xa_load(&nvstub_clients, p->h_client_list[i]);
+		if (!c) {
+			status = NV_ERR_INVALID_CLIENT;
+			continue;
+		}
+		ch = nvstub_object_find(c, p->h_channel_list[i]);
+		if (!ch || ch->hclass != HOPPER_CHANNEL_GPFIFO_A || ch->gpu != gpu) {
+			status = NV_ERR_INVALID_CHANNEL;
+			continue;
+		}
+		spin_lock(&gpu->eng_lock);
+		ch->chan->disabled = p->b_disable;
+		spin_unlock(&gpu->eng_lock);
+	}
+	if (!p->b_disable)
+		wake_up_process(gpu->thread);
+	return status;
+}
+
 /* --- doorbells */
 
 static void nvstub_doorbell_release(struct kref *ref)
@@ -297,8 +341,8 @@ static bool nvstub_chan_runnable(struct nvstub_chan *chan)
 {
 	u32 put;
 
-	return !chan->dead && chan->rung && chan->tsg->scheduled &&
-	       nvstub_chan_has_work(chan, &put);
+	return !chan->dead && !chan->disabled && chan->rung &&
+	       chan->tsg->scheduled && nvstub_chan_has_work(chan, &put);
 }
 
 /* The next runnable channel after the cursor, with a reference; or NULL. */
@@ -355,9 +399,9 @@ static void nvstub_run_slice(struct nvstub_gpu *gpu, struct nvstub_chan *chan,
 
 	while (used < slice_ns && done < chan->entries && !kthread_should_stop()) {
 		spin_lock(&gpu->eng_lock);
-		if (chan->dead || !chan->tsg->scheduled) {
+		if (chan->dead || chan->disabled || !chan->tsg->scheduled) {
 			spin_unlock(&gpu->eng_lock);
-			break;
+			break;		/* preempted: the item resumes later */
 		}
 		if (!nvstub_chan_has_work(chan, &put)) {
 			if (put < chan->entries)

@@ -231,6 +231,7 @@ struct nvstub_chan {
 	struct list_head node;
 	bool dead;
 	bool rung;			/* a doorbell named it; cleared when idle */
+	bool disabled;			/* NV2080 FIFO_DISABLE_CHANNELS */
 	bool item_loaded;
 	u32 gpget;
 	u64 item_left_ns;
@@ -349,6 +350,8 @@ u32 nvstub_chan_create(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg,
 		       u32 entries, struct nvstub_chan **out);
 void nvstub_chan_destroy(struct nvstub_chan *chan);
 struct nvstub_doorbell *nvstub_doorbell_create(struct nvstub_gpu *gpu);
+u32 nvstub_fifo_disable_channels(struct nvstub_call *call,
+				 struct nvstub_object *obj, void *params);
 void nvstub_doorbell_unlist(struct nvstub_doorbell *db);
 int nvstub_engine_start(struct nvstub_gpu *gpu);
 void nvstub_engine_stop(struct nvstub_gpu *gpu);

@@ -167,6 +167,12 @@ int main(void)
 	FIELD(xpu_slice_info, killed);
 	FIELD(xpu_slice_info, open_files);
 	FIELD(xpu_slice_info, processes);
+	FIELD(xpu_slice_info, run_ns);
+	FIELD(xpu_slice_info, gated_ns);
+	FIELD(xpu_slice_info, runnable_ns);
+	FIELD(xpu_slice_info, gate_faults);
+	FIELD(xpu_slice_info, share_obtained);
+	FIELD(xpu_slice_info, channels);
 	FIELD(xpu_slice_info, reserved);
 	struct_end();
 

@@ -139,6 +139,12 @@ class SliceInfo:
     killed: int = 0
     open_files: int = 0
     processes: int = 0
+    run_ns: int = 0            # compute: time the slice held its GPU
+    gated_ns: int = 0          # time it wanted the GPU and was held back
+    runnable_ns: int = 0       # time it wanted the GPU
+    gate_faults: int = 0       # doorbell writes that had to wait
+    share_obtained: int = 0    # per mille of the GPU over the last second
+    channels: int = 0          # GPU channels of the slice's clients
 
     @classmethod
     def from_struct(cls, s: uapi.XpuSliceInfo) -> SliceInfo:
@@ -148,7 +154,10 @@ class SliceInfo:
                    priority=s.priority, memory_used=s.memory_used,
                    memory_peak=s.memory_peak, denied_allocs=s.denied_allocs,
                    killed=s.killed, open_files=s.open_files,
-                   processes=s.processes)
+                   processes=s.processes, run_ns=s.run_ns,
+                   gated_ns=s.gated_ns, runnable_ns=s.runnable_ns,
+                   gate_faults=s.gate_faults,
+                   share_obtained=s.share_obtained, channels=s.channels)
 
 
 # -- building arguments (pure) ------------------------------------------------

@@ -164,7 +164,13 @@ class XpuSliceInfo(ctypes.Structure):
         ("killed", _u64),
         ("open_files", _u32),
         ("processes", _u32),
-        ("reserved", _u64 * 8),
+        ("run_ns", _u64),
+        ("gated_ns", _u64),
+        ("runnable_ns", _u64),
+        ("gate_faults", _u64),
+        ("share_obtained", _u32),
+        ("channels", _u32),
+        ("reserved", _u64 * 3),
     ]
 
 

@@ -211,7 +211,14 @@ struct xpu_slice_info {
 	__u64	killed;		/* processes killed for cheating the limit */
 	__u32	open_files;	/* driver files open in the slice */
 	__u32	processes;	/* processes that used the slice's files */
-	__u64	reserved[8];
+	/* Compute (docs/compute.md): filled in like the usage above. */
+	__u64	run_ns;		/* time the slice held its GPU */
+	__u64	gated_ns;	/* time it wanted the GPU and was held back */
+	__u64	runnable_ns;	/* time it wanted the GPU */
+	__u64	gate_faults;	/* doorbell writes that had to wait */
+	__u32	share_obtained;	/* run time over the last second, per mille */
+	__u32	channels;	/* GPU channels the slice's clients own */
+	__u64	reserved[3];
 };
 
 #define XPU_SLICE_CREATE_FLAGS_ALL	0

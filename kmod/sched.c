@@ -1,0 +1,881 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Compute isolation: doorbell gating and a per-GPU scheduler
+ * (docs/compute.md).
+ *
+ * Two levers, both held by a slice that must wait:
+ *  - the doorbell: xpu learns the usermode objects a slice's clients allocate
+ *    (RM_ALLOC), the file RM_MAP_MEMORY gives their mapping context to, and
+ *    wraps the VMA that mmap of that file makes.  To gate, it zaps the
+ *    file's PTEs (each driver file has its own address_space); the next
+ *    doorbell write faults, and the fault sleeps until the slice may run,
+ *    then defers to the driver's fault, which inserts the page again.
+ *  - the channels: work already queued would run on (a channel whose ring is
+ *    never empty needs no new doorbell), so xpu also disables the slice's
+ *    channels through RM (NV2080 FIFO_DISABLE_CHANNELS on its own subdevice,
+ *    as UVM does) and enables them again for the slice's turn.
+ *
+ * One kernel thread per GPU runs periods of turns.  fixed: each slice with
+ * channels gets share x period, the rest of the period nobody runs.  weighted:
+ * the slices that want the GPU share the period by share, and what the shares
+ * leave by weight; a slice that does not want it keeps its channels enabled
+ * (its queued work drains) with its doorbell zapped, so that its next
+ * submission is noticed.  priority: as weighted among the wanting slices of
+ * the highest class present; lower classes wait.  native: nothing is gated.
+ * A turn that ran long or short is made up in the next period.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/kthread.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/version.h>
+#include <linux/wait.h>
+
+#include "file.h"
+#include "nvabi.h"
+#include "rmapi.h"
+#include "sched.h"
+
+/* A slice wants the GPU while it has writers waiting or wrote lately. */
+#define XPU_DEMAND_PERIODS	4
+#define XPU_SHARE_WINDOW_NS	NSEC_PER_SEC
+#define XPU_MAX_FILES_PER_ZAP	64
+
+/* An RM object of a slice's client: a channel, or a usermode object. */
+struct xpu_rec {
+	struct list_head link;		/* in slice->chans or slice->uobjs */
+	u32 h_client, h_object;
+	struct file *ctl;		/* the control file it was made through */
+};
+
+struct xpu_sched {
+	struct xpu_gpu *gpu;
+	struct task_struct *thread;
+	wait_queue_head_t wq;
+	bool kicked;
+	struct mutex lock;		/* state changes; the slices list */
+	spinlock_t list_lock;		/* the slices' chans, uobjs, dbfiles */
+	struct list_head slices;
+	u64 period_start;
+};
+
+static struct xpu_sched *xpu_scheds[XPU_MAX_GPUS];
+
+/* The driver's VMA operations, and xpu's copy with the fault wrapped. */
+static DEFINE_SPINLOCK(xpu_vm_ops_lock);
+static const struct vm_operations_struct *xpu_drv_vm_ops;
+static struct vm_operations_struct xpu_vm_ops;
+
+bool xpu_sched_tracks_class(u32 h_class)
+{
+	switch (h_class) {
+	case VOLTA_USERMODE_A:
+	case TURING_USERMODE_A:
+	case AMPERE_USERMODE_A:
+	case HOPPER_USERMODE_A:
+	case BLACKWELL_USERMODE_A:
+	case VOLTA_CHANNEL_GPFIFO_A:
+	case TURING_CHANNEL_GPFIFO_A:
+	case AMPERE_CHANNEL_GPFIFO_A:
+	case AMPERE_CHANNEL_GPFIFO_B:
+	case HOPPER_CHANNEL_GPFIFO_A:
+	case BLACKWELL_CHANNEL_GPFIFO_A:
+	case BLACKWELL_CHANNEL_GPFIFO_B:
+		return true;
+	}
+	return false;
+}
+
+static bool xpu_is_usermode_class(u32 h_class)
+{
+	return (h_class & 0xFF) == 0x61;
+}
+
+void xpu_sched_kick(struct xpu_gpu *gpu)
+{
+	struct xpu_sched *s = gpu->sched;
+
+	if (!s)
+		return;
+	WRITE_ONCE(s->kicked, true);
+	wake_up(&s->wq);
+}
+
+/* --- the two levers */
+
+/* Forget the channels of SLICE that RM no longer has (freed with a parent). */
+static void xpu_forget_stale(struct xpu_sched *s, struct xpu_slice *slice)
+{
+	struct xpu_rec *c, *tmp;
+	u32 *pairs, n = 0, i;
+
+	spin_lock(&s->list_lock);
+	pairs = kmalloc_array(2 * (slice->nr_chans + 1), sizeof(u32), GFP_ATOMIC);
+	if (pairs)
+		list_for_each_entry(c, &slice->chans, link) {
+			pairs[2 * n] = c->h_client;
+			pairs[2 * n + 1] = c->h_object;
+			n++;
+		}
+	spin_unlock(&s->list_lock);
+	for (i = 0; i < n; i++) {
+		if (xpu_rm_is_channel(pairs[2 * i], pairs[2 * i + 1]))
+			continue;
+		spin_lock(&s->list_lock);
+		list_for_each_entry_safe(c, tmp, &slice->chans, link) {
+			if (c->h_client == pairs[2 * i] &&
+			    c->h_object == pairs[2 * i + 1]) {
+				list_del(&c->link);
+				slice->nr_chans--;
+				kfree(c);
+			}
+		}
+		spin_unlock(&s->list_lock);
+	}
+	kfree(pairs);
+}
+
+/* Enable or disable every channel of SLICE, 64 to an RM call. */
+static void xpu_gate_channels(struct xpu_sched *s, struct xpu_slice *slice,
+			      bool disable)
+{
+	u32 clients[NV2080_CTRL_FIFO_DISABLE_CHANNELS_MAX_ENTRIES];
+	u32 chans[NV2080_CTRL_FIFO_DISABLE_CHANNELS_MAX_ENTRIES];
+	struct xpu_rec *c;
+	bool stale = false;
+	u32 n, done = 0, i;
+
+	lockdep_assert_held(&s->lock);
+	for (;;) {
+		n = 0;
+		i = 0;
+		spin_lock(&s->list_lock);
+		list_for_each_entry(c, &slice->chans, link) {
+			if (i++ < done)
+				continue;
+			clients[n] = c->h_client;
+			chans[n] = c->h_object;
+			if (++n == ARRAY_SIZE(chans))
+				break;
+		}
+		spin_unlock(&s->list_lock);
+		if (!n)
+			break;
+		if (xpu_rm_disable_channels(s->gpu, disable, clients, chans, n))
+			stale = true;
+		done += n;
+	}
+	if (stale)
+		xpu_forget_stale(s, slice);
+}
+
+/* Zap the doorbell PTEs of every file of SLICE, in every process. */
+static void xpu_gate_zap(struct xpu_sched *s, struct xpu_slice *slice)
+{
+	struct file *files[XPU_MAX_FILES_PER_ZAP];
+	struct xpu_file *xf;
+	unsigned int n = 0, i;
+
+	spin_lock(&s->list_lock);
+	list_for_each_entry(xf, &slice->dbfiles, db_link) {
+		/* a file on its way to release has no count left: skip it */
+		if (!atomic_long_inc_not_zero(&xf->file->f_count))
+			continue;
+		files[n] = xf->file;
+		if (++n == ARRAY_SIZE(files))
+			break;
+	}
+	spin_unlock(&s->list_lock);
+	for (i = 0; i < n; i++) {
+		unmap_mapping_range(files[i]->f_mapping, 0, 0, 1);
+		fput(files[i]);
+	}
+}
+
+static void xpu_gate_set(struct xpu_sched *s, struct xpu_slice *slice,
+			 int state)
+{
+	int old = slice->state;
+
+	lockdep_assert_held(&s->lock);
+	if (old == state)
+		return;
+	switch (state) {
+	case XPU_GATE_RUN:
+		if (old == XPU_GATE_WAIT)
+			xpu_gate_channels(s, slice, false);
+		WRITE_ONCE(slice->idle, false);
+		WRITE_ONCE(slice->allowed, true);
+		wake_up_all(&slice->gate_wq);
+		break;
+	case XPU_GATE_WAIT:
+		WRITE_ONCE(slice->allowed, false);
+		WRITE_ONCE(slice->idle, false);
+		xpu_gate_channels(s, slice, true);
+		if (old == XPU_GATE_RUN)
+			xpu_gate_zap(s, slice);
+		break;
+	case XPU_GATE_IDLE:
+		if (old == XPU_GATE_WAIT)
+			xpu_gate_channels(s, slice, false);
+		WRITE_ONCE(slice->idle, true);
+		WRITE_ONCE(slice->allowed, true);
+		if (old == XPU_GATE_RUN)
+			xpu_gate_zap(s, slice);
+		wake_up_all(&slice->gate_wq);
+		break;
+	}
+	slice->state = state;
+}
+
+/* --- the doorbell fault */
+
+static void xpu_release_fault_lock(struct vm_fault *vmf)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 5, 0)
+	release_fault_lock(vmf);
+#else
+	mmap_read_unlock(vmf->vma->vm_mm);
+#endif
+}
+
+static bool xpu_gate_open(struct xpu_slice *slice)
+{
+	return READ_ONCE(slice->allowed) || READ_ONCE(slice->dead);
+}
+
+static vm_fault_t xpu_gate_fault(struct vm_fault *vmf)
+{
+	struct xpu_file *xf = xpu_file_lookup(vmf->vma->vm_file);
+	struct xpu_slice *slice = xf ? xf->slice : NULL;
+	int ret;
+
+	if (!slice)
+		return xpu_drv_vm_ops->fault(vmf);
+	/*
+	 * Only user code rings doorbells.  A fault taken by the kernel copying
+	 * ioctl parameters a hostile caller placed in this page may hold
+	 * driver locks the scheduler needs: it never waits (the channels are
+	 * held back anyway).
+	 */
+	if (!(vmf->flags & FAULT_FLAG_USER))
+		return xpu_drv_vm_ops->fault(vmf);
+	WRITE_ONCE(slice->last_active, ktime_get_ns());
+	if (xpu_gate_open(slice)) {
+		if (READ_ONCE(slice->idle))
+			xpu_sched_kick(slice->gpu);	/* news: it wants the GPU */
+		return xpu_drv_vm_ops->fault(vmf);
+	}
+
+	/* Wait for the slice's turn; a kill ends the wait. */
+	xpu_slice_get(slice);
+	atomic_inc(&slice->waiters);
+	atomic64_inc(&slice->gate_faults);
+	if ((vmf->flags & FAULT_FLAG_ALLOW_RETRY) &&
+	    !(vmf->flags & FAULT_FLAG_RETRY_NOWAIT)) {
+		/* Do not hold the mm while asleep: wait, then have it retried. */
+		xpu_release_fault_lock(vmf);
+		wait_event_killable(slice->gate_wq, xpu_gate_open(slice));
+		atomic_dec(&slice->waiters);
+		xpu_slice_put(slice);
+		return VM_FAULT_RETRY;
+	}
+	ret = wait_event_killable(slice->gate_wq, xpu_gate_open(slice));
+	atomic_dec(&slice->waiters);
+	xpu_slice_put(slice);
+	if (ret)
+		return VM_FAULT_SIGBUS;
+	return xpu_drv_vm_ops->fault(vmf);
+}
+
+/* A wrapped VMA holds the module: its operations are xpu's code. */
+static void xpu_gate_vma_open(struct vm_area_struct *vma)
+{
+	__module_get(THIS_MODULE);
+	if (xpu_drv_vm_ops->open)
+		xpu_drv_vm_ops->open(vma);
+}
+
+static void xpu_gate_vma_close(struct vm_area_struct *vma)
+{
+	if (xpu_drv_vm_ops->close)
+		xpu_drv_vm_ops->close(vma);
+	/* unload waits for RCU tasks, so returning from here is safe */
+	module_put(THIS_MODULE);
+}
+
+/* After the driver's mmap of FILE made VMA: wrap it if it is a doorbell. */
+void xpu_sched_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct xpu_file *xf = xpu_file_lookup(file);
+	struct xpu_slice *slice;
+	struct xpu_sched *s;
+	bool ok = true;
+
+	if (!xf || !xf->slice || !READ_ONCE(xf->doorbell) || !vma->vm_ops)
+		return;
+	slice = xf->slice;
+	s = slice->gpu->sched;
+
+	spin_lock(&xpu_vm_ops_lock);
+	if (!xpu_drv_vm_ops && vma->vm_ops->fault) {
+		xpu_vm_ops = *vma->vm_ops;
+		xpu_vm_ops.fault = xpu_gate_fault;
+		xpu_vm_ops.open = xpu_gate_vma_open;
+		xpu_vm_ops.close = xpu_gate_vma_close;
+		xpu_drv_vm_ops = vma->vm_ops;
+	}
+	if (vma->vm_ops != xpu_drv_vm_ops)
+		ok = false;
+	spin_unlock(&xpu_vm_ops_lock);
+	if (!ok) {
+		pr_warn_once("a doorbell mapping with unexpected VMA operations (%ps): not gated\n",
+			     vma->vm_ops);
+		return;
+	}
+
+	__module_get(THIS_MODULE);
+	vma->vm_ops = &xpu_vm_ops;
+	spin_lock(&s->list_lock);
+	if (list_empty(&xf->db_link))
+		list_add_tail(&xf->db_link, &slice->dbfiles);
+	spin_unlock(&s->list_lock);
+	/* The driver mapped the page already; not yet in i_mmap, so zap here. */
+	if (!READ_ONCE(slice->allowed) || READ_ONCE(slice->idle))
+		zap_vma_ptes(vma, vma->vm_start, vma->vm_end - vma->vm_start);
+}
+
+/* --- what the slice's clients allocate */
+
+static int xpu_put_status(u32 __user *status, u32 value)
+{
+	return put_user(value, status) ? -EFAULT : 0;
+}
+
+/*
+ * RM_ALLOC of a channel or usermode class by a sliced file.  After RM made
+ * it, xpu reads back the handle and, for a channel, asks RM whether it is one
+ * (a thread may rewrite the handle in user memory meanwhile): a handle that
+ * is no channel, or one already known, means the caller cheats and is killed.
+ */
+long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
+			unsigned int cmd, unsigned long arg, u32 h_class)
+{
+	struct nvos21_parameters __user *p21 = (void __user *)arg;
+	struct nvos64_parameters __user *p64 = (void __user *)arg;
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_sched *s = slice->gpu->sched;
+	u32 h_client, h_object, status;
+	struct xpu_rec *r, *other;
+	u32 __user *ustatus;
+	bool cheat = false;
+	long ret;
+
+	ustatus = _IOC_SIZE(cmd) == sizeof(*p21) ? &p21->status : &p64->status;
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return -ENOMEM;
+	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
+	if (ret || get_user(status, ustatus) || status != NV_OK ||
+	    get_user(h_client, &p21->h_root) ||
+	    get_user(h_object, &p21->h_object_new))
+		goto out_free;
+	r->h_client = h_client;
+	r->h_object = h_object;
+	r->ctl = file;
+
+	if (xpu_is_usermode_class(h_class)) {
+		spin_lock(&s->list_lock);
+		list_add_tail(&r->link, &slice->uobjs);
+		spin_unlock(&s->list_lock);
+		return 0;
+	}
+
+	cheat = !xpu_rm_is_channel(h_client, h_object);
+	mutex_lock(&s->lock);
+	spin_lock(&s->list_lock);
+	list_for_each_entry(other, &slice->chans, link)
+		if (other->h_client == h_client && other->h_object == h_object)
+			cheat = true;
+	if (!cheat) {
+		list_add_tail(&r->link, &slice->chans);
+		slice->nr_chans++;
+	}
+	spin_unlock(&s->list_lock);
+	if (!cheat && slice->state == XPU_GATE_WAIT)
+		xpu_rm_disable_channels(slice->gpu, true, &h_client, &h_object, 1);
+	mutex_unlock(&s->lock);
+	if (!cheat)
+		return 0;
+	pr_warn("slice %u: pid %d rewrote the handle of a channel it allocated; killed\n",
+		slice->id, task_tgid_nr(current));
+	send_sig(SIGKILL, current, 1);
+	ret = xpu_put_status(ustatus, NV_ERR_INVALID_OBJECT_HANDLE);
+out_free:
+	kfree(r);
+	return ret;
+}
+
+/* After an RM_FREE that succeeded: forget what went with it. */
+void xpu_sched_rm_free(struct xpu_file *xf, u32 h_client, u32 h_object)
+{
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_sched *s = slice->gpu->sched;
+	struct xpu_rec *c, *ctmp;
+	struct xpu_rec *u, *utmp;
+
+	spin_lock(&s->list_lock);
+	list_for_each_entry_safe(c, ctmp, &slice->chans, link) {
+		if (c->h_client == h_client &&
+		    (h_object == h_client || c->h_object == h_object)) {
+			list_del(&c->link);
+			slice->nr_chans--;
+			kfree(c);
+		}
+	}
+	list_for_each_entry_safe(u, utmp, &slice->uobjs, link) {
+		if (u->h_client == h_client &&
+		    (h_object == h_client || u->h_object == h_object)) {
+			list_del(&u->link);
+			kfree(u);
+		}
+	}
+	spin_unlock(&s->list_lock);
+}
+
+/* After an RM_MAP_MEMORY that succeeded: a usermode object marks the file. */
+void xpu_sched_map_memory(struct xpu_file *xf, u32 h_client, u32 h_memory,
+			  int fd)
+{
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_sched *s = slice->gpu->sched;
+	struct xpu_file *target;
+	struct xpu_rec *u;
+	bool found = false;
+	struct file *f;
+
+	spin_lock(&s->list_lock);
+	list_for_each_entry(u, &slice->uobjs, link)
+		if (u->h_client == h_client && u->h_object == h_memory)
+			found = true;
+	spin_unlock(&s->list_lock);
+	if (!found)
+		return;
+	f = fget(fd);
+	if (!f)
+		return;
+	target = xpu_file_lookup(f);
+	if (target && target->slice == slice)
+		WRITE_ONCE(target->doorbell, true);
+	fput(f);
+}
+
+/*
+ * FIFO_DISABLE_CHANNELS is a non-privileged control: a sliced client must not
+ * enable what xpu disabled, nor disable another slice's channels.  The
+ * command is read here and again by the driver, so a racing thread could slip
+ * one through; hence also: while the slice waits, every control it makes is
+ * followed by disabling its channels again.
+ */
+long xpu_sched_rm_control(struct xpu_file *xf, struct file *file,
+			  unsigned int cmd, unsigned long arg)
+{
+	struct nvos54_parameters __user *p = (void __user *)arg;
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_sched *s = slice->gpu->sched;
+	long ret;
+
+	ret = xpu_put_status(&p->status, NV_ERR_INSUFFICIENT_PERMISSIONS);
+	if (READ_ONCE(slice->state) == XPU_GATE_WAIT) {
+		mutex_lock(&s->lock);
+		if (slice->state == XPU_GATE_WAIT)
+			xpu_gate_channels(s, slice, true);
+		mutex_unlock(&s->lock);
+	}
+	return ret;
+}
+
+/* A control made while the slice waits: see xpu_sched_rm_control(). */
+void xpu_sched_reassert(struct xpu_slice *slice)
+{
+	struct xpu_sched *s = slice->gpu->sched;
+
+	mutex_lock(&s->lock);
+	if (slice->state == XPU_GATE_WAIT)
+		xpu_gate_channels(s, slice, true);
+	mutex_unlock(&s->lock);
+}
+
+/* A driver file goes: its doorbell mapping, and a control file's records. */
+void xpu_sched_file_release(struct xpu_file *xf)
+{
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_sched *s;
+	struct xpu_rec *c, *ctmp;
+	struct xpu_rec *u, *utmp;
+
+	if (!slice)
+		return;
+	s = slice->gpu->sched;
+	spin_lock(&s->list_lock);
+	if (!list_empty(&xf->db_link))
+		list_del_init(&xf->db_link);
+	if (!xf->gpu) {
+		list_for_each_entry_safe(c, ctmp, &slice->chans, link) {
+			if (c->ctl == xf->file) {
+				list_del(&c->link);
+				slice->nr_chans--;
+				kfree(c);
+			}
+		}
+		list_for_each_entry_safe(u, utmp, &slice->uobjs, link) {
+			if (u->ctl == xf->file) {
+				list_del(&u->link);
+				kfree(u);
+			}
+		}
+	}
+	spin_unlock(&s->list_lock);
+}
+
+/* --- slices */
+
+void xpu_sched_slice_add(struct xpu_slice *slice)
+{
+	struct xpu_sched *s = slice->gpu->sched;
+
+	INIT_LIST_HEAD(&slice->chans);
+	INIT_LIST_HEAD(&slice->uobjs);
+	INIT_LIST_HEAD(&slice->dbfiles);
+	init_waitqueue_head(&slice->gate_wq);
+	slice->state = XPU_GATE_RUN;
+	slice->allowed = true;
+	slice->win_start = ktime_get_ns();
+	mutex_lock(&s->lock);
+	spin_lock(&s->list_lock);
+	list_add_tail(&slice->sched_link, &s->slices);
+	spin_unlock(&s->list_lock);
+	mutex_unlock(&s->lock);
+	xpu_sched_kick(slice->gpu);
+}
+
+/* The slice is destroyed: open everything, forget its records. */
+void xpu_sched_slice_remove(struct xpu_slice *slice)
+{
+	struct xpu_sched *s = slice->gpu->sched;
+	struct xpu_rec *c, *ctmp;
+	struct xpu_rec *u, *utmp;
+	struct xpu_file *xf, *xtmp;
+
+	mutex_lock(&s->lock);
+	xpu_gate_set(s, slice, XPU_GATE_RUN);
+	spin_lock(&s->list_lock);
+	list_del(&slice->sched_link);
+	list_for_each_entry_safe(c, ctmp, &slice->chans, link) {
+		list_del(&c->link);
+		kfree(c);
+	}
+	slice->nr_chans = 0;
+	list_for_each_entry_safe(u, utmp, &slice->uobjs, link) {
+		list_del(&u->link);
+		kfree(u);
+	}
+	list_for_each_entry_safe(xf, xtmp, &slice->dbfiles, db_link)
+		list_del_init(&xf->db_link);
+	spin_unlock(&s->list_lock);
+	mutex_unlock(&s->lock);
+	wake_up_all(&slice->gate_wq);
+	xpu_sched_kick(slice->gpu);
+}
+
+void xpu_sched_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
+{
+	struct xpu_sched *s = slice->gpu->sched;
+
+	mutex_lock(&s->lock);
+	out->run_ns = slice->run_ns;
+	out->gated_ns = slice->gated_ns;
+	out->runnable_ns = slice->runnable_ns;
+	out->share_obtained = slice->share_obtained;
+	out->channels = slice->nr_chans;
+	mutex_unlock(&s->lock);
+	out->gate_faults = atomic64_read(&slice->gate_faults);
+}
+
+/* --- the scheduler */
+
+static bool xpu_wants(struct xpu_slice *slice, u64 now, u64 period_ns)
+{
+	return atomic_read(&slice->waiters) ||
+	       now - READ_ONCE(slice->last_active) <
+	       XPU_DEMAND_PERIODS * period_ns;
+}
+
+/* Charge DT of the time just past to every slice; RUNNING held the GPU. */
+static void xpu_account(struct xpu_sched *s, u64 dt, u64 now, u64 period_ns)
+{
+	struct xpu_slice *slice;
+
+	list_for_each_entry(slice, &s->slices, sched_link) {
+		bool wants = xpu_wants(slice, now, period_ns);
+
+		if (slice->state == XPU_GATE_RUN) {
+			slice->run_ns += dt;
+			slice->win_run += dt;
+		}
+		if (wants) {
+			slice->runnable_ns += dt;
+			if (slice->state == XPU_GATE_WAIT)
+				slice->gated_ns += dt;
+		}
+		if (now - slice->win_start >= XPU_SHARE_WINDOW_NS) {
+			slice->share_obtained =
+				div64_u64(slice->win_run * 1000,
+					  now - slice->win_start);
+			slice->win_run = 0;
+			slice->win_start = now;
+		}
+	}
+}
+
+/* Sleep up to NS; a kick ends it early.  Returns whether kicked. */
+static bool xpu_sched_sleep(struct xpu_sched *s, u64 ns)
+{
+	if (READ_ONCE(s->kicked))
+		return true;
+	wait_event_interruptible_hrtimeout(s->wq, READ_ONCE(s->kicked) ||
+					   kthread_should_stop(),
+					   ns_to_ktime(ns));
+	return READ_ONCE(s->kicked);
+}
+
+/*
+ * Plan one period: set turn_ns of each slice (0: none) and return how many
+ * slices have a turn.  Under s->lock.
+ */
+static unsigned int xpu_plan(struct xpu_sched *s, u32 policy, u64 period_ns,
+			     u64 now)
+{
+	struct xpu_slice *slice;
+	u64 shares = 0, weights = 0, left;
+	unsigned int n = 0;
+	u32 top = 0;
+
+	list_for_each_entry(slice, &s->slices, sched_link) {
+		bool wants = xpu_wants(slice, now, period_ns);
+
+		slice->turn_ns = 0;
+		if (policy == XPU_POLICY_FIXED) {
+			if (slice->nr_chans && READ_ONCE(slice->share))
+				slice->turn_ns = 1;
+		} else if (wants) {
+			slice->turn_ns = 1;
+			top = max(top, READ_ONCE(slice->priority));
+		}
+	}
+	list_for_each_entry(slice, &s->slices, sched_link) {
+		if (!slice->turn_ns)
+			continue;
+		if (policy == XPU_POLICY_PRIORITY &&
+		    READ_ONCE(slice->priority) < top) {
+			slice->turn_ns = 0;
+			continue;
+		}
+		shares += READ_ONCE(slice->share);
+		weights += READ_ONCE(slice->weight);
+		n++;
+	}
+	if (!n)
+		return 0;
+	left = policy == XPU_POLICY_FIXED || shares >= XPU_SHARE_MAX ? 0 :
+	       XPU_SHARE_MAX - shares;
+	list_for_each_entry(slice, &s->slices, sched_link) {
+		u64 part;
+
+		if (!slice->turn_ns)
+			continue;
+		/* per mille of the period, scaled down if shares overbook it */
+		part = READ_ONCE(slice->share) * 1000ULL;
+		if (shares > XPU_SHARE_MAX)
+			part = div64_u64(part * XPU_SHARE_MAX, shares);
+		if (left && weights)
+			part += div64_u64(left * 1000ULL * READ_ONCE(slice->weight),
+					  weights);
+		else if (left)
+			part += div64_u64(left * 1000ULL, n);
+		slice->turn_ns = div64_u64(period_ns * part, XPU_SHARE_MAX * 1000ULL);
+		slice->turn_ns += slice->carry_ns;
+		slice->carry_ns = 0;
+		if (slice->turn_ns <= 0) {
+			/* it ran long before: it sits this period out, and owes less */
+			slice->carry_ns = slice->turn_ns;
+			slice->turn_ns = 0;
+		}
+	}
+	return n;
+}
+
+/* Put every slice but RUNNING (NULL: none) out of the GPU, as POLICY says. */
+static void xpu_gate_others(struct xpu_sched *s, struct xpu_slice *running,
+			    u32 policy, u64 now, u64 period_ns)
+{
+	struct xpu_slice *slice;
+
+	list_for_each_entry(slice, &s->slices, sched_link) {
+		if (slice == running)
+			continue;
+		/* who has a turn this period, or is a lower class, must wait */
+		if (policy == XPU_POLICY_FIXED || slice->turn_ns ||
+		    (policy == XPU_POLICY_PRIORITY &&
+		     xpu_wants(slice, now, period_ns)))
+			xpu_gate_set(s, slice, XPU_GATE_WAIT);
+		else
+			xpu_gate_set(s, slice, XPU_GATE_IDLE);
+	}
+}
+
+static void xpu_sched_period(struct xpu_sched *s)
+{
+	u32 policy = READ_ONCE(s->gpu->policy);
+	u64 period_ns = (u64)READ_ONCE(s->gpu->period_us) * NSEC_PER_USEC;
+	struct xpu_slice *slice, *next;
+	u64 t0, now, start, used = 0, dt;
+	unsigned int n;
+
+	WRITE_ONCE(s->kicked, false);
+	mutex_lock(&s->lock);
+	t0 = ktime_get_ns();
+	if (policy == XPU_POLICY_NATIVE) {
+		list_for_each_entry(slice, &s->slices, sched_link)
+			xpu_gate_set(s, slice, XPU_GATE_RUN);
+		mutex_unlock(&s->lock);
+		xpu_sched_sleep(s, period_ns);
+		mutex_lock(&s->lock);
+		xpu_account(s, ktime_get_ns() - t0, ktime_get_ns(), period_ns);
+		mutex_unlock(&s->lock);
+		return;
+	}
+	n = xpu_plan(s, policy, period_ns, t0);
+	if (!n) {
+		xpu_gate_others(s, NULL, policy, t0, period_ns);
+		mutex_unlock(&s->lock);
+		xpu_sched_sleep(s, period_ns);
+		mutex_lock(&s->lock);
+		now = ktime_get_ns();
+		xpu_account(s, now - t0, now, period_ns);
+		mutex_unlock(&s->lock);
+		return;
+	}
+
+	/* the turns, in list order; slices may come and go between them */
+	slice = list_first_entry(&s->slices, struct xpu_slice, sched_link);
+	for (;;) {
+		u64 want;
+		bool kicked;
+
+		while (&slice->sched_link != &s->slices && slice->turn_ns <= 0)
+			slice = list_next_entry(slice, sched_link);
+		if (&slice->sched_link == &s->slices)
+			break;
+		want = slice->turn_ns;
+		/* one slice alone re-samples its activity each period */
+		if (n == 1 && slice->state == XPU_GATE_RUN)
+			xpu_gate_zap(s, slice);
+		xpu_gate_others(s, slice, policy, ktime_get_ns(), period_ns);
+		xpu_gate_set(s, slice, XPU_GATE_RUN);
+		start = ktime_get_ns();
+		mutex_unlock(&s->lock);
+		kicked = xpu_sched_sleep(s, want);
+		mutex_lock(&s->lock);
+		now = ktime_get_ns();
+		dt = now - start;
+		xpu_account(s, dt, now, period_ns);
+		used += dt;
+		/* the slice may have been removed while the lock was dropped */
+		list_for_each_entry(next, &s->slices, sched_link)
+			if (next == slice)
+				break;
+		if (&next->sched_link == &s->slices || kicked)
+			break;
+		slice->carry_ns = slice->turn_ns - (s64)dt;
+		slice->carry_ns = clamp_t(s64, slice->carry_ns,
+					  -(s64)period_ns, (s64)period_ns);
+		slice->turn_ns = 0;
+		slice = list_next_entry(slice, sched_link);
+	}
+	/* fixed: what no share covers, nobody runs */
+	if (policy == XPU_POLICY_FIXED && !READ_ONCE(s->kicked) &&
+	    used < period_ns) {
+		xpu_gate_others(s, NULL, policy, ktime_get_ns(), period_ns);
+		start = ktime_get_ns();
+		mutex_unlock(&s->lock);
+		xpu_sched_sleep(s, period_ns - used);
+		mutex_lock(&s->lock);
+		now = ktime_get_ns();
+		xpu_account(s, now - start, now, period_ns);
+	}
+	mutex_unlock(&s->lock);
+}
+
+static int xpu_sched_thread(void *data)
+{
+	struct xpu_sched *s = data;
+
+	while (!kthread_should_stop())
+		xpu_sched_period(s);
+	return 0;
+}
+
+int xpu_sched_init(void)
+{
+	struct xpu_sched *s;
+	unsigned int i;
+
+	for (i = 0; i < xpu_nr_gpus; i++) {
+		s = kzalloc(sizeof(*s), GFP_KERNEL);
+		if (!s)
+			goto err;
+		s->gpu = &xpu_gpus[i];
+		init_waitqueue_head(&s->wq);
+		mutex_init(&s->lock);
+		spin_lock_init(&s->list_lock);
+		INIT_LIST_HEAD(&s->slices);
+		xpu_scheds[i] = s;
+		xpu_gpus[i].sched = s;
+		s->thread = kthread_run(xpu_sched_thread, s, "xpu-sched/%u",
+					xpu_gpus[i].minor);
+		if (IS_ERR(s->thread)) {
+			s->thread = NULL;
+			goto err;
+		}
+	}
+	return 0;
+err:
+	xpu_sched_exit();
+	return -ENOMEM;
+}
+
+/* After the slices are gone. */
+void xpu_sched_exit(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < XPU_MAX_GPUS; i++) {
+		struct xpu_sched *s = xpu_scheds[i];
+
+		if (!s)
+			continue;
+		if (s->thread)
+			kthread_stop(s->thread);
+		WARN_ON(!list_empty(&s->slices));
+		xpu_gpus[i].sched = NULL;
+		xpu_scheds[i] = NULL;
+		kfree(s);
+	}
+}

@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Workloads for compute isolation, measured by the simulated engine.
+
+A worker is a separate process (a process is in one slice per GPU) that opens
+a slice's nodes, makes a TSG with one channel and its usermode mapping, says
+"ready", and on "go" runs its workload until its stdin closes.  The shares
+are the engine's own per-channel busy counters (debugfs), never xpu's.
+
+Workloads (each work item is {duration_us}, docs/nvstub.md):
+- saturate: keeps DEPTH (8) items queued, ringing the doorbell for each;
+- sync: one item, wait until it is done, repeat;
+- batch: BATCH items with one doorbell, wait until all are done, repeat;
+- remap: saturate, but unmaps and maps the usermode region again every 8
+  submissions (a fresh file, RM_MAP_MEMORY, mmap);
+- fork: saturate from a forked child as well, through the inherited mapping;
+- spam: saturate, writing the doorbell 16 times per submission.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+WORKER = r"""
+import json, os, sys, time
+sys.path.insert(0, TESTS)
+from nvclient import abi, client
+
+ctl_node, gpu_node, mode, item_us = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+DEPTH, BATCH = 8, 8
+ctl = client.Ctl(ctl_node)
+gpu = client.GpuFile(0, gpu_node)
+rm = client.RmClient(ctl)
+dev = rm.device(0, gpu_file=gpu)
+ch = client.Channel(dev, entries=64)
+print(json.dumps({"pid": os.getpid(), "token": ch.token}), flush=True)
+sys.stdin.readline()                      # go
+
+def pending():
+    return (ch.put - ch.gp_get) % ch.entries
+
+def remap():
+    ch.usermode.close()
+    ch._maps.remove(ch.usermode)
+    ch.usermode = dev.map(ch.husermode, abi.NVC361_NV_USERMODE__SIZE,
+                          hparent=dev.hsubdevice, node=dev.gpu.path)
+    ch._maps.append(ch.usermode)
+
+import select
+def stopped():
+    return select.select([sys.stdin], [], [], 0)[0]
+
+child = 0
+if mode == "fork":
+    child = os.fork()
+n = lat_n = 0
+lat = []
+while not stopped():
+    if mode in ("saturate", "remap", "fork", "spam"):
+        if pending() < DEPTH:
+            ch.submit(item_us)
+            n += 1
+            if mode == "spam":
+                for _ in range(16):
+                    ch.ring()
+            if mode == "remap" and n % 8 == 0:
+                remap()
+        else:
+            time.sleep(0.001)
+    elif mode == "sync":
+        t0 = time.monotonic_ns()
+        ch.submit(item_us)
+        while not ch.idle():
+            pass
+        lat.append((time.monotonic_ns() - t0) / 1000 - item_us)
+        n += 1
+    elif mode == "batch":
+        for i in range(BATCH):
+            ch.submit(item_us, ring=(i == BATCH - 1))
+        while not ch.idle():
+            time.sleep(0.0002)
+        n += BATCH
+if child == 0 and mode == "fork":
+    os._exit(0)
+if child:
+    os.kill(child, 9)
+    os.waitpid(child, 0)
+lat.sort()
+print(json.dumps({"items": n, "lat_us": lat}), flush=True)
+ch.close(); dev.close(); rm.close(); gpu.close(); ctl.close()
+""".replace("TESTS", repr(TESTS))
+
+
+class Worker:
+    def __init__(self, ctl_node, gpu_node, mode="saturate", item_us=2000):
+        self.mode = mode
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", WORKER, ctl_node, gpu_node, mode,
+             str(item_us)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            close_fds=True, cwd="/")
+        line = self.p.stdout.readline()
+        if not line:
+            self.p.wait(30)
+            raise RuntimeError(f"worker failed to start ({self.p.returncode})")
+        ready = json.loads(line)
+        self.pid, self.token = ready["pid"], ready["token"]
+        self.result = None
+
+    def go(self):
+        self.p.stdin.write("go\n")
+        self.p.stdin.flush()
+
+    def stop(self, timeout=60):
+        if self.result is None:
+            self.p.stdin.close()
+            out = self.p.stdout.read()
+            self.p.wait(timeout)
+            lines = out.strip().splitlines()
+            self.result = json.loads(lines[-1]) if lines else {}
+        return self.result
+
+    def kill(self):
+        self.p.kill()
+        self.p.wait(30)
+        self.result = {}
+
+
+def busy_ns(gpu, tokens):
+    """The engine's busy time per channel token, and the engine's total."""
+    from nvclient import stub
+    recs = {r["token"]: r["busy_ns"] for r in stub.channels(gpu)}
+    return {t: recs.get(t, 0) for t in tokens}, stub.engine(gpu)["busy_ns"]
+
+
+def measure(workers, seconds, gpu=0, warmup=1.0, during=None):
+    """Start WORKERS, let them run WARMUP seconds, then measure SECONDS of
+    engine time.  Returns each worker's fraction of the engine's wall time,
+    and the engine's busy fraction.  DURING(t) is called mid-window."""
+    for w in workers:
+        w.go()
+    time.sleep(warmup)      # the measured window starts after a warm-up
+    tokens = [w.token for w in workers]
+    b0, e0 = busy_ns(gpu, tokens)
+    t0 = time.monotonic_ns()
+    if during:
+        during()
+    time.sleep(seconds)     # the measured window itself
+    b1, e1 = busy_ns(gpu, tokens)
+    wall = time.monotonic_ns() - t0
+    shares = [(b1[t] - b0[t]) / wall for t in tokens]
+    return shares, (e1 - e0) / wall
+
+
+def stop_all(workers):
+    return [w.stop() for w in workers]
