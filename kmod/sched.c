@@ -44,6 +44,8 @@
 
 /* A slice wants the GPU while it has writers waiting or wrote lately. */
 #define XPU_DEMAND_PERIODS	4
+#define XPU_DEBT_PERIODS	4
+#define XPU_MIN_STEP_NS		(100 * NSEC_PER_USEC)
 #define XPU_SHARE_WINDOW_NS	NSEC_PER_SEC
 #define XPU_MAX_FILES_PER_ZAP	64
 
@@ -59,6 +61,7 @@ struct xpu_sched {
 	struct task_struct *thread;
 	wait_queue_head_t wq;
 	bool kicked;
+	u64 last_step, last_sample;
 	struct mutex lock;		/* state changes; the slices list */
 	spinlock_t list_lock;		/* the slices' chans, uobjs, dbfiles */
 	struct list_head slices;
@@ -66,6 +69,10 @@ struct xpu_sched {
 };
 
 static struct xpu_sched *xpu_scheds[XPU_MAX_GPUS];
+
+static unsigned int trace_turns;
+module_param(trace_turns, uint, 0644);
+MODULE_PARM_DESC(trace_turns, "log this many scheduler turns (debugging)");
 
 /* The driver's VMA operations, and xpu's copy with the fault wrapped. */
 static DEFINE_SPINLOCK(xpu_vm_ops_lock);
@@ -617,33 +624,6 @@ static bool xpu_wants(struct xpu_slice *slice, u64 now, u64 period_ns)
 	       XPU_DEMAND_PERIODS * period_ns;
 }
 
-/* Charge DT of the time just past to every slice; RUNNING held the GPU. */
-static void xpu_account(struct xpu_sched *s, u64 dt, u64 now, u64 period_ns)
-{
-	struct xpu_slice *slice;
-
-	list_for_each_entry(slice, &s->slices, sched_link) {
-		bool wants = xpu_wants(slice, now, period_ns);
-
-		if (slice->state == XPU_GATE_RUN) {
-			slice->run_ns += dt;
-			slice->win_run += dt;
-		}
-		if (wants) {
-			slice->runnable_ns += dt;
-			if (slice->state == XPU_GATE_WAIT)
-				slice->gated_ns += dt;
-		}
-		if (now - slice->win_start >= XPU_SHARE_WINDOW_NS) {
-			slice->share_obtained =
-				div64_u64(slice->win_run * 1000,
-					  now - slice->win_start);
-			slice->win_run = 0;
-			slice->win_start = now;
-		}
-	}
-}
-
 /* Sleep up to NS; a kick ends it early.  Returns whether kicked. */
 static bool xpu_sched_sleep(struct xpu_sched *s, u64 ns)
 {
@@ -656,179 +636,186 @@ static bool xpu_sched_sleep(struct xpu_sched *s, u64 ns)
 }
 
 /*
- * Plan one period: set turn_ns of each slice (0: none) and return how many
- * slices have a turn.  Under s->lock.
+ * The rate at which each slice earns GPU time now, per mille, into
+ * slice->rate; returns the sum.  fixed: its share, wanting or not (a slice
+ * without channels earns nothing).  weighted: the wanting slices earn their
+ * shares and split what those leave by weight.  priority: as weighted among
+ * the wanting slices of the highest class present.
  */
-static unsigned int xpu_plan(struct xpu_sched *s, u32 policy, u64 period_ns,
-			     u64 now)
+static u32 xpu_rates(struct xpu_sched *s, u32 policy, u64 now, u64 period_ns)
 {
 	struct xpu_slice *slice;
-	u64 shares = 0, weights = 0, left;
+	u64 shares = 0, weights = 0, left, sum = 0;
 	unsigned int n = 0;
 	u32 top = 0;
 
 	list_for_each_entry(slice, &s->slices, sched_link) {
-		bool wants = xpu_wants(slice, now, period_ns);
-
-		slice->turn_ns = 0;
-		if (policy == XPU_POLICY_FIXED) {
-			if (slice->nr_chans && READ_ONCE(slice->share))
-				slice->turn_ns = 1;
-		} else if (wants) {
-			slice->turn_ns = 1;
+		slice->wants = xpu_wants(slice, now, period_ns);
+		if (slice->wants)
 			top = max(top, READ_ONCE(slice->priority));
-		}
 	}
 	list_for_each_entry(slice, &s->slices, sched_link) {
-		if (!slice->turn_ns)
+		slice->eligible = policy == XPU_POLICY_FIXED ?
+			slice->nr_chans && READ_ONCE(slice->share) :
+			slice->wants && (policy != XPU_POLICY_PRIORITY ||
+					 READ_ONCE(slice->priority) == top);
+		if (!slice->eligible)
 			continue;
-		if (policy == XPU_POLICY_PRIORITY &&
-		    READ_ONCE(slice->priority) < top) {
-			slice->turn_ns = 0;
-			continue;
-		}
 		shares += READ_ONCE(slice->share);
 		weights += READ_ONCE(slice->weight);
 		n++;
 	}
-	if (!n)
-		return 0;
 	left = policy == XPU_POLICY_FIXED || shares >= XPU_SHARE_MAX ? 0 :
 	       XPU_SHARE_MAX - shares;
 	list_for_each_entry(slice, &s->slices, sched_link) {
-		u64 part;
+		u64 rate = 0;
 
-		if (!slice->turn_ns)
-			continue;
-		/* per mille of the period, scaled down if shares overbook it */
-		part = READ_ONCE(slice->share) * 1000ULL;
-		if (shares > XPU_SHARE_MAX)
-			part = div64_u64(part * XPU_SHARE_MAX, shares);
-		if (left && weights)
-			part += div64_u64(left * 1000ULL * READ_ONCE(slice->weight),
-					  weights);
-		else if (left)
-			part += div64_u64(left * 1000ULL, n);
-		slice->turn_ns = div64_u64(period_ns * part, XPU_SHARE_MAX * 1000ULL);
-		slice->turn_ns += slice->carry_ns;
-		slice->carry_ns = 0;
-		if (slice->turn_ns <= 0) {
-			/* it ran long before: it sits this period out, and owes less */
-			slice->carry_ns = slice->turn_ns;
-			slice->turn_ns = 0;
+		if (slice->eligible) {
+			rate = READ_ONCE(slice->share);
+			if (shares > XPU_SHARE_MAX)
+				rate = div64_u64(rate * XPU_SHARE_MAX, shares);
+			if (left && weights)
+				rate += div64_u64(left * READ_ONCE(slice->weight),
+						  weights);
+			else if (left)
+				rate += div64_u64(left, n);
+		}
+		slice->rate = rate;
+		sum += rate;
+	}
+	return sum;
+}
+
+/* Charge the time since the last step; earn budgets; update the counters. */
+static void xpu_step_account(struct xpu_sched *s, u64 dt, u64 now,
+			     u64 period_ns)
+{
+	struct xpu_slice *slice;
+	s64 cap;
+
+	list_for_each_entry(slice, &s->slices, sched_link) {
+		if (slice->state == XPU_GATE_RUN) {
+			slice->run_ns += dt;
+			slice->win_run += dt;
+			slice->budget_ns -= dt;
+		}
+		if (slice->wants) {
+			slice->runnable_ns += dt;
+			if (slice->state == XPU_GATE_WAIT)
+				slice->gated_ns += dt;
+		}
+		slice->budget_ns += (s64)div64_u64(dt * slice->rate, XPU_SHARE_MAX);
+		/* at most two turns saved up; debts of a few periods */
+		cap = (s64)div64_u64(2 * period_ns * slice->rate, XPU_SHARE_MAX);
+		slice->budget_ns = clamp_t(s64, slice->budget_ns,
+					   -XPU_DEBT_PERIODS * (s64)period_ns, cap);
+		if (!slice->eligible && slice->budget_ns > 0)
+			slice->budget_ns = 0;
+		if (now - slice->win_start >= XPU_SHARE_WINDOW_NS) {
+			slice->share_obtained =
+				div64_u64(slice->win_run * 1000,
+					  now - slice->win_start);
+			slice->win_run = 0;
+			slice->win_start = now;
 		}
 	}
-	return n;
 }
 
 /* Put every slice but RUNNING (NULL: none) out of the GPU, as POLICY says. */
 static void xpu_gate_others(struct xpu_sched *s, struct xpu_slice *running,
-			    u32 policy, u64 now, u64 period_ns)
+			    u32 policy)
 {
 	struct xpu_slice *slice;
 
 	list_for_each_entry(slice, &s->slices, sched_link) {
 		if (slice == running)
 			continue;
-		/* who has a turn this period, or is a lower class, must wait */
-		if (policy == XPU_POLICY_FIXED || slice->turn_ns ||
-		    (policy == XPU_POLICY_PRIORITY &&
-		     xpu_wants(slice, now, period_ns)))
+		/* the eligible, and lower classes that want it, must wait */
+		if (policy == XPU_POLICY_FIXED || slice->eligible ||
+		    (policy == XPU_POLICY_PRIORITY && slice->wants))
 			xpu_gate_set(s, slice, XPU_GATE_WAIT);
 		else
 			xpu_gate_set(s, slice, XPU_GATE_IDLE);
 	}
 }
 
-static void xpu_sched_period(struct xpu_sched *s)
+/*
+ * One step: account for the time since the last, pick the eligible slice
+ * with the most budget, give it the GPU alone until its budget runs out (at
+ * most one turn), or leave the GPU to nobody until the first budget is
+ * positive again.  A turn that ran long is a debt paid before the next.
+ */
+static void xpu_sched_step(struct xpu_sched *s)
 {
 	u32 policy = READ_ONCE(s->gpu->policy);
 	u64 period_ns = (u64)READ_ONCE(s->gpu->period_us) * NSEC_PER_USEC;
-	struct xpu_slice *slice, *next;
-	u64 t0, now, start, used = 0, dt;
-	unsigned int n;
+	struct xpu_slice *slice, *best = NULL;
+	u64 now, dt, sleep_ns = period_ns;
+	bool sample;
 
-	WRITE_ONCE(s->kicked, false);
 	mutex_lock(&s->lock);
-	t0 = ktime_get_ns();
+	WRITE_ONCE(s->kicked, false);
+	now = ktime_get_ns();
+	dt = now - s->last_step;
+	s->last_step = now;
+	xpu_step_account(s, dt, now, period_ns);
+	xpu_rates(s, policy, now, period_ns);
+	sample = now - s->last_sample >= period_ns;
+	if (sample)
+		s->last_sample = now;
+
 	if (policy == XPU_POLICY_NATIVE) {
 		list_for_each_entry(slice, &s->slices, sched_link)
 			xpu_gate_set(s, slice, XPU_GATE_RUN);
-		mutex_unlock(&s->lock);
-		xpu_sched_sleep(s, period_ns);
-		mutex_lock(&s->lock);
-		xpu_account(s, ktime_get_ns() - t0, ktime_get_ns(), period_ns);
-		mutex_unlock(&s->lock);
-		return;
+		goto sleep;
 	}
-	n = xpu_plan(s, policy, period_ns, t0);
-	if (!n) {
-		xpu_gate_others(s, NULL, policy, t0, period_ns);
-		mutex_unlock(&s->lock);
-		xpu_sched_sleep(s, period_ns);
-		mutex_lock(&s->lock);
-		now = ktime_get_ns();
-		xpu_account(s, now - t0, now, period_ns);
-		mutex_unlock(&s->lock);
-		return;
+	list_for_each_entry(slice, &s->slices, sched_link)
+		if (slice->eligible && slice->budget_ns > 0 &&
+		    (!best || slice->budget_ns > best->budget_ns))
+			best = slice;
+	if (best) {
+		/* one turn at most, so that the others' turns come round */
+		sleep_ns = min_t(u64, best->budget_ns,
+				 div64_u64(period_ns * max(best->rate, 1U),
+					   XPU_SHARE_MAX));
+		sleep_ns = max_t(u64, sleep_ns, XPU_MIN_STEP_NS);
+	} else {
+		/* until the first has earned a whole turn: no crumbs of turns */
+		list_for_each_entry(slice, &s->slices, sched_link)
+			if (slice->eligible && slice->rate)
+				sleep_ns = min_t(u64, sleep_ns, period_ns +
+					div64_u64((u64)-slice->budget_ns * XPU_SHARE_MAX,
+						  slice->rate));
+		sleep_ns = max_t(u64, sleep_ns, XPU_MIN_STEP_NS);
 	}
-
-	/* the turns, in list order; slices may come and go between them */
-	slice = list_first_entry(&s->slices, struct xpu_slice, sched_link);
-	for (;;) {
-		u64 want;
-		bool kicked;
-
-		while (&slice->sched_link != &s->slices && slice->turn_ns <= 0)
-			slice = list_next_entry(slice, sched_link);
-		if (&slice->sched_link == &s->slices)
-			break;
-		want = slice->turn_ns;
-		/* one slice alone re-samples its activity each period */
-		if (n == 1 && slice->state == XPU_GATE_RUN)
-			xpu_gate_zap(s, slice);
-		xpu_gate_others(s, slice, policy, ktime_get_ns(), period_ns);
-		xpu_gate_set(s, slice, XPU_GATE_RUN);
-		start = ktime_get_ns();
-		mutex_unlock(&s->lock);
-		kicked = xpu_sched_sleep(s, want);
-		mutex_lock(&s->lock);
-		now = ktime_get_ns();
-		dt = now - start;
-		xpu_account(s, dt, now, period_ns);
-		used += dt;
-		/* the slice may have been removed while the lock was dropped */
-		list_for_each_entry(next, &s->slices, sched_link)
-			if (next == slice)
-				break;
-		if (&next->sched_link == &s->slices || kicked)
-			break;
-		slice->carry_ns = slice->turn_ns - (s64)dt;
-		slice->carry_ns = clamp_t(s64, slice->carry_ns,
-					  -(s64)period_ns, (s64)period_ns);
-		slice->turn_ns = 0;
-		slice = list_next_entry(slice, sched_link);
+	/* a slice that keeps the GPU re-samples its activity each period */
+	if (best && best->state == XPU_GATE_RUN && sample)
+		xpu_gate_zap(s, best);
+	if (sample)
+		list_for_each_entry(slice, &s->slices, sched_link)
+			if (slice->state == XPU_GATE_IDLE)
+				xpu_gate_zap(s, slice);
+	xpu_gate_others(s, best, policy);
+	if (best)
+		xpu_gate_set(s, best, XPU_GATE_RUN);
+	if (READ_ONCE(trace_turns) && best) {
+		WRITE_ONCE(trace_turns, trace_turns - 1);
+		pr_info("step: gpu %u slice %u budget %lld us rate %u last %llu us\n",
+			s->gpu->minor, best->id, best->budget_ns / 1000,
+			best->rate, dt / 1000);
 	}
-	/* fixed: what no share covers, nobody runs */
-	if (policy == XPU_POLICY_FIXED && !READ_ONCE(s->kicked) &&
-	    used < period_ns) {
-		xpu_gate_others(s, NULL, policy, ktime_get_ns(), period_ns);
-		start = ktime_get_ns();
-		mutex_unlock(&s->lock);
-		xpu_sched_sleep(s, period_ns - used);
-		mutex_lock(&s->lock);
-		now = ktime_get_ns();
-		xpu_account(s, now - start, now, period_ns);
-	}
+sleep:
 	mutex_unlock(&s->lock);
+	xpu_sched_sleep(s, sleep_ns);
 }
 
 static int xpu_sched_thread(void *data)
 {
 	struct xpu_sched *s = data;
 
+	s->last_step = s->last_sample = ktime_get_ns();
 	while (!kthread_should_stop())
-		xpu_sched_period(s);
+		xpu_sched_step(s);
 	return 0;
 }
 

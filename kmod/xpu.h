@@ -87,7 +87,9 @@ struct xpu_slice {
 	atomic_t waiters;
 	atomic64_t gate_faults;
 	u64 last_active;		/* ktime ns of the last doorbell fault */
-	s64 turn_ns, carry_ns;		/* this period's turn; what it owes */
+	s64 budget_ns;			/* GPU time earned and not used */
+	u32 rate;			/* earned per mille of time, now */
+	bool wants, eligible;		/* as of the last step */
 	u64 run_ns, gated_ns, runnable_ns;
 	u64 win_start, win_run;		/* for share_obtained */
 	u32 share_obtained;
