@@ -1,0 +1,307 @@
+# SPDX-License-Identifier: Apache-2.0
+"""xpud's configuration file, /etc/xpu/xpud.toml (docs/xpud.md).
+
+    [defaults]              # every GPU not named in a [[gpu]] table
+    mode = "shared"         # shared | exclusive
+    policy = "weighted"     # fixed | weighted | priority | native
+    period_ms = 20          # 1 to 1000
+
+    [[gpu]]
+    gpu = 0                 # index, or "GPU-..." UUID
+    mode = "exclusive"
+    policy = "fixed"
+
+    [[slice]]               # a slice to create at boot
+    name = "train"
+    gpu = "GPU-8f2c...."
+    memory = "8GiB"
+    compute = "25%"         # optional, 0.1 % steps; default 0
+    weight = 100            # optional, 1 to 10000
+    priority = "normal"     # optional, low | normal | high
+
+Every error names the file, the line and the field: ``PATH:LINE: FIELD: what
+is wrong``.  Unknown tables and keys are errors too, so that a misspelt key
+is not silently ignored.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import model, sizes
+from .errors import ConfigError
+
+# tomllib is in the standard library from 3.11; xpud supports 3.9.
+if sys.version_info >= (3, 11):  # noqa: UP036
+    import tomllib
+else:
+    import tomli as tomllib
+
+DEFAULT_PATH = "/etc/xpu/xpud.toml"
+
+_SETTINGS_KEYS = ("mode", "policy", "period_ms")
+_GPU_KEYS = ("gpu",) + _SETTINGS_KEYS
+_SLICE_KEYS = ("name", "gpu", "memory", "compute", "weight", "priority")
+_TOP_KEYS = ("defaults", "gpu", "slice")
+
+
+@dataclass(frozen=True)
+class GpuConfig:
+    """The settings of one GPU named in a [[gpu]] table."""
+
+    gpu: model.GpuRef
+    settings: model.GpuSettings
+    where: str
+
+
+@dataclass(frozen=True)
+class SliceConfig:
+    """A [[slice]] table: a slice to create at boot.  gpu is unresolved
+    (a UUID or an index); where is PATH:LINE of its table."""
+
+    name: str
+    gpu: model.GpuRef
+    memory_limit_bytes: int
+    compute_share: int = model.DEFAULT_COMPUTE_SHARE
+    weight: int = model.DEFAULT_WEIGHT
+    priority: str = model.DEFAULT_PRIORITY
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str = DEFAULT_PATH
+    defaults: model.GpuSettings = field(default_factory=model.GpuSettings)
+    gpus: tuple[GpuConfig, ...] = ()
+    slices: tuple[SliceConfig, ...] = ()
+
+    def settings_for(self, gpu: model.Gpu) -> model.GpuSettings:
+        for g in self.gpus:
+            if g.gpu == gpu.index or g.gpu == gpu.uuid:
+                return g.settings
+        return self.defaults
+
+
+class _KeyLines:
+    """The line of each table header and key in a TOML text.
+
+    TOML parsers report line numbers only for syntax errors; the parsed
+    document has none.  So, to name the line of a field, the text is scanned
+    here for table headers ([t], [[t]]) and `key =` lines.  This covers the
+    file as docs/xpud.md writes it; for other spellings (inline tables,
+    dotted keys across tables) it falls back to the line of the enclosing
+    table or of the top-level key, and at worst to no line."""
+
+    _HEADER = re.compile(r"\s*(\[\[?)\s*([^\]#]+?)\s*\]\]?\s*(#.*)?$")
+    _KEY = re.compile(r"""\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)"""
+                      r"""(\s*\.\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+))*\s*=""")
+
+    def __init__(self, text: str):
+        # sections: [(table name, line of header)]; keys: per section,
+        # {first key component: line}.  Section 0 is the top level.
+        self.sections: list[tuple[str, int]] = [("", 0)]
+        self.keys: list[dict[str, int]] = [{}]
+        in_multiline = None
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if in_multiline:
+                if line.count(in_multiline) % 2 == 1:
+                    in_multiline = None
+                continue
+            m = self._HEADER.match(line)
+            if m:
+                name = ".".join(p.strip().strip("\"'")
+                                for p in m.group(2).split("."))
+                self.sections.append((name, lineno))
+                self.keys.append({})
+                continue
+            m = self._KEY.match(line)
+            if m:
+                self.keys[-1].setdefault(m.group(1).strip("\"'"), lineno)
+            for quote in ('"""', "'''"):
+                if line.count(quote) % 2 == 1:
+                    in_multiline = quote
+                    break
+
+    def line(self, table: str, index: int | None = None,
+             key: str | None = None) -> int | None:
+        """The line of KEY in the INDEXth [[TABLE]] (or in [TABLE] when
+        INDEX is None, or at the top level when TABLE is ''), else of that
+        table's header, else of TABLE as a top-level key."""
+        if table == "":
+            if key is None:
+                return None
+            if key in self.keys[0]:
+                return self.keys[0][key]
+            return self.line(key)
+        seen = -1
+        for i, (name, lineno) in enumerate(self.sections):
+            if name != table:
+                continue
+            seen += 1
+            if index is not None and seen != index:
+                continue
+            if key is not None and key in self.keys[i]:
+                return self.keys[i][key]
+            return lineno or None
+        return self.keys[0].get(table)
+
+
+class _Checker:
+    """Turns a parsed document into a Config, raising ConfigError at the
+    first wrong field with PATH:LINE: FIELD: in front of the message."""
+
+    def __init__(self, path: str, text: str):
+        self.path = path
+        self.lines = _KeyLines(text)
+
+    def where(self, table: str, index: int | None = None,
+              key: str | None = None) -> str:
+        line = self.lines.line(table, index, key)
+        return f"{self.path}:{line}" if line else self.path
+
+    def fail(self, label: str, message: str, table: str,
+             index: int | None = None, key: str | None = None) -> ConfigError:
+        return ConfigError(
+            f"{self.where(table, index, key)}: {label}: {message}")
+
+    def table(self, doc: dict, name: str, label: str, index, allowed):
+        if not isinstance(doc, dict):
+            raise self.fail(label, "must be a table", name, index)
+        for key in doc:
+            if key not in allowed:
+                raise self.fail(
+                    f"{label}.{key}" if label else key,
+                    "unknown key (known: " + ", ".join(allowed) + ")",
+                    name, index, key)
+        return doc
+
+    def value(self, doc, table, index, label, key, check, default=None,
+              required=False):
+        full = f"{label}.{key}" if label else key
+        if key not in doc:
+            if required:
+                raise self.fail(full, "missing", table, index)
+            return default
+        try:
+            return check(doc[key])
+        except (TypeError, ValueError) as e:
+            raise self.fail(full, str(e), table, index, key) from None
+
+    def settings(self, doc, table, index, label,
+                 base: model.GpuSettings) -> model.GpuSettings:
+        return model.GpuSettings(
+            mode=self.value(doc, table, index, label, "mode",
+                            lambda v: model.check_choice(v, model.MODES),
+                            base.mode),
+            policy=self.value(doc, table, index, label, "policy",
+                              lambda v: model.check_choice(v, model.POLICIES),
+                              base.policy),
+            period_ms=self.value(doc, table, index, label, "period_ms",
+                                 model.check_period_ms, base.period_ms))
+
+    def config(self, doc: dict) -> Config:
+        self.table(doc, "", "", None, _TOP_KEYS)
+        defaults = model.GpuSettings()
+        if "defaults" in doc:
+            d = self.table(doc["defaults"], "defaults", "defaults", None,
+                           _SETTINGS_KEYS)
+            defaults = self.settings(d, "defaults", None, "defaults",
+                                     defaults)
+        gpus = []
+        for i, g in enumerate(self.array(doc, "gpu")):
+            label = f"gpu[{i}]"
+            self.table(g, "gpu", label, i, _GPU_KEYS)
+            ref = self.value(g, "gpu", i, label, "gpu", model.parse_gpu_ref,
+                             required=True)
+            for other in gpus:
+                if other.gpu == ref:
+                    raise self.fail(f"{label}.gpu",
+                                    f"GPU {ref} is already configured at "
+                                    f"{other.where}", "gpu", i, "gpu")
+            gpus.append(GpuConfig(ref, self.settings(g, "gpu", i, label,
+                                                     defaults),
+                                  self.where("gpu", i)))
+        slices = []
+        for i, s in enumerate(self.array(doc, "slice")):
+            slices.append(self.slice(s, i, slices))
+        return Config(self.path, defaults, tuple(gpus), tuple(slices))
+
+    def array(self, doc: dict, name: str) -> list:
+        value = doc.get(name, [])
+        if not isinstance(value, list):
+            raise self.fail(name, f"must be an array of tables: write "
+                            f"[[{name}]]", name)
+        return value
+
+    def slice(self, s, i: int, earlier: list[SliceConfig]) -> SliceConfig:
+        label = f"slice[{i}]"
+        self.table(s, "slice", label, i, _SLICE_KEYS)
+        name = self.value(s, "slice", i, label, "name", model.check_name,
+                          required=True)
+        for other in earlier:
+            if other.name == name:
+                raise self.fail(f"{label}.name",
+                                f"slice '{name}' is already defined at "
+                                f"{other.where}", "slice", i, "name")
+        return SliceConfig(
+            name=name,
+            gpu=self.value(s, "slice", i, label, "gpu", model.parse_gpu_ref,
+                           required=True),
+            memory_limit_bytes=self.value(
+                s, "slice", i, label, "memory",
+                lambda v: model.check_memory(_size(v)), required=True),
+            compute_share=self.value(s, "slice", i, label, "compute",
+                                     sizes.parse_share,
+                                     model.DEFAULT_COMPUTE_SHARE),
+            weight=self.value(s, "slice", i, label, "weight",
+                              model.check_weight, model.DEFAULT_WEIGHT),
+            priority=self.value(
+                s, "slice", i, label, "priority",
+                lambda v: model.check_choice(v, model.PRIORITIES),
+                model.DEFAULT_PRIORITY),
+            where=self.where("slice", i))
+
+
+def _size(value: object) -> int:
+    if not isinstance(value, (str, int)):
+        raise TypeError(f"{value!r} is not a size: write a string such as "
+                        "\"8GiB\", or a whole number of bytes")
+    return sizes.parse_size(value)
+
+
+_TOML_POS = re.compile(r"\s*\(at line (\d+), column (\d+)\)")
+
+
+def parse(text: str, path: str = DEFAULT_PATH) -> Config:
+    """The Config TEXT describes; PATH is only named in errors."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        msg = str(e)
+        m = _TOML_POS.search(msg)
+        if m:
+            msg = msg[:m.start()] + msg[m.end():]
+            raise ConfigError(f"{path}:{m.group(1)}:{m.group(2)}: "
+                              f"TOML syntax: {msg}") from None
+        raise ConfigError(f"{path}: TOML syntax: {msg}") from None
+    return _Checker(path, text).config(doc)
+
+
+def load(path: str = DEFAULT_PATH, missing_ok: bool = False) -> Config:
+    """Read and check the configuration at PATH.  A missing file is the
+    empty configuration (all defaults, no slices) when MISSING_OK."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if missing_ok:
+            return Config(path)
+        raise ConfigError(f"{path}: no such file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte "
+                          f"{e.start})") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    return parse(text, path)
