@@ -171,19 +171,24 @@ endif
 # -- DKMS -------------------------------------------------------------------
 DKMS_SRC = /usr/src/xpu-$(VERSION)
 
+# dkms.conf and kmod/'s sources, flat, in /usr/src/xpu-VERSION.
+DKMS_FILES = Kbuild Makefile *.c *.h include/uapi/*.h
+
 dkms-install:
 	@command -v dkms >/dev/null || { echo "dkms is not installed (apt install dkms, or dnf install dkms)" >&2; exit 1; }
-	-dkms status -m xpu -v $(VERSION) | grep -q . && dkms remove -m xpu -v $(VERSION) --all
+	@if [ -e /var/lib/dkms/xpu/$(VERSION) ]; then \
+		echo "dkms remove xpu/$(VERSION) --all"; dkms remove xpu/$(VERSION) --all; fi
 	rm -rf $(DKMS_SRC)
-	mkdir -p $(DKMS_SRC)/kmod
-	cp dkms.conf $(DKMS_SRC)/
-	cd kmod && cp --parents Kbuild Makefile *.c *.h include/uapi/*.h $(DKMS_SRC)/kmod/
-	dkms add -m xpu -v $(VERSION)
-	dkms build -m xpu -v $(VERSION) -k $(KVER)
-	dkms install -m xpu -v $(VERSION) -k $(KVER)
+	mkdir -p $(DKMS_SRC)
+	install -m 0644 dkms.conf $(DKMS_SRC)/
+	cd kmod && cp --parents $(DKMS_FILES) $(DKMS_SRC)/
+	dkms add xpu/$(VERSION)
+	dkms build xpu/$(VERSION) -k $(KVER)
+	dkms install xpu/$(VERSION) -k $(KVER)
 
 dkms-remove:
-	-dkms status -m xpu -v $(VERSION) | grep -q . && dkms remove -m xpu -v $(VERSION) --all
+	@if [ -e /var/lib/dkms/xpu/$(VERSION) ]; then \
+		echo "dkms remove xpu/$(VERSION) --all"; dkms remove xpu/$(VERSION) --all; fi
 	rm -rf $(DKMS_SRC)
 
 # -- Lint and the kernel matrix ---------------------------------------------------
