@@ -123,10 +123,13 @@ install-tools:
 		esac; \
 	done
 	rm -rf $(DESTDIR)$(PYLIBDIR)
+	@# pip builds in the source directory: give it a copy, not the tree.
+	set -e; src=$$(mktemp -d); trap 'rm -rf "$$src"' EXIT; \
+	cp -r xpud/. "$$src/"; rm -rf "$$src/build" "$$src"/*.egg-info; \
 	$(PYTHON3) -m pip install -q --disable-pip-version-check --no-cache-dir \
 		--no-compile --no-warn-script-location \
 		--target $(DESTDIR)$(PYLIBDIR) \
-		$(if $(filter system,$(PYDEPS)),--no-deps,-c tests/requirements-dev.txt) ./xpud
+		$(if $(filter system,$(PYDEPS)),--no-deps,-c $(CURDIR)/tests/requirements-dev.txt) "$$src"
 	rm -rf $(DESTDIR)$(PYLIBDIR)/bin
 	@set -e; for l in $(LAUNCHERS); do \
 		name=$${l%%:*}; dst=$(DESTDIR)$(BINDIR)/$$name; \

@@ -74,6 +74,8 @@ def test_tree(dest, kver):
     assert vermagic.split()[0] == kver
     for name in ("xpud", "xpuctl"):
         assert os.access(dest / PREFIX.lstrip("/") / "bin" / name, os.X_OK)
+    # pip built from a copy: nothing left in the source tree.
+    assert not (REPO / "xpud/build").exists()
 
 
 def test_unit_paths_follow_prefix(dest):
