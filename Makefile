@@ -6,6 +6,11 @@
 #   make demo          boot a VM with the simulated GPU, load xpu.ko, show the GPUs
 #   make bench         overhead ratios measured side by side in one VM boot (JSON)
 #   make vm-shell      an interactive shell in that VM
+#   make install       xpu.ko (KVER=...), xpud, xpuctl, units, rules (DESTDIR, PREFIX)
+#   make uninstall
+#   make dkms-install  register kmod/ with DKMS, build and install it for KVER
+#   make dkms-remove
+#   make lint          checkpatch --strict, sparse, ruff
 #   make clean
 # Test dependencies are installed by tests/setup (Debian packages need root).
 
@@ -21,7 +26,9 @@ endif
 # Modules the VM tests load, built against KDIR.
 VM_MODULE_DIRS := kmod tests/nvstub tests/vm/selftest
 
-.PHONY: all modules vm-modules setup check check-host check-vm demo bench vm-shell clean
+.PHONY: all modules vm-modules setup check check-host check-vm demo bench vm-shell clean \
+	install install-kmod install-tools uninstall dkms-install dkms-remove \
+	lint check-install check-kernels
 
 all: modules
 
@@ -40,7 +47,7 @@ check: setup
 	$(MAKE) --no-print-directory check-host check-vm
 
 check-host:
-	$(PY) -m pytest -q tests/unit tests/rig
+	$(PY) -m pytest -q tests/unit tests/rig tests/host
 
 check-vm:
 	$(VMRUN) --werror -- $(PY) -m pytest -q -p no:cacheprovider tests/vmtests
@@ -53,6 +60,147 @@ bench: setup
 
 vm-shell: setup
 	$(VMRUN) --shell
+
+# -- Installation -------------------------------------------------------------
+# Paths follow the GNU conventions; the systemd, udev and kmod directories
+# under $(LIBDIR) are ones those tools read also for PREFIX=/usr/local.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+DATADIR ?= $(PREFIX)/share
+DOCDIR ?= $(DATADIR)/doc/xpu
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(LIBDIR)/systemd/system
+UDEVRULESDIR ?= $(LIBDIR)/udev/rules.d
+MODULESLOADDIR ?= $(LIBDIR)/modules-load.d
+MODPROBEDIR ?= $(LIBDIR)/modprobe.d
+TMPFILESDIR ?= $(LIBDIR)/tmpfiles.d
+SYSUSERSDIR ?= $(LIBDIR)/sysusers.d
+COMPLETIONDIR ?= $(DATADIR)/bash-completion/completions
+# xpu's Python package and its dependencies, apart from the system's.
+PYLIBDIR ?= $(LIBDIR)/xpu/python
+MODDIR ?= /lib/modules/$(KVER)/extra
+# The interpreter xpud and xpuctl run with (Python >= 3.9).
+PYTHON3 ?= /usr/bin/python3
+# PYDEPS=pip: xpud's dependencies from PyPI at the versions tests/ pins;
+# PYDEPS=system: none, the distribution's packages provide them.
+PYDEPS ?= pip
+VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(CURDIR)/dkms.conf)
+INSTALL ?= install
+
+# name in the tree -> where it goes
+INSTALL_DATA_FILES := \
+	systemd/xpud.service:$(UNITDIR)/xpud.service \
+	udev/60-xpu.rules:$(UDEVRULESDIR)/60-xpu.rules \
+	packaging/xpu-modules-load.conf:$(MODULESLOADDIR)/xpu.conf \
+	packaging/xpu-modprobe.conf:$(MODPROBEDIR)/xpu.conf \
+	packaging/xpu-tmpfiles.conf:$(TMPFILESDIR)/xpu.conf \
+	packaging/xpu-sysusers.conf:$(SYSUSERSDIR)/xpu.conf \
+	xpud/completion/xpuctl.bash:$(COMPLETIONDIR)/xpuctl \
+	packaging/xpud.toml:$(DOCDIR)/xpud.toml.example \
+	README.md:$(DOCDIR)/README.md \
+	docs/xpud.md:$(DOCDIR)/xpud.md \
+	docs/api.md:$(DOCDIR)/api.md
+LAUNCHERS := xpud:daemon xpuctl:cli
+# Only a real installation touches the running system.
+LIVE := $(if $(DESTDIR),,1)
+
+install: install-kmod install-tools
+
+install-kmod: modules
+	$(INSTALL) -D -m 0644 kmod/xpu.ko $(DESTDIR)$(MODDIR)/xpu.ko
+	$(if $(LIVE),depmod -a $(KVER))
+
+install-tools:
+	@set -e; for f in $(INSTALL_DATA_FILES); do \
+		src=$${f%%:*}; dst=$(DESTDIR)$${f#*:}; \
+		echo "  INSTALL $$dst"; \
+		case $$src in \
+		*.service) mkdir -p "$${dst%/*}"; \
+			sed -e 's|/usr/bin/|$(BINDIR)/|g' -e 's|/usr/share/doc/xpu|$(DOCDIR)|g' \
+				"$$src" >"$$dst"; chmod 0644 "$$dst" ;; \
+		*) $(INSTALL) -D -m 0644 "$$src" "$$dst" ;; \
+		esac; \
+	done
+	rm -rf $(DESTDIR)$(PYLIBDIR)
+	@# pip builds in the source directory: give it a copy, not the tree.
+	set -e; src=$$(mktemp -d); trap 'rm -rf "$$src"' EXIT; \
+	cp -r xpud/. "$$src/"; rm -rf "$$src/build" "$$src"/*.egg-info; \
+	$(PYTHON3) -m pip install -q --disable-pip-version-check --no-cache-dir \
+		--no-compile --no-warn-script-location \
+		--target $(DESTDIR)$(PYLIBDIR) \
+		$(if $(filter system,$(PYDEPS)),--no-deps,-c $(CURDIR)/tests/requirements-dev.txt) "$$src"
+	rm -rf $(DESTDIR)$(PYLIBDIR)/bin
+	@set -e; for l in $(LAUNCHERS); do \
+		name=$${l%%:*}; dst=$(DESTDIR)$(BINDIR)/$$name; \
+		echo "  INSTALL $$dst"; \
+		mkdir -p $(DESTDIR)$(BINDIR); \
+		sed -e 's|@PYTHON3@|$(PYTHON3)|' -e 's|@PYLIBDIR@|$(PYLIBDIR)|' \
+			-e "s|@NAME@|$$name|" -e "s|@MODULE@|$${l#*:}|" \
+			packaging/launcher.in >"$$dst"; \
+		chmod 0755 "$$dst"; \
+	done
+	@# The configuration is the administrator's: never overwritten.
+	@set -e; cfg=$(DESTDIR)$(SYSCONFDIR)/xpu/xpud.toml; \
+	if [ -e "$$cfg" ]; then echo "  KEEP    $$cfg (exists; the default is $(DOCDIR)/xpud.toml.example)"; \
+	else echo "  INSTALL $$cfg"; $(INSTALL) -D -m 0644 packaging/xpud.toml "$$cfg"; fi
+ifneq ($(LIVE),)
+	-command -v systemd-sysusers >/dev/null && systemd-sysusers $(SYSUSERSDIR)/xpu.conf
+	-command -v systemd-tmpfiles >/dev/null && systemd-tmpfiles --create $(TMPFILESDIR)/xpu.conf
+	-[ -d /run/systemd/system ] && systemctl daemon-reload
+	-[ -d /run/udev ] && udevadm control --reload
+	@echo "xpu installed: start it with  systemctl enable --now xpud"
+endif
+
+uninstall:
+	-$(if $(LIVE),[ -d /run/systemd/system ] && systemctl disable --now xpud.service)
+	rm -f $(DESTDIR)$(MODDIR)/xpu.ko
+	$(if $(LIVE),-depmod -a $(KVER))
+	@for f in $(INSTALL_DATA_FILES); do echo "  RM      $(DESTDIR)$${f#*:}"; rm -f "$(DESTDIR)$${f#*:}"; done
+	@for l in $(LAUNCHERS); do echo "  RM      $(DESTDIR)$(BINDIR)/$${l%%:*}"; rm -f "$(DESTDIR)$(BINDIR)/$${l%%:*}"; done
+	rm -rf $(DESTDIR)$(PYLIBDIR)
+	-rmdir $(DESTDIR)$(LIBDIR)/xpu $(DESTDIR)$(DOCDIR) 2>/dev/null
+	@# An unedited configuration goes; an edited one, and the state in
+	@# /var/lib/xpu, stay.
+	@cfg=$(DESTDIR)$(SYSCONFDIR)/xpu/xpud.toml; \
+	if [ -e "$$cfg" ] && cmp -s "$$cfg" packaging/xpud.toml; then \
+		echo "  RM      $$cfg"; rm -f "$$cfg"; rmdir "$${cfg%/*}" 2>/dev/null || true; \
+	elif [ -e "$$cfg" ]; then echo "  KEEP    $$cfg (edited)"; fi
+ifneq ($(LIVE),)
+	-[ -d /run/systemd/system ] && systemctl daemon-reload
+	-[ -d /run/udev ] && udevadm control --reload
+endif
+
+# -- DKMS -------------------------------------------------------------------
+DKMS_SRC = /usr/src/xpu-$(VERSION)
+
+# dkms.conf and kmod/'s sources, flat, in /usr/src/xpu-VERSION.
+DKMS_FILES = Kbuild Makefile *.c *.h include/uapi/*.h
+
+dkms-install:
+	@command -v dkms >/dev/null || { echo "dkms is not installed (apt install dkms, or dnf install dkms)" >&2; exit 1; }
+	@if [ -e /var/lib/dkms/xpu/$(VERSION) ]; then \
+		echo "dkms remove xpu/$(VERSION) --all"; dkms remove xpu/$(VERSION) --all; fi
+	rm -rf $(DKMS_SRC)
+	mkdir -p $(DKMS_SRC)
+	install -m 0644 dkms.conf $(DKMS_SRC)/
+	cd kmod && cp --parents $(DKMS_FILES) $(DKMS_SRC)/
+	dkms add xpu/$(VERSION)
+	dkms build xpu/$(VERSION) -k $(KVER)
+	dkms install xpu/$(VERSION) -k $(KVER)
+
+dkms-remove:
+	@if [ -e /var/lib/dkms/xpu/$(VERSION) ]; then \
+		echo "dkms remove xpu/$(VERSION) --all"; dkms remove xpu/$(VERSION) --all; fi
+	rm -rf $(DKMS_SRC)
+
+# -- Lint and the kernel matrix ---------------------------------------------------
+lint: setup
+	tests/host/lint
+
+# xpu.ko against every kernel tree here, with -Werror (tests/host/build-kernels).
+check-kernels:
+	tests/host/build-kernels
 
 clean:
 	@for d in $(VM_MODULE_DIRS); do \

@@ -776,19 +776,20 @@ struct nv_gpu_info {
 	void *os_device_ptr;
 };
 
-typedef struct nvidia_stack_s *nvidia_modeset_stack_ptr;
+/* The driver's nvidia_modeset_stack_ptr, spelt out: an opaque stack. */
+struct nvidia_stack_s;
 
 struct nvidia_modeset_rm_ops {
 	const char *version_string;
 	struct {
 		u8 allow_write_combining;
 	} system_info;
-	int (*alloc_stack)(nvidia_modeset_stack_ptr *sp);
-	void (*free_stack)(nvidia_modeset_stack_ptr sp);
+	int (*alloc_stack)(struct nvidia_stack_s **sp);
+	void (*free_stack)(struct nvidia_stack_s *sp);
 	u32 (*enumerate_gpus)(struct nv_gpu_info *gpu_info);
-	int (*open_gpu)(u32 gpu_id, nvidia_modeset_stack_ptr sp);
-	void (*close_gpu)(u32 gpu_id, nvidia_modeset_stack_ptr sp);
-	void (*op)(nvidia_modeset_stack_ptr sp, void *ops_cmd);
+	int (*open_gpu)(u32 gpu_id, struct nvidia_stack_s *sp);
+	void (*close_gpu)(u32 gpu_id, struct nvidia_stack_s *sp);
+	void (*op)(struct nvidia_stack_s *sp, void *ops_cmd);
 	int (*set_callbacks)(const void *cb);
 };
 

@@ -35,7 +35,7 @@ static const struct nv_abi_version *xpu_abi;
  * time, and so is the query buffer.
  */
 static DEFINE_MUTEX(xpu_rm_lock);
-static nvidia_modeset_stack_ptr xpu_rm_sp;
+static struct nvidia_stack_s *xpu_rm_sp;
 static struct nvidia_kernel_rmapi_ops *xpu_rm_ops;
 static struct nv2080_ctrl_gpu_get_pid_info_params *xpu_rm_pidinfo;
 static u32 xpu_rm_client;

@@ -12,13 +12,13 @@
 
 #include "nvstub.h"
 
-static int nvstub_kapi_alloc_stack(nvidia_modeset_stack_ptr *sp)
+static int nvstub_kapi_alloc_stack(struct nvidia_stack_s **sp)
 {
 	*sp = NULL;	/* no alternate stacks on x86_64 */
 	return 0;
 }
 
-static void nvstub_kapi_free_stack(nvidia_modeset_stack_ptr sp)
+static void nvstub_kapi_free_stack(struct nvidia_stack_s *sp)
 {
 }
 
@@ -37,12 +37,12 @@ static u32 nvstub_kapi_enumerate_gpus(struct nv_gpu_info *info)
 	return i;
 }
 
-static int nvstub_kapi_open_gpu(u32 gpu_id, nvidia_modeset_stack_ptr sp)
+static int nvstub_kapi_open_gpu(u32 gpu_id, struct nvidia_stack_s *sp)
 {
 	return 0;
 }
 
-static void nvstub_kapi_close_gpu(u32 gpu_id, nvidia_modeset_stack_ptr sp)
+static void nvstub_kapi_close_gpu(u32 gpu_id, struct nvidia_stack_s *sp)
 {
 }
 
@@ -52,7 +52,7 @@ static int nvstub_kapi_set_callbacks(const void *cb)
 }
 
 /* rm_kernel_rmapi_op(): the result goes into the op's own status field. */
-static void nvstub_kapi_op(nvidia_modeset_stack_ptr sp, void *ops_cmd)
+static void nvstub_kapi_op(struct nvidia_stack_s *sp, void *ops_cmd)
 {
 	struct nvidia_kernel_rmapi_ops *ops = ops_cmd;
 	struct nvstub_call call = { .kernel = true };
