@@ -49,7 +49,7 @@ bool xpu_mem_is_member(struct xpu_slice *slice, struct pid *pid)
 	bool ret;
 
 	mutex_lock(&slice->mem_lock);
-	ret = xpu_member_find(slice, pid) != NULL;
+	ret = !!xpu_member_find(slice, pid);
 	mutex_unlock(&slice->mem_lock);
 	return ret;
 }

@@ -842,9 +842,12 @@ static inline void nvabi_build_checks(void)
 {
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_xfer) != 16);
 	BUILD_BUG_ON(sizeof(struct nv2080_ctrl_fifo_disable_channels_params) != 536);
-	BUILD_BUG_ON(offsetof(struct nv2080_ctrl_fifo_disable_channels_params, p_runlist_preempt_event) != 16);
-	BUILD_BUG_ON(offsetof(struct nv2080_ctrl_fifo_disable_channels_params, h_client_list) != 24);
-	BUILD_BUG_ON(offsetof(struct nv2080_ctrl_fifo_disable_channels_params, h_channel_list) != 280);
+	BUILD_BUG_ON(offsetof(struct nv2080_ctrl_fifo_disable_channels_params,
+			      p_runlist_preempt_event) != 16);
+	BUILD_BUG_ON(offsetof(struct nv2080_ctrl_fifo_disable_channels_params,
+			      h_client_list) != 24);
+	BUILD_BUG_ON(offsetof(struct nv2080_ctrl_fifo_disable_channels_params,
+			      h_channel_list) != 280);
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_card_info) != 72);
 	BUILD_BUG_ON(offsetof(struct nv_ioctl_card_info, gpu_id) != 16);
 	BUILD_BUG_ON(offsetof(struct nv_ioctl_card_info, fb_size) != 48);

@@ -34,7 +34,6 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
-#include <linux/version.h>
 #include <linux/wait.h>
 
 #include "file.h"
@@ -245,7 +244,7 @@ static void xpu_gate_set(struct xpu_sched *s, struct xpu_slice *slice,
 
 static void xpu_release_fault_lock(struct vm_fault *vmf)
 {
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 5, 0)
+#ifdef XPU_HAVE_RELEASE_FAULT_LOCK	/* 6.5: faults under a VMA lock */
 	release_fault_lock(vmf);
 #else
 	mmap_read_unlock(vmf->vma->vm_mm);
@@ -813,7 +812,8 @@ static int xpu_sched_thread(void *data)
 {
 	struct xpu_sched *s = data;
 
-	s->last_step = s->last_sample = ktime_get_ns();
+	s->last_step = ktime_get_ns();
+	s->last_sample = s->last_step;
 	while (!kthread_should_stop())
 		xpu_sched_step(s);
 	return 0;

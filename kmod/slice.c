@@ -24,6 +24,7 @@
 #include "sched.h"
 #include "slice.h"
 
+/* Serialises slices, bindings and GPU settings (the admin ioctls). */
 DEFINE_MUTEX(xpu_lock);
 struct xpu_gpu xpu_gpus[XPU_MAX_GPUS];
 unsigned int xpu_nr_gpus;

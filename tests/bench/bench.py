@@ -25,9 +25,10 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 sys.path.insert(0, os.path.join(TOP, "xpud"))
 
-import compute_bench  # noqa: E402
-from nvclient import abi, client  # noqa: E402
-from xpu import ctl as xpu_ctl, uapi  # noqa: E402
+import compute_bench
+from nvclient import client
+from xpu import ctl as xpu_ctl
+from xpu import uapi
 
 ROUNDS = 5
 NV0000_GET_ID_INFO_V2 = 0x205

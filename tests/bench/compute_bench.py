@@ -29,9 +29,10 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "tests", "vmtests"))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 
-from compute import Worker, measure  # noqa: E402
-from nvclient import stub  # noqa: E402
-from xpu import ctl as xpu_ctl, uapi  # noqa: E402
+from compute import Worker, measure
+from nvclient import stub
+from xpu import ctl as xpu_ctl
+from xpu import uapi
 
 WINDOW = 3.0
 PERIOD_US = 20000

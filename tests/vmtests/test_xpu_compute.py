@@ -231,7 +231,7 @@ def test_counters(admin, slices):
     policy(admin, uapi.XPU_POLICY_FIXED)
     slices.make(300)
     slices.make(700)
-    shares, _, _ = run(slices)
+    run(slices)
     info = admin.slice_get(slices.ids[0])
     assert info.channels == 0       # its client is gone with the worker
     assert info.gate_faults > 0

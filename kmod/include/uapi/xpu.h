@@ -82,7 +82,6 @@ struct xpu_version {
 
 #define XPU_IOC_VERSION		_IOWR(XPU_IOC_TYPE, 0x00, struct xpu_version)
 
-
 /* -------- GPUs -------- */
 
 /* Sizes of the name fields; names are NUL-terminated within them. */
@@ -91,9 +90,11 @@ struct xpu_version {
 
 /* How a GPU treats opens that belong to no slice (struct xpu_gpu_info.mode). */
 #define XPU_MODE_SHARED		0	/* allowed */
-#define XPU_MODE_EXCLUSIVE	1	/* refused with EPERM while the GPU has
-					 * slices, unless the opener has
-					 * CAP_SYS_ADMIN in the initial user ns */
+/*
+ * XPU_MODE_EXCLUSIVE: refused with EPERM while the GPU has slices, unless the
+ * opener has CAP_SYS_ADMIN in the initial user namespace.
+ */
+#define XPU_MODE_EXCLUSIVE	1
 
 /* The compute scheduler's policy for a GPU (struct xpu_gpu_info.policy). */
 #define XPU_POLICY_WEIGHTED	0	/* shares are minimums; idle time by weight */
@@ -168,9 +169,9 @@ struct xpu_gpu_set {
 	__u32	period_us;
 };
 
-#define XPU_GPU_SET_MODE	(1U << 0)
-#define XPU_GPU_SET_POLICY	(1U << 1)
-#define XPU_GPU_SET_PERIOD	(1U << 2)
+#define XPU_GPU_SET_MODE	0x1U
+#define XPU_GPU_SET_POLICY	0x2U
+#define XPU_GPU_SET_PERIOD	0x4U
 #define XPU_GPU_SET_FLAGS_ALL	(XPU_GPU_SET_MODE | XPU_GPU_SET_POLICY | \
 				 XPU_GPU_SET_PERIOD)
 
@@ -260,10 +261,10 @@ struct xpu_slice_info {
  */
 #define XPU_IOC_SLICE_SET	_IOWR(XPU_IOC_TYPE, 0x12, struct xpu_slice_info)
 
-#define XPU_SLICE_SET_MEMORY	(1U << 0)
-#define XPU_SLICE_SET_SHARE	(1U << 1)
-#define XPU_SLICE_SET_WEIGHT	(1U << 2)
-#define XPU_SLICE_SET_PRIORITY	(1U << 3)
+#define XPU_SLICE_SET_MEMORY	0x1U
+#define XPU_SLICE_SET_SHARE	0x2U
+#define XPU_SLICE_SET_WEIGHT	0x4U
+#define XPU_SLICE_SET_PRIORITY	0x8U
 #define XPU_SLICE_SET_FLAGS_ALL	(XPU_SLICE_SET_MEMORY | XPU_SLICE_SET_SHARE | \
 				 XPU_SLICE_SET_WEIGHT | XPU_SLICE_SET_PRIORITY)
 
@@ -286,7 +287,7 @@ struct xpu_slice_ref {
 	__u32	pad0;
 };
 
-#define XPU_DESTROY_FORCE	(1U << 0)
+#define XPU_DESTROY_FORCE	0x1U
 #define XPU_DESTROY_FLAGS_ALL	XPU_DESTROY_FORCE
 
 #define XPU_IOC_SLICE_DESTROY	_IOWR(XPU_IOC_TYPE, 0x13, struct xpu_slice_ref)
