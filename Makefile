@@ -44,7 +44,7 @@ setup:
 	tests/setup
 
 check: setup
-	$(MAKE) --no-print-directory check-host check-vm
+	$(MAKE) --no-print-directory lint check-host check-vm
 
 check-host:
 	$(PY) -m pytest -q tests/unit tests/rig tests/host
