@@ -67,7 +67,7 @@ _xpuctl()
 	bind) opts="-h --help --socket --debug --cgroup" ;;
 	unbind) opts="-h --help --socket --debug --cgroup" ;;
 	run) opts="-h --help --socket --debug" ;;
-	top) opts="-h --help --socket --debug -o --output --interval --count" ;;
+	top) opts="-h --help --socket --debug -o --output --interval --count --once" ;;
 	events) opts="-h --help --socket --debug -o --output" ;;
 	version) opts="-h --help --socket --debug -o --output" ;;
 	*) return ;;

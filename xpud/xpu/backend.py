@@ -102,6 +102,9 @@ class KernelSlice:
     nodes: tuple[str, ...] = ()       # /dev/xpuN, /dev/xpuN-ctl
     cgroups: tuple[str, ...] = ()     # as /proc/PID/cgroup names them
     memory_used_bytes: int | None = None
+    id: int | None = None             # the kernel's number for it
+    processes: int | None = None      # processes with files in it
+    denied_allocs: int | None = None  # allocations refused at the limit
 
 
 class Backend(abc.ABC):

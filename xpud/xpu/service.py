@@ -650,6 +650,16 @@ class Service:
             "priority": d.priority,
             "cgroups": list(d.cgroups),
             "nodes": list(k.nodes) if k else [],
+            "id": k.id if k else None,
+            "gpu_node": next((n for n in k.nodes
+                              if not n.endswith("-ctl")), None) if k else None,
+            "ctl_node": next((n for n in k.nodes
+                              if n.endswith("-ctl")), None) if k else None,
+            "processes": k.processes if k else None,
+            "denied_allocs": k.denied_allocs if k else None,
+            # The share of the GPU's time the slice obtained: xpu.ko's
+            # per-slice compute counters (issue 4) will give it.
+            "compute_obtained": None,
             "state": state,
             "error": err or None,
             "defined_in": d.defined_in,

@@ -2,6 +2,7 @@
 """xpuctl: its command lines, its output (table and json) and its errors,
 against a real server in this process on the in-memory FakeBackend."""
 
+import dataclasses
 import json
 import os
 import re
@@ -123,12 +124,36 @@ def test_run_parses_the_command(monkeypatch, xpuctl):
     assert seen == {"name": "train", "cmd": ["ls", "-l", "--color"]}
 
 
-def test_run_is_not_there_yet(xpuctl):
-    status, _, err = xpuctl("run", "train", "--", "ls", "-l")
-    assert status == 1
-    assert one_line(err) == ("xpuctl: error: xpuctl run is not available "
-                             "yet: it needs the slice device nodes of xpu.ko, "
-                             "which come with its slice interface")
+def test_run_enters_the_slice_then_execs(with_config, monkeypatch):
+    seen = []
+    monkeypatch.setattr(cli.run, "check", lambda binds: seen.append(
+        ("check", [(b.source, b.target) for b in binds])))
+    monkeypatch.setattr(cli.run, "enter", lambda binds: seen.append(
+        ("enter", len(binds))))
+    monkeypatch.setattr(cli.run.os, "listdir",
+                        lambda d: ["nvidia0", "nvidia1", "nvidiactl",
+                                   "nvidia-uvm", "xpu0"])
+
+    def execvp(file, argv):
+        seen.append(("exec", file, argv))
+        raise FileNotFoundError(2, "nope")
+
+    monkeypatch.setattr(cli.run.os, "execvp", execvp)
+    status, _, err = with_config("run", "train", "--", "nvcmd", "-x")
+    assert seen == [
+        ("check", [("/dev/xpu0-ctl", "/dev/nvidiactl"),
+                   ("/dev/xpu0", "/dev/nvidia1"),
+                   ("/dev/null", "/dev/nvidia0")]),
+        ("enter", 3),
+        ("exec", "nvcmd", ["nvcmd", "-x"])]
+    assert status == 127   # as a shell: command not found
+    assert one_line(err) == "xpuctl: error: nvcmd: command not found"
+
+
+def test_run_of_a_missing_slice(xpuctl):
+    status, _, err = xpuctl("run", "nope", "--", "true")
+    assert status == 5
+    assert "no slice 'nope'" in one_line(err)
 
 
 # -- reads -------------------------------------------------------------------
@@ -203,19 +228,43 @@ def test_version(xpuctl):
         "kernel": "0.1.0", "kernel_api": 1, "kernel_error": None}
 
 
-def test_top(xpuctl):
+def test_top(xpuctl, served):
+    _, svc = served
     assert xpuctl("create", "a", "--gpu", "0", "--memory", "1GiB")[0] == 0
     status, out, err = xpuctl("top", "--count", "2", "--interval", "0.1",
                               "-o", "json")
     assert (status, err) == (0, "")
     frames = [json.loads(line) for line in out.splitlines()]
     assert len(frames) == 2
+    assert frames[0]["time"] <= frames[1]["time"]
     assert [s["name"] for s in frames[1]["slices"]] == ["a"]
-    status, out, err = xpuctl("top", "--count", "1")
-    assert out.splitlines()[0].split() == ["NAME", "GPU", "USED", "LIMIT",
-                                           "USE", "COMPUTE", "STATE"]
+    status, out, err = xpuctl("top", "--once")
+    assert (status, err) == (0, "")
+    assert out.splitlines()[0].split() == [
+        "NAME", "GPU", "USED", "LIMIT", "USE", "COMPUTE", "GOT", "PROCS",
+        "DENIED", "STATE"]
     assert out.splitlines()[1].split() == ["a", "0", "0B", "1GiB", "0%",
-                                           "0%", "ready"]
+                                           "0%", "-", "-", "-", "ready"]
+    # What the kernel says shows at the next refresh.
+    k = svc.backend.slices["a"]
+    svc.backend.slices["a"] = dataclasses.replace(
+        k, memory_used_bytes=256 * 2**20, processes=2, denied_allocs=3)
+    status, out, err = xpuctl("top", "--count", "1")
+    assert out.splitlines()[1].split() == ["a", "0", "256MiB", "1GiB",
+                                           "25%", "0%", "-", "2", "3",
+                                           "ready"]
+    assert len(out.splitlines()) == 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["top", "--count", "-1"], "argument --count: -1 is negative"),
+    (["top", "--count", "x"], "argument --count: 'x' is not a whole number"),
+    (["top", "--interval", "0"], "argument --interval: 0 is not between"),
+])
+def test_top_usage_errors(xpuctl, argv, message):
+    status, out, err = xpuctl(*argv)
+    assert status == 2 and out == ""
+    assert message in one_line(err)
 
 
 # -- changes -----------------------------------------------------------------
