@@ -17,6 +17,7 @@
 #include <linux/sizes.h>
 #include <linux/slab.h>
 
+#include "events.h"
 #include "file.h"
 #include "mem.h"
 #include "nvabi.h"
@@ -192,6 +193,7 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 	xpu_nr_slices++;
 	list_add_tail(&slice->link, &xpu_slices);
 	xpu_slice_fill(slice, arg);
+	xpu_event_slice(XPU_EVENT_SLICE_CREATED, slice);
 	mutex_unlock(&xpu_lock);
 	pr_info("slice %u '%s' created on GPU %u: %llu bytes, share %u/1000\n",
 		slice->id, slice->name, gpu->minor, slice->memory_limit,
@@ -266,6 +268,7 @@ int xpu_slice_ioc_set(struct xpu_slice_info *arg)
 	if (flags & XPU_SLICE_SET_PRIORITY)
 		WRITE_ONCE(slice->priority, arg->priority);
 	xpu_slice_fill(slice, arg);
+	xpu_event_slice(XPU_EVENT_SLICE_CHANGED, slice);
 	ret = 0;
 out:
 	mutex_unlock(&xpu_lock);
@@ -350,6 +353,7 @@ int xpu_slice_ioc_destroy(const struct xpu_slice_ref *arg)
 	if (arg->flags & XPU_DESTROY_FORCE)
 		xpu_file_kill_openers(slice);
 	pr_info("slice %u '%s' destroyed\n", slice->id, slice->name);
+	xpu_event_slice(XPU_EVENT_SLICE_DESTROYED, slice);
 	xpu_slice_put(slice);
 	return 0;
 out:

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(TOP, "xpud"))
 
 from nvclient import abi, client  # noqa: E402
 from xpu import ctl as xpu_ctl, uapi  # noqa: E402
+import xpud_bench  # noqa: E402
 
 ROUNDS = 5
 NV0000_GET_ID_INFO_V2 = 0x205
@@ -97,6 +98,7 @@ def main():
         "alloc_free_us": {"without_xpu": round(med(base_alloc) * 1e6, 1),
                           "in_slice": round(med(sl_alloc) * 1e6, 1)},
         "note": "software emulation; ratios of medians over alternating rounds",
+        **xpud_bench.measure(),
     }, indent=2))
 
 

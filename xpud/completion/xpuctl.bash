@@ -68,7 +68,7 @@ _xpuctl()
 	unbind) opts="-h --help --socket --debug --cgroup" ;;
 	run) opts="-h --help --socket --debug" ;;
 	top) opts="-h --help --socket --debug -o --output --interval --count --once" ;;
-	events) opts="-h --help --socket --debug -o --output" ;;
+	events) opts="-h --help --socket --debug -o --output --count" ;;
 	version) opts="-h --help --socket --debug -o --output" ;;
 	*) return ;;
 	esac

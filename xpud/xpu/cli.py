@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-from . import __version__, api, cmdline, model, run, sizes
+from . import __version__, api, cmdline, events, model, run, sizes
 from .client import Client
 from .errors import UsageError
 
@@ -287,8 +287,23 @@ def _use(s: dict) -> str:
 
 
 def cmd_events(args, c: Client, out: TextIO) -> int:
-    c.call("events")  # answered `unsupported` until xpu.ko sends events
-    return 0
+    stream = c.stream("events")
+    next(stream)  # the reply: counters so far
+    n = 0
+    try:
+        for ev in stream:
+            if args.output == "json":
+                print(json.dumps(ev), file=out, flush=True)
+            else:
+                when = time.strftime("%H:%M:%S", time.localtime(ev["time"]))
+                print(f"{when}  {ev['event']:<15}  {events.describe(ev)}",
+                      file=out, flush=True)
+            n += 1
+            if args.count and n >= args.count:
+                return 0
+    except KeyboardInterrupt:
+        return 0
+    return 0  # not reached: the stream ends by an error
 
 
 def cmd_version(args, c: Client, out: TextIO) -> int:
@@ -396,7 +411,10 @@ def build_parser() -> cmdline.ArgumentParser:
                    help="stop after N refreshes (default: until Ctrl-C)")
     p.add_argument("--once", action="store_true",
                    help="one refresh, then stop (as --count 1)")
-    command("events", cmd_events, "stream slice events", (late, output))
+    p = command("events", cmd_events,
+                "stream slice events (Ctrl-C ends it)", (late, output))
+    p.add_argument("--count", metavar="N", type=_arg_type(_count),
+                   default=0, help="stop after N events")
     command("version", cmd_version,
             "the versions of xpuctl, xpud and xpu.ko", (late, output))
     return parser

@@ -1,0 +1,213 @@
+# SPDX-License-Identifier: Apache-2.0
+"""xpu.ko's events: the generic netlink family "xpu", group "events"
+(kmod/include/uapi/xpu.h), heard through pyroute2.
+
+NetlinkWatcher is one of the daemon's watchers: in its own thread it reads
+the family's multicast group, turns each message into an event (events.py),
+logs it, publishes it on the EventHub (which counts it) and asks the daemon to
+reconcile when a slice changed in the kernel.  When the socket's buffer
+overflowed (ENOBUFS) events were lost: it counts that, tells the listeners
+with an `events_lost` event and asks for a reconcile, which lists the
+kernel's slices again.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import os
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from . import uapi
+from .events import FIELDS, LOST, NAMES, EventHub, describe
+
+log = logging.getLogger(__name__)
+
+
+# XPU_EA_* -> (number, pyroute2's type).
+ATTRS = (
+    ("XPU_EA_UNSPEC", 0, "none"),
+    ("XPU_EA_SLICE_ID", uapi.XPU_EA_SLICE_ID, "uint32"),
+    ("XPU_EA_SLICE_NAME", uapi.XPU_EA_SLICE_NAME, "asciiz"),
+    ("XPU_EA_GPU_MINOR", uapi.XPU_EA_GPU_MINOR, "uint32"),
+    ("XPU_EA_MEMORY_LIMIT", uapi.XPU_EA_MEMORY_LIMIT, "uint64"),
+    ("XPU_EA_MEMORY_USED", uapi.XPU_EA_MEMORY_USED, "uint64"),
+    ("XPU_EA_PID", uapi.XPU_EA_PID, "uint32"),
+    ("XPU_EA_SIZE", uapi.XPU_EA_SIZE, "uint64"),
+    ("XPU_EA_PAD", uapi.XPU_EA_PAD, "hex"),
+)
+
+
+@functools.cache
+def classes():
+    """(XpuEventMsg, XpuEventSocket), made at first use: importing pyroute2
+    takes a second or more, which xpud does not spend before it is ready."""
+    from pyroute2.netlink import genlmsg
+    from pyroute2.netlink.generic import GenericNetlinkSocket
+
+    class XpuEventMsg(genlmsg):
+        """A message of the family; attribute numbers as in uapi/xpu.h."""
+
+        nla_map = tuple((n, name, t) for name, n, t in ATTRS)
+
+    class XpuEventSocket(GenericNetlinkSocket):
+        """The family "xpu", joined to its group "events".  pyroute2
+        resolves the family and the group; the datagrams are read from a
+        plain socket on a copy of the descriptor, so that ENOBUFS comes back
+        as it is."""
+
+        def open(self) -> socket.socket:
+            self.bind(uapi.XPU_GENL_NAME, XpuEventMsg)
+            self.add_membership(uapi.XPU_GENL_MCGRP_EVENTS)
+            return socket.socket(fileno=os.dup(self.fileno()))
+
+        def parse(self, data: bytes) -> list:
+            return [m for m in self.marshal.parse(data)
+                    if isinstance(m, XpuEventMsg)]
+
+    return XpuEventMsg, XpuEventSocket
+
+
+def open_socket():
+    return classes()[1]()
+
+
+def to_event(msg, now: float | None = None) -> dict | None:
+    """The event of a decoded message; None for a command this xpud does
+    not know (a newer xpu.ko)."""
+    name = NAMES.get(msg["cmd"])
+    if name is None:
+        return None
+    ev = {"time": round(time.time() if now is None else now, 3),
+          "event": name}
+    for attr, field in FIELDS.items():
+        value = msg.get_attr(attr)
+        if value is not None:
+            ev[field] = value
+    return ev
+
+
+class NetlinkWatcher:
+    """A Watcher (daemon.py) of xpu.ko's events."""
+
+    def __init__(self, hub: EventHub, socket_factory=open_socket,
+                 deny_log_interval_s: float = 10.0):
+        self.hub = hub
+        self._factory = socket_factory
+        self._deny_log_interval = deny_log_interval_s
+        self._last_deny_log: dict[str, float] = {}
+        self._thread: threading.Thread | None = None
+        self._wake_r = self._wake_w = -1
+        self._nl = None
+        self._sock: socket.socket | None = None
+        self.listening = threading.Event()  # set once joined, for tests
+
+    def start(self, changed: Callable[[str], None]) -> None:
+        self.hub.unavailable = "xpud is starting to listen to xpu.ko"
+        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._thread = threading.Thread(target=self._run, args=(changed,),
+                                        name="xpud-events", daemon=True)
+        self._thread.start()
+
+    def _open(self) -> bool:
+        try:
+            self._nl = self._factory()
+            self._sock = self._nl.open()
+        except Exception as e:  # noqa: BLE001 -- no family: no events
+            self._close_sockets()
+            why = ("xpu.ko sends no events (not loaded, or older than its "
+                   f"netlink family): {e}")
+            self.hub.unavailable = why
+            log.info("%s; the kernel's slices are re-read periodically", why)
+            return False
+        self.hub.unavailable = None
+        log.info("listening to xpu.ko's events (generic netlink '%s', group "
+                 "'%s')", uapi.XPU_GENL_NAME, uapi.XPU_GENL_MCGRP_EVENTS)
+        self.listening.set()
+        return True
+
+    def _run(self, changed: Callable[[str], None]) -> None:
+        if self._open():
+            # Whatever happened while xpud was not listening: look again.
+            changed("listening to xpu.ko's events")
+            self._loop(changed)
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            os.write(self._wake_w, b"x")
+            self._thread.join()
+            self._thread = None
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+        self._close_sockets()
+        self.hub.unavailable = "xpud is stopping"
+
+    def _close_sockets(self) -> None:
+        for s in (self._sock, self._nl):
+            if s is not None:
+                try:
+                    s.close()
+                except OSError:
+                    pass
+        self._sock = self._nl = None
+
+    def _loop(self, changed: Callable[[str], None]) -> None:
+        poller = select.poll()
+        poller.register(self._sock, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        while True:
+            ready = {fd for fd, _ in poller.poll()}
+            if self._wake_r in ready:
+                return
+            try:
+                data = self._sock.recv(65536, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                continue
+            except OSError as e:
+                if e.errno == errno.ENOBUFS:
+                    self.lost(changed)
+                    continue
+                log.error("xpu.ko's events: %s; no more events until xpud "
+                          "restarts", e.strerror)
+                self.hub.unavailable = f"reading events failed: {e.strerror}"
+                return
+            try:
+                msgs = self._nl.parse(data)
+            except Exception:
+                log.exception("cannot decode an event of xpu.ko")
+                continue
+            for m in msgs:
+                self.handle(m, changed)
+
+    def lost(self, changed: Callable[[str], None]) -> None:
+        log.warning("xpu.ko's events overflowed xpud's buffer: reading the "
+                    "slices again")
+        self.hub.publish({"time": round(time.time(), 3), "event": LOST,
+                          "count": 1})
+        changed("events were lost")
+
+    def handle(self, msg, changed: Callable[[str], None]) -> dict | None:
+        ev = to_event(msg)
+        if ev is None:
+            log.debug("an event of an unknown kind (%s): skipped",
+                      msg["cmd"])
+            return None
+        self.hub.publish(ev)
+        if ev["event"] == "alloc_denied":
+            # One line per slice per interval: a loop of refused
+            # allocations must not flood the journal.
+            key = str(ev.get("slice_id"))
+            now = time.monotonic()
+            if now - self._last_deny_log.get(key, -1e9) >= \
+                    self._deny_log_interval:
+                self._last_deny_log[key] = now
+                log.info("%s", describe(ev))
+        else:
+            log.info("%s", describe(ev))
+            changed(f"kernel: {describe(ev)}")
+        return ev
