@@ -34,7 +34,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "xpud"))
 
-from xpu import ctl as xpu_ctl  # noqa: E402
+from xpu import ctl as xpu_ctl
 
 CREATES = 64
 RECONCILE = 256
@@ -77,12 +77,12 @@ class _Xpud:
         sock.settimeout(WAIT)
         env = dict(self.env, NOTIFY_SOCKET=self.notify)
         t0 = time.perf_counter()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "xpu.daemon", "--config", self.config,
-             "--state-dir", os.path.join(self.work, "state"), "--socket",
-             self.socket, "--node-dir", self.nodes],
-            env=env, stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(self.work, "xpud.log"), "a"))
+        with open(os.path.join(self.work, "xpud.log"), "a") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "xpu.daemon", "--config", self.config,
+                 "--state-dir", os.path.join(self.work, "state"), "--socket",
+                 self.socket, "--node-dir", self.nodes],
+                env=env, stdout=subprocess.DEVNULL, stderr=log)
         try:
             while "READY=1" not in sock.recv(65536).decode().splitlines():
                 pass
