@@ -329,7 +329,8 @@ def build_parser() -> cmdline.ArgumentParser:
         description="Manage the GPU slices of this node through xpud.",
         epilog="Exit status: 0 success, 1 xpud refused or failed, 2 usage, "
                "3 xpud cannot be reached, 4 permission denied, 5 no such "
-               "slice, GPU or cgroup.  `xpuctl COMMAND --help` describes a "
+               "slice, GPU or cgroup; run: COMMAND's status, 126/127 when it "
+               "cannot be run.  `xpuctl COMMAND --help` describes a "
                "command.")
     cmdline.add_common_arguments(parser)
     parser.add_argument(
