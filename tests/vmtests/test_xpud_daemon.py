@@ -11,7 +11,6 @@ directory, on the real /dev/xpuctl; every test leaves no slice behind.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -138,8 +137,7 @@ def test_run_puts_the_command_in_the_slice(xpud, nodedir):
             "ok": False, "status": abi.NV_ERR_NO_MEMORY}
         assert ask(p, f"alloc {LIMIT // 2}") == {"ok": True}
         assert kernel_slices()["t-run"].memory_used == LIMIT
-        r = xpud.xpuctl("show", "t-run", "-o", "json")
-        s = json.loads(r.stdout)
+        s = xpud.call("show", name="t-run")
         assert s["memory_used_bytes"] == LIMIT
         assert s["denied_allocs"] >= 1
         # Nothing of the client's namespace reached the host.
@@ -200,8 +198,7 @@ def test_kill_9_and_restart_leave_slices_and_workloads_alone(xpud):
             before.weight, before.priority)
         assert after.memory_used == LIMIT // 2 + LIMIT // 4
         assert p.poll() is None
-        r = xpud.xpuctl("show", "t-run", "-o", "json")
-        s2 = json.loads(r.stdout)
+        s2 = xpud.call("show", name="t-run")
         assert (s2["id"], s2["state"], s2["memory_used_bytes"]) == (
             s["id"], "ready", LIMIT // 2 + LIMIT // 4)
         assert s2["nodes"] == s["nodes"]
@@ -224,7 +221,8 @@ def test_kill_9_and_restart_leave_slices_and_workloads_alone(xpud):
 
 # -- permissions ----------------------------------------------------------------
 
-def test_an_unprivileged_user_gets_a_clear_permission_error(xpud):
+def test_permission_errors(xpud):
+    """An unprivileged user, and root without CAP_SYS_ADMIN for run."""
     create(xpud)
     for args in (("list",), ("create", "t-u", "--gpu", "0", "--memory",
                              "1GiB"),
@@ -235,11 +233,7 @@ def test_an_unprivileged_user_gets_a_clear_permission_error(xpud):
         assert r.stderr.startswith("xpuctl: error: permission denied on "
                                    f"{xpud.socket}"), r.stderr
     assert set(kernel_slices()) == {"t-run"}
-
-
-def test_run_without_cap_sys_admin_is_a_permission_error(xpud):
-    """Root may ask xpud, but without CAP_SYS_ADMIN no namespace."""
-    create(xpud)
+    # Root may ask xpud, but makes no namespace without CAP_SYS_ADMIN.
     r = subprocess.run(
         ["setpriv", "--bounding-set", "-sys_admin", "--inh-caps",
          "-sys_admin", "--", sys.executable, "-m", "xpu.cli", "--socket",

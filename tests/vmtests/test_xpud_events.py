@@ -155,7 +155,17 @@ def _stream(x):
         return c, st
 
 
+def _log_has(x, text):
+    """Wait until xpud's log has TEXT."""
+    deadline = time.monotonic() + WAIT
+    while text not in x.log.read_text():
+        assert x.proc.poll() is None, x.log.read_text()
+        assert time.monotonic() < deadline, x.log.read_text()
+        time.sleep(0.1)
+
+
 def test_xpud_streams_the_events(xpud):
+    """One xpud: the API's stream, `xpuctl events`, device events."""
     c, st = _stream(xpud)
     try:
         s = create(xpud, "t-ev")
@@ -169,8 +179,7 @@ def test_xpud_streams_the_events(xpud):
             assert ev["size_bytes"] >= LIMIT + MIB
         finally:
             assert finish(p) == 0
-        r = xpud.xpuctl("destroy", "t-ev")
-        assert r.returncode == 0, r.stderr
+        xpud.call("destroy", name="t-ev")
         ev = next(st)
         assert (ev["event"], ev["slice_id"]) == ("slice_destroyed", s["id"])
     finally:
@@ -180,21 +189,18 @@ def test_xpud_streams_the_events(xpud):
     assert f"slice {s['id']} 't-ev' created on GPU 0" in log
     assert "denied" in log
 
-
-def test_xpuctl_events(xpud):
-    _stream(xpud)[0].close()   # xpud listens to xpu.ko by now
+    # xpuctl events: it subscribes once started; make events until it has
+    # two.
     p = subprocess.Popen(
         [sys.executable, "-m", "xpu.cli", "--socket", xpud.socket, "events",
          "-o", "json", "--count", "2"], env=xpud.env, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    # xpuctl subscribes when it has started: make events until it has two.
     deadline = time.monotonic() + WAIT
-    with ctl.Ctl() as c:
-        while p.poll() is None:
-            assert time.monotonic() < deadline, "xpuctl events saw nothing"
-            s = c.slice_create("t-cli", 1, LIMIT)
-            c.slice_destroy(s.id)
-            time.sleep(0.2)  # pacing, not waiting: the loop ends on exit
+    while p.poll() is None:
+        assert time.monotonic() < deadline, "xpuctl events saw nothing"
+        xpud.call("create", name="t-cli", gpu=1, memory_limit_bytes=LIMIT)
+        xpud.call("destroy", name="t-cli")
+        time.sleep(0.2)  # pacing, not waiting: the loop ends on exit
     out, err = p.communicate(timeout=WAIT)
     assert (p.returncode, err) == (0, "")
     evs = [json.loads(line) for line in out.splitlines()]
@@ -202,18 +208,7 @@ def test_xpuctl_events(xpud):
     assert {e["event"] for e in evs} <= {"slice_created", "slice_destroyed"}
     assert all(e["name"] == "t-cli" and e["gpu_minor"] == 1 for e in evs)
 
-
-def _log_has(x, text):
-    """Wait until xpud's log has TEXT."""
-    deadline = time.monotonic() + WAIT
-    while text not in x.log.read_text():
-        assert x.proc.poll() is None, x.log.read_text()
-        assert time.monotonic() < deadline, x.log.read_text()
-        time.sleep(0.1)
-
-
-def test_device_events_make_xpud_look_again(xpud):
-    """No udevd in the VM: xpud reads the kernel's uevents."""
+    # Device events: no udevd in the VM, xpud reads the kernel's uevents.
     _log_has(xpud, "watching device events (from ")
     # A uevent of the module, as at its load or unload.
     with open("/sys/module/xpu/uevent", "w") as f:

@@ -128,6 +128,11 @@ class Xpud:
             [sys.executable, "-m", "xpu.cli", "--socket", self.socket,
              *args], env=self.env, check=False, user=user, cwd="/", **kw)
 
+    def call(self, op, **args):
+        """One API request, in this process (no xpuctl to start)."""
+        with Client(self.socket, timeout=WAIT) as c:
+            return c.call(op, **args)
+
     def run_client(self, name):
         """`xpuctl run NAME -- python slice_client.py`, talking on pipes;
         returns (process, what the client saw)."""
@@ -187,11 +192,10 @@ def xpud(tmp_path, nodedir):
 
 
 def create(xpud, name="t-run", memory=LIMIT):
+    """`xpuctl create NAME`; returns the slice as the API shows it."""
     r = xpud.xpuctl("create", name, "--gpu", "0", "--memory", f"{memory}")
     assert r.returncode == 0, r.stderr
-    r = xpud.xpuctl("show", name, "-o", "json")
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    return xpud.call("show", name=name)
 
 
 def mounts_of(pid="self"):
