@@ -230,8 +230,9 @@ def test_permission_errors(xpud):
         r = xpud.xpuctl(*args, user=NOBODY)
         assert r.returncode == 4, (args, r.stderr)
         assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
-        assert r.stderr.startswith("xpuctl: error: permission denied on "
-                                   f"{xpud.socket}"), r.stderr
+        # Refused by the socket's mode, or by xpud on its credentials.
+        assert r.stderr.startswith("xpuctl: error: permission denied"), \
+            r.stderr
     assert set(kernel_slices()) == {"t-run"}
     # Root may ask xpud, but makes no namespace without CAP_SYS_ADMIN.
     r = subprocess.run(

@@ -189,6 +189,8 @@ def xpud(tmp_path, nodedir):
     x = Xpud(tmp_path, nodedir)
     yield x.start()
     x.cleanup()
+    # Shown by pytest when the test failed.
+    print(f"--- xpud's log ---\n{x.log.read_text()}")
 
 
 def create(xpud, name="t-run", memory=LIMIT):

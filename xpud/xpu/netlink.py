@@ -19,6 +19,7 @@ import logging
 import os
 import select
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -43,32 +44,89 @@ ATTRS = (
 )
 
 
+NETLINK_GENERIC = 16
+GENL_ID_CTRL = 0x10
+NLMSG_ERROR = 2
+SOL_NETLINK = 270
+NETLINK_ADD_MEMBERSHIP = 1
+
+
 @functools.cache
 def classes():
-    """(XpuEventMsg, XpuEventSocket), made at first use: importing pyroute2
-    takes a second or more, which xpud does not spend before it is ready."""
-    from pyroute2.netlink import genlmsg
-    from pyroute2.netlink.generic import GenericNetlinkSocket
+    """(XpuEventMsg, XpuEventSocket), made at first use: pyroute2's message
+    classes are imported only when xpud listens."""
+    from pyroute2.netlink import CTRL_CMD_GETFAMILY, NLM_F_REQUEST, ctrlmsg, genlmsg
+    from pyroute2.netlink.marshal import Marshal
 
     class XpuEventMsg(genlmsg):
         """A message of the family; attribute numbers as in uapi/xpu.h."""
 
         nla_map = tuple((n, name, t) for name, n, t in ATTRS)
 
-    class XpuEventSocket(GenericNetlinkSocket):
-        """The family "xpu", joined to its group "events".  pyroute2
-        resolves the family and the group; the datagrams are read from a
-        plain socket on a copy of the descriptor, so that ENOBUFS comes back
-        as it is."""
+    class XpuEventSocket:
+        """The family "xpu", joined to its group "events", on a plain
+        netlink socket: pyroute2 lays out and decodes the messages (the
+        nlctrl lookup, the events); the socket is ours, read in our own
+        thread, so that ENOBUFS comes back as it is and nothing else reads
+        it."""
+
+        def __init__(self, family: str = uapi.XPU_GENL_NAME,
+                     group: str = uapi.XPU_GENL_MCGRP_EVENTS):
+            self.family, self.group = family, group
+            self.prid = None
+            self.mcast_groups: dict[str, int] = {}
+            self.marshal = Marshal()
+            self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW,
+                                      NETLINK_GENERIC)
+
+        def _lookup(self) -> None:
+            """CTRL_CMD_GETFAMILY: the family's id and its groups' ids."""
+            req = ctrlmsg()
+            req["cmd"] = CTRL_CMD_GETFAMILY
+            req["version"] = 1
+            req["attrs"] = [["CTRL_ATTR_FAMILY_NAME", self.family]]
+            req["header"]["type"] = GENL_ID_CTRL
+            req["header"]["flags"] = NLM_F_REQUEST
+            req["header"]["sequence_number"] = 1
+            req.encode()
+            self.sock.settimeout(10.0)
+            self.sock.sendto(req.data, (0, 0))
+            while True:
+                data = self.sock.recv(65536)
+                length, kind, _, seq = struct.unpack_from("=IHHI", data)
+                if seq != 1:
+                    continue
+                if kind == NLMSG_ERROR:
+                    (err,) = struct.unpack_from("=i", data, 16)
+                    raise OSError(-err, f"generic netlink family "
+                                  f"'{self.family}': {os.strerror(-err)}")
+                reply = ctrlmsg(data[:length])
+                reply.decode()
+                break
+            self.prid = reply.get_attr("CTRL_ATTR_FAMILY_ID")
+            self.mcast_groups = {
+                g.get_attr("CTRL_ATTR_MCAST_GRP_NAME"):
+                    g.get_attr("CTRL_ATTR_MCAST_GRP_ID")
+                for g in reply.get_attr("CTRL_ATTR_MCAST_GROUPS", [])}
+            self.marshal.msg_map[self.prid] = XpuEventMsg
 
         def open(self) -> socket.socket:
-            self.bind(uapi.XPU_GENL_NAME, XpuEventMsg)
-            self.add_membership(uapi.XPU_GENL_MCGRP_EVENTS)
-            return socket.socket(fileno=os.dup(self.fileno()))
+            self.sock.bind((0, 0))
+            self._lookup()
+            if self.group not in self.mcast_groups:
+                raise OSError(errno.ENOENT, f"the family '{self.family}' "
+                              f"has no group '{self.group}'")
+            self.sock.setsockopt(SOL_NETLINK, NETLINK_ADD_MEMBERSHIP,
+                                 self.mcast_groups[self.group])
+            self.sock.settimeout(None)
+            return self.sock
 
         def parse(self, data: bytes) -> list:
             return [m for m in self.marshal.parse(data)
                     if isinstance(m, XpuEventMsg)]
+
+        def close(self) -> None:
+            self.sock.close()
 
     return XpuEventMsg, XpuEventSocket
 
@@ -140,7 +198,9 @@ class NetlinkWatcher:
     def stop(self) -> None:
         if self._thread is not None:
             os.write(self._wake_w, b"x")
-            self._thread.join()
+            # Bounded: a thread stuck in the kernel must not keep xpud from
+            # stopping (it is a daemon thread).
+            self._thread.join(5.0)
             self._thread = None
             os.close(self._wake_r)
             os.close(self._wake_w)
@@ -148,7 +208,7 @@ class NetlinkWatcher:
         self.hub.unavailable = "xpud is stopping"
 
     def _close_sockets(self) -> None:
-        for s in (self._sock, self._nl):
+        for s in (self._nl, self._sock):
             if s is not None:
                 try:
                     s.close()
