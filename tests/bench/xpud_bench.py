@@ -129,6 +129,15 @@ def _config(n):
 
 
 def measure() -> dict:
+    """The figures, or {"xpud_bench_error": why}: a failure here must not
+    cost bench.py its own figures."""
+    try:
+        return _measure()
+    except Exception as e:  # noqa: BLE001 -- reported in the JSON
+        return {"xpud_bench_error": f"{type(e).__name__}: {e}"}
+
+
+def _measure() -> dict:
     _destroy_all()
     work = tempfile.mkdtemp(prefix="xpud-bench-")
     try:
