@@ -130,18 +130,23 @@ def test_a_listener_that_does_not_read_gets_enobufs(listener, nodedir):
             while True:
                 sock.recv(65536)   # what fitted, then the overflow
         assert e.value.errno == errno.ENOBUFS
-        # Then it goes on: what was queued, then the next event.
+        # The kernel delivers again once the queue is drained (it stays
+        # congested until then): read what is queued, then the next event.
+        sock.setblocking(False)
+        while True:
+            try:
+                sock.recv(65536)
+            except BlockingIOError:
+                break
+        sock.settimeout(xpudtest.WAIT)
         c.slice_destroy(s.info.id)
-    while True:
-        ev = events(listener, 1)[0]
-        if ev["event"] == "slice_destroyed":
-            break
-        assert ev["event"] in ("slice_created", "alloc_denied"), ev
+    assert events(listener, 1)[0]["event"] == "slice_destroyed"
 
 
 def _stream(x):
-    """A Client streaming xpud's events, once xpud listens to xpu.ko."""
-    deadline = time.monotonic() + WAIT
+    """A Client streaming xpud's events, once xpud listens to xpu.ko (in
+    its own thread after READY: slow on a loaded emulated guest)."""
+    deadline = time.monotonic() + 5 * WAIT
     while True:
         c = Client(x.socket, timeout=WAIT)
         st = c.stream("events")
