@@ -9,6 +9,7 @@
 #include <linux/module.h>
 
 #include "ctl.h"
+#include "events.h"
 #include "file.h"
 #include "hook.h"
 #include "rmapi.h"
@@ -20,9 +21,12 @@ static int __init xpu_init(void)
 {
 	int ret;
 
-	ret = xpu_rm_init();
+	ret = xpu_events_init();
 	if (ret)
 		return ret;
+	ret = xpu_rm_init();
+	if (ret)
+		goto err_events;
 	ret = xpu_slice_init();
 	if (ret)
 		goto err_rm;
@@ -51,6 +55,8 @@ err_slice:
 	xpu_slice_exit();
 err_rm:
 	xpu_rm_exit();
+err_events:
+	xpu_events_exit();
 	return ret;
 }
 
@@ -62,6 +68,7 @@ static void __exit xpu_exit(void)
 	xpu_slice_exit();
 	xpu_sched_exit();
 	xpu_rm_exit();
+	xpu_events_exit();
 }
 
 module_init(xpu_init);

@@ -26,6 +26,7 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
+#include "events.h"
 #include "mem.h"
 #include "nvabi.h"
 #include "rmapi.h"
@@ -220,6 +221,7 @@ static long xpu_admit_call(struct xpu_slice *slice, struct file *file,
 	if (want > READ_ONCE(slice->memory_limit) ||
 	    slice->used > READ_ONCE(slice->memory_limit) - want) {
 		slice->denied++;
+		xpu_event_denied(slice, want);
 		mutex_unlock(&slice->mem_lock);
 		/* The driver's own failure: the call succeeds, status says why. */
 		return xpu_put_status(site->status, NV_ERR_NO_MEMORY);
@@ -238,6 +240,7 @@ static long xpu_admit_call(struct xpu_slice *slice, struct file *file,
 	    !get_user(hc, site->h_client) && !get_user(hp, site->h_parent) &&
 	    !get_user(ho, site->h_object) && !xpu_rm_free(hc, hp, ho)) {
 		slice->denied++;
+		xpu_event_denied(slice, want);
 		ret = xpu_put_status(site->status, NV_ERR_NO_MEMORY);
 		xpu_refresh_locked(slice);
 	}

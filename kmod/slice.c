@@ -17,6 +17,7 @@
 #include <linux/sizes.h>
 #include <linux/slab.h>
 
+#include "events.h"
 #include "file.h"
 #include "mem.h"
 #include "nvabi.h"
@@ -196,6 +197,7 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 	list_add_tail(&slice->link, &xpu_slices);
 	xpu_sched_slice_add(slice);
 	xpu_slice_fill(slice, arg);
+	xpu_event_slice(XPU_EVENT_SLICE_CREATED, slice);
 	mutex_unlock(&xpu_lock);
 	pr_info("slice %u '%s' created on GPU %u: %llu bytes, share %u/1000\n",
 		slice->id, slice->name, gpu->minor, slice->memory_limit,
@@ -273,6 +275,7 @@ int xpu_slice_ioc_set(struct xpu_slice_info *arg)
 		     XPU_SLICE_SET_PRIORITY))
 		xpu_sched_kick(gpu);	/* within one period */
 	xpu_slice_fill(slice, arg);
+	xpu_event_slice(XPU_EVENT_SLICE_CHANGED, slice);
 	ret = 0;
 out:
 	mutex_unlock(&xpu_lock);
@@ -359,6 +362,7 @@ int xpu_slice_ioc_destroy(const struct xpu_slice_ref *arg)
 	if (arg->flags & XPU_DESTROY_FORCE)
 		xpu_file_kill_openers(slice);
 	pr_info("slice %u '%s' destroyed\n", slice->id, slice->name);
+	xpu_event_slice(XPU_EVENT_SLICE_DESTROYED, slice);
 	xpu_slice_put(slice);
 	return 0;
 out:

@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(TOP, "tests"))
 sys.path.insert(0, os.path.join(TOP, "xpud"))
 
 import compute_bench
+import xpud_bench
 from nvclient import client
 from xpu import ctl as xpu_ctl
 from xpu import uapi
@@ -101,6 +102,7 @@ def main():
                           "in_slice": round(med(sl_alloc) * 1e6, 1)},
         "note": "software emulation; ratios of medians over alternating rounds",
         **figures,
+        **xpud_bench.measure(),
     }, indent=2))
 
 

@@ -67,8 +67,8 @@ _xpuctl()
 	bind) opts="-h --help --socket --debug --cgroup" ;;
 	unbind) opts="-h --help --socket --debug --cgroup" ;;
 	run) opts="-h --help --socket --debug" ;;
-	top) opts="-h --help --socket --debug -o --output --interval --count" ;;
-	events) opts="-h --help --socket --debug -o --output" ;;
+	top) opts="-h --help --socket --debug -o --output --interval --count --once" ;;
+	events) opts="-h --help --socket --debug -o --output --count" ;;
 	version) opts="-h --help --socket --debug -o --output" ;;
 	*) return ;;
 	esac

@@ -153,9 +153,19 @@ OPS = {op.name: op for op in (
        (_NAME, Arg("cgroup", "string", True, "as for bind")),
        "undo bind"),
     Op("events", READ, (),
-       "a stream of slice events (needs xpu.ko's netlink events)",
-       available=False),
+       "a stream of slice events: the reply, then one event per line"),
 )}
+
+
+class Stream:
+    """A result that goes on: the reply carries FIRST, then the server
+    writes each item get(timeout) gives, one JSON line each, until the
+    client leaves; then close()."""
+
+    def __init__(self, first: object, get, close):
+        self.first = first
+        self.get = get
+        self.close = close
 
 
 def check_args(op: Op, args: object) -> dict:

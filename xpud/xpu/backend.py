@@ -102,6 +102,10 @@ class KernelSlice:
     nodes: tuple[str, ...] = ()       # /dev/xpuN, /dev/xpuN-ctl
     cgroups: tuple[str, ...] = ()     # as /proc/PID/cgroup names them
     memory_used_bytes: int | None = None
+    id: int | None = None             # the kernel's number for it
+    processes: int | None = None      # processes with files in it
+    denied_allocs: int | None = None  # allocations refused at the limit
+    share_obtained: int | None = None  # per mille of the GPU, last second
 
 
 class Backend(abc.ABC):

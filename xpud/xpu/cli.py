@@ -15,9 +15,9 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-from . import __version__, api, cmdline, model, sizes
+from . import __version__, api, cmdline, events, model, run, sizes
 from .client import Client
-from .errors import UsageError, XpuError
+from .errors import UsageError
 
 PROG = "xpuctl"
 
@@ -52,6 +52,16 @@ def _weight(text: str) -> int:
     except ValueError:
         raise ValueError(f"'{text}' is not a whole number") from None
     return model.check_weight(n)
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a whole number") from None
+    if n < 0:
+        raise ValueError(f"{n} is negative")
+    return n
 
 
 def _interval(text: str) -> float:
@@ -215,13 +225,40 @@ def cmd_unbind(args, c: Client, out: TextIO) -> int:
 
 
 def cmd_run(args, c: Client, out: TextIO) -> int:
-    raise XpuError("xpuctl run is not available yet: it needs the slice "
-                   "device nodes of xpu.ko, which come with its slice "
-                   "interface")
+    s = c.call("show", name=args.name)
+    c.close()  # nothing of xpuctl's may reach COMMAND
+    binds = run.plan(s)
+    run.check(binds)
+    run.enter(binds)
+    out.flush()
+    run.execute(args.cmd)
+    return 0  # not reached: execute() returns only by raising
+
+
+TOP_HEADER = ("NAME", "GPU", "USED", "LIMIT", "USE", "COMPUTE", "GOT",
+              "PROCS", "DENIED", "STATE")
+
+
+def top_rows(slices: list) -> list:
+    """One row per slice of `xpuctl top`: memory, then compute."""
+    return [(s["name"], _gpu_label(s), _size(s["memory_used_bytes"]),
+             _size(s["memory_limit_bytes"]), _use(s),
+             f"{s['compute_share']}%",
+             # GOT: the share of the GPU's time the slice obtained; xpu.ko's
+             # per-slice compute counters (issue 4) fill compute_obtained.
+             _percent(s.get("compute_obtained")),
+             _dash(s.get("processes")), _dash(s.get("denied_allocs")),
+             s["state"])
+            for s in slices]
+
+
+def _percent(value) -> str:
+    return "-" if value is None else f"{value:g}%"
 
 
 def cmd_top(args, c: Client, out: TextIO) -> int:
     clear = args.output == "table" and out.isatty()
+    count = 1 if args.once else args.count
     n = 0
     try:
         while True:
@@ -232,16 +269,10 @@ def cmd_top(args, c: Client, out: TextIO) -> int:
             else:
                 if clear:
                     print("\033[H\033[J", end="", file=out)
-                _table(out, ("NAME", "GPU", "USED", "LIMIT", "USE",
-                             "COMPUTE", "STATE"),
-                       [(s["name"], _gpu_label(s),
-                         _size(s["memory_used_bytes"]),
-                         _size(s["memory_limit_bytes"]), _use(s),
-                         f"{s['compute_share']}%", s["state"])
-                        for s in slices])
+                _table(out, TOP_HEADER, top_rows(slices))
                 out.flush()
             n += 1
-            if args.count and n >= args.count:
+            if count and n >= count:
                 return 0
             time.sleep(args.interval)  # the refresh interval, nothing else
     except KeyboardInterrupt:
@@ -256,8 +287,23 @@ def _use(s: dict) -> str:
 
 
 def cmd_events(args, c: Client, out: TextIO) -> int:
-    c.call("events")  # answered `unsupported` until xpu.ko sends events
-    return 0
+    stream = c.stream("events")
+    next(stream)  # the reply: counters so far
+    n = 0
+    try:
+        for ev in stream:
+            if args.output == "json":
+                print(json.dumps(ev), file=out, flush=True)
+            else:
+                when = time.strftime("%H:%M:%S", time.localtime(ev["time"]))
+                print(f"{when}  {ev['event']:<15}  {events.describe(ev)}",
+                      file=out, flush=True)
+            n += 1
+            if args.count and n >= args.count:
+                return 0
+    except KeyboardInterrupt:
+        return 0
+    return 0  # not reached: the stream ends by an error
 
 
 def cmd_version(args, c: Client, out: TextIO) -> int:
@@ -283,7 +329,8 @@ def build_parser() -> cmdline.ArgumentParser:
         description="Manage the GPU slices of this node through xpud.",
         epilog="Exit status: 0 success, 1 xpud refused or failed, 2 usage, "
                "3 xpud cannot be reached, 4 permission denied, 5 no such "
-               "slice, GPU or cgroup.  `xpuctl COMMAND --help` describes a "
+               "slice, GPU or cgroup; run: COMMAND's status, 126/127 when it "
+               "cannot be run.  `xpuctl COMMAND --help` describes a "
                "command.")
     cmdline.add_common_arguments(parser)
     parser.add_argument(
@@ -349,7 +396,9 @@ def build_parser() -> cmdline.ArgumentParser:
         p.add_argument("--cgroup", metavar="PATH", required=True,
                        help="a cgroup v2 directory: /sys/fs/cgroup/... or "
                             "as /proc/PID/cgroup shows it")
-    p = command("run", cmd_run, "run a command inside a slice")
+    p = command("run", cmd_run,
+                "run a command inside a slice (root): the slice's nodes "
+                "stand at /dev/nvidiactl and /dev/nvidiaN")
     p.add_argument("name", metavar="NAME")
     p.add_argument("cmd", metavar="COMMAND", nargs=argparse.REMAINDER,
                    help="after --: the command and its arguments")
@@ -358,9 +407,15 @@ def build_parser() -> cmdline.ArgumentParser:
     p.add_argument("--interval", metavar="SECONDS", default=1.0,
                    type=_arg_type(_interval),
                    help="between refreshes (default 1)")
-    p.add_argument("--count", metavar="N", type=int, default=0,
+    p.add_argument("--count", metavar="N", type=_arg_type(_count),
+                   default=0,
                    help="stop after N refreshes (default: until Ctrl-C)")
-    command("events", cmd_events, "stream slice events", (late, output))
+    p.add_argument("--once", action="store_true",
+                   help="one refresh, then stop (as --count 1)")
+    p = command("events", cmd_events,
+                "stream slice events (Ctrl-C ends it)", (late, output))
+    p.add_argument("--count", metavar="N", type=_arg_type(_count),
+                   default=0, help="stop after N events")
     command("version", cmd_version,
             "the versions of xpuctl, xpud and xpu.ko", (late, output))
     return parser

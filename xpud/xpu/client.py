@@ -12,7 +12,9 @@ errors.ConnectError when xpud cannot be reached.
 from __future__ import annotations
 
 import errno
+import json
 import socket
+from collections.abc import Iterator
 
 from . import api
 from .api import ApiError
@@ -93,3 +95,26 @@ class Client:
             self.close()
             raise ConnectError(f"{self.path} did not answer as xpud does: "
                                f"{e}") from None
+
+    def stream(self, op: str, **args) -> Iterator[object]:
+        """Send a streaming request (api.Stream); yield its first result,
+        then each item that follows, as long as xpud sends them."""
+        yield self.call(op, **args)
+        self._sock.settimeout(None)  # events come when they come
+        while True:
+            try:
+                line = self._rfile.readline(api.MAX_REPLY_BYTES)
+            except OSError as e:
+                self.close()
+                raise ConnectError(f"lost the connection to xpud: "
+                                   f"{e.strerror or e}") from None
+            if not line:
+                self.close()
+                raise ConnectError(f"xpud ended the '{op}' stream (stopped "
+                                   "or restarted?)")
+            try:
+                yield json.loads(line)
+            except ValueError as e:
+                self.close()
+                raise ConnectError(f"{self.path} sent a line that is not "
+                                   f"JSON: {e}") from None

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar, Protocol
 
-from . import __version__, api, cmdline, config, inventory, kernel, state
+from . import __version__, api, cmdline, config, inventory, kernel, netlink, state, udev
 from .auth import Authorizer
 from .errors import ConfigError, XpuError
 from .notify import Notifier
@@ -182,9 +182,10 @@ def build(args, environ: Mapping[str, str] = os.environ) -> Daemon:
     backend = kernel.select(inv, args.device, args.node_dir)
     service = Service(backend, state.StateStore(args.state_dir), cfg)
     server = Server(args.socket, Dispatcher(service, Authorizer()))
+    watchers = [netlink.NetlinkWatcher(service.events), udev.UdevWatcher()]
     return Daemon(config_path=config_path, config_required=required,
                   service=service, server=server,
-                  notifier=Notifier(environ), watchers=[])
+                  notifier=Notifier(environ), watchers=watchers)
 
 
 class _Formatter(logging.Formatter):

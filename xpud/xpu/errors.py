@@ -11,6 +11,9 @@ xpuctl's documented ones (docs/xpud.md, "Exit status"):
     3  xpud cannot be reached (no socket, nothing listening, no answer)
     4  permission denied
     5  the named slice, GPU or cgroup does not exist
+
+`xpuctl run` ends with COMMAND's status, or 126/127 as a shell when COMMAND
+cannot be executed or is not found (run.py).
 """
 
 from __future__ import annotations

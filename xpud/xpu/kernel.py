@@ -173,7 +173,10 @@ class KernelBackend(Backend):
         if name != info.name:
             cgroups = set()
         return KernelSlice(slice_spec(info, gpu_uuid), tuple(nodes),
-                           tuple(sorted(cgroups)), info.memory_used)
+                           tuple(sorted(cgroups)), info.memory_used,
+                           id=info.id, processes=info.processes,
+                           denied_allocs=info.denied_allocs,
+                           share_obtained=info.share_obtained)
 
     def _group(self) -> int:
         try:

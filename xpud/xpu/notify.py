@@ -15,7 +15,13 @@ from collections.abc import Callable, Mapping
 
 def _default_notifier():
     import sdnotify  # only when systemd asked for notifications
-    return sdnotify.SystemdNotifier()
+    n = sdnotify.SystemdNotifier()
+    # Never wait for the reader: a full queue (a manager that does not
+    # read) must not stop xpud from serving, or from stopping.  sdnotify
+    # drops what cannot be sent.
+    if n.socket is not None:
+        n.socket.setblocking(False)
+    return n
 
 
 class Notifier:

@@ -16,8 +16,10 @@ connect, and xpud checks again per op.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
+import select
 import selectors
 import socket
 import stat
@@ -42,6 +44,14 @@ class Dispatcher:
         self.authorizer = authorizer
 
     def handle_line(self, line: bytes, peer: PeerCred) -> bytes:
+        reply, stream = self.handle(line, peer)
+        if stream is not None:
+            stream.close()
+        return reply
+
+    def handle(self, line: bytes,
+               peer: PeerCred) -> tuple[bytes, api.Stream | None]:
+        """The reply to LINE, and the stream that follows it, if any."""
         op = None
         try:
             op, raw = api.decode_request(line)
@@ -57,17 +67,19 @@ class Dispatcher:
                                    or e.code == "permission"):
                 log.info("uid %d pid %d: %s refused: %s", peer.uid,
                          peer.pid, op.name, e.message)
-            return api.encode_error(e)
+            return api.encode_error(e), None
         except Exception as e:  # one bad request must not stop xpud
             log.exception("uid %d pid %d: %s failed", peer.uid, peer.pid,
                           op.name if op else "request")
             return api.encode_error(ApiError(
                 "internal", f"xpud failed: {type(e).__name__}: {e} "
-                "(journalctl -u xpud has the details)"))
+                "(journalctl -u xpud has the details)")), None
         if op.access == api.CHANGE:
             log.info("uid %d pid %d: %s %s", peer.uid, peer.pid, op.name,
                      " ".join(f"{k}={v}" for k, v in args.items()))
-        return api.encode_result(result)
+        if isinstance(result, api.Stream):
+            return api.encode_result(result.first), result
+        return api.encode_result(result), None
 
 
 class Server:
@@ -241,6 +253,24 @@ class Server:
                             "protocol", "request longer than "
                             f"{limit} bytes")))
                         return
-                    conn.sendall(self.dispatcher.handle_line(line, peer))
+                    reply, stream = self.dispatcher.handle(line, peer)
+                    conn.sendall(reply)
+                    if stream is not None:
+                        self._stream(conn, stream)
+                        return
         except OSError as e:  # timeouts and resets included
             log.debug("connection of pid %d closed: %s", peer.pid, e)
+
+    def _stream(self, conn: socket.socket, stream: api.Stream) -> None:
+        """Write STREAM's items until the client hangs up (or writes: a
+        stream takes no more requests) or stop() shuts the connection."""
+        try:
+            while True:
+                item = stream.get(0.5)
+                if item is not None:
+                    conn.sendall(json.dumps(item).encode() + b"\n")
+                readable, _, _ = select.select([conn], [], [], 0)
+                if readable:
+                    return
+        finally:
+            stream.close()

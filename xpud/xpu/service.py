@@ -35,11 +35,12 @@ import posixpath
 import threading
 from dataclasses import dataclass
 
-from . import __version__, inventory, model, sizes
+from . import __version__, api, inventory, model, sizes
 from .api import API_VERSION, ApiError
 from .backend import Backend, BackendError, GpuState, KernelSlice
 from .config import Config
 from .errors import XpuError
+from .events import EventHub
 from .state import SliceRecord, State, StateStore
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,8 @@ class Service:
         self._errors: dict[str, str] = {}     # slice name -> why pending
         self._gpu_errors: dict[str, str] = {}  # GPU UUID -> why pending
         self._said: dict[object, str] = {}    # what was logged, per subject
+        # xpu.ko's events (netlink.py feeds it), for op_events.
+        self.events = EventHub()
 
     # -- start, reload, reconcile ------------------------------------------
 
@@ -587,6 +590,15 @@ class Service:
             self._change(name, new, lambda: self._apply(new, gpus))
             return self._view(name)
 
+    def op_events(self) -> api.Stream:
+        why = self.events.unavailable
+        if why is not None:
+            raise ApiError("unsupported", f"no events: {why} (xpud's log "
+                           "says more; restart xpud after loading xpu.ko)")
+        sub = self.events.subscribe()
+        return api.Stream({"counters": self.events.counters()}, sub.get,
+                          sub.close)
+
     # -- views: the result fields of docs/api.md -----------------------------
 
     def _gpu_view(self, gs: GpuState) -> dict:
@@ -650,6 +662,18 @@ class Service:
             "priority": d.priority,
             "cgroups": list(d.cgroups),
             "nodes": list(k.nodes) if k else [],
+            "id": k.id if k else None,
+            "gpu_node": next((n for n in k.nodes
+                              if not n.endswith("-ctl")), None) if k else None,
+            "ctl_node": next((n for n in k.nodes
+                              if n.endswith("-ctl")), None) if k else None,
+            "processes": k.processes if k else None,
+            "denied_allocs": k.denied_allocs if k else None,
+            # The share of the GPU's time the slice held over the last
+            # second, in percent, as xpu.ko's scheduler counts it.
+            "compute_obtained": (k.share_obtained / 10
+                                 if k and k.share_obtained is not None
+                                 else None),
             "state": state,
             "error": err or None,
             "defined_in": d.defined_in,

@@ -379,4 +379,42 @@ struct xpu_cgroup {
 #define XPU_IOC_CGROUP_BIND	_IOWR(XPU_IOC_TYPE, 0x22, struct xpu_cgroup)
 #define XPU_IOC_CGROUP_UNBIND	_IOWR(XPU_IOC_TYPE, 0x23, struct xpu_cgroup)
 
+/* -------- events: generic netlink family "xpu" -------- */
+
+/*
+ * xpu.ko announces what changes on the generic netlink family XPU_GENL_NAME,
+ * version XPU_GENL_VERSION, multicast group XPU_GENL_MCGRP_EVENTS (resolve
+ * both through the nlctrl family, as for any genetlink family).  Joining the
+ * group needs CAP_SYS_ADMIN where the kernel can check it on a join
+ * (GENL_MCAST_CAP_SYS_ADMIN); the events name processes.
+ *
+ * Each message is one XPU_EVENT_* command with the XPU_EA_* attributes its
+ * comment lists; a listener ignores attributes it does not know, and
+ * commands it does not know.  Events are not guaranteed: when a listener's
+ * receive buffer overflows, its next recv() fails with ENOBUFS and it must
+ * read the state again with XPU_IOC_SLICE_LIST / XPU_IOC_SLICE_GET.
+ * The family has no commands to send to it.
+ */
+#define XPU_GENL_NAME		"xpu"
+#define XPU_GENL_VERSION	1
+#define XPU_GENL_MCGRP_EVENTS	"events"
+
+/* Commands: what happened.  Each lists the attributes it carries. */
+#define XPU_EVENT_SLICE_CREATED		1	/* SLICE_ID, SLICE_NAME, GPU_MINOR, MEMORY_LIMIT */
+#define XPU_EVENT_SLICE_DESTROYED	2	/* as CREATED */
+#define XPU_EVENT_SLICE_CHANGED		3	/* as CREATED: the settings now */
+#define XPU_EVENT_ALLOC_DENIED		4	/* as CREATED, and PID, SIZE, MEMORY_USED */
+#define XPU_EVENT_MAX			4
+
+/* Attributes (0 is unused, as in every netlink family). */
+#define XPU_EA_SLICE_ID		1	/* u32: the slice's id */
+#define XPU_EA_SLICE_NAME	2	/* string: its name, NUL-terminated */
+#define XPU_EA_GPU_MINOR	3	/* u32: minor number of its GPU */
+#define XPU_EA_MEMORY_LIMIT	4	/* u64: its memory limit, bytes */
+#define XPU_EA_MEMORY_USED	5	/* u64: what it held at the event, bytes */
+#define XPU_EA_PID		6	/* u32: the process (thread group id) */
+#define XPU_EA_SIZE		7	/* u64: bytes asked for */
+#define XPU_EA_PAD		8	/* padding before u64 attributes */
+#define XPU_EA_MAX		8
+
 #endif /* _UAPI_XPU_H */

@@ -269,14 +269,13 @@ def test_protocol_errors(serve):
     path = serve(Handler())
     replies = raw(path, b"not json\n", b'["op"]\n', b'{"op": "fly"}\n',
                   b'{"op": "destroy", "args": {"nme": "a"}}\n',
-                  b'{"op": "events"}\n', b'{"op": "version"}\n')
+                  b'{"op": "show", "args": {"name": 1}}\n',
+                  b'{"op": "version"}\n')
     codes = [r["error"]["code"] if not r["ok"] else "ok" for r in replies]
     assert codes == ["protocol", "protocol", "invalid", "invalid",
-                     "unsupported", "ok"]
+                     "invalid", "ok"]
     assert replies[2]["error"]["message"].startswith("unknown op 'fly' "
                                                      "(known: version, ")
-    assert replies[4]["error"]["message"].startswith(
-        "'events' is not available yet: ")
 
 
 def test_requests_are_bounded(serve):

@@ -2,11 +2,14 @@
 """xpuctl: its command lines, its output (table and json) and its errors,
 against a real server in this process on the in-memory FakeBackend."""
 
+import dataclasses
 import json
 import os
 import re
 import shutil
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -123,12 +126,36 @@ def test_run_parses_the_command(monkeypatch, xpuctl):
     assert seen == {"name": "train", "cmd": ["ls", "-l", "--color"]}
 
 
-def test_run_is_not_there_yet(xpuctl):
-    status, _, err = xpuctl("run", "train", "--", "ls", "-l")
-    assert status == 1
-    assert one_line(err) == ("xpuctl: error: xpuctl run is not available "
-                             "yet: it needs the slice device nodes of xpu.ko, "
-                             "which come with its slice interface")
+def test_run_enters_the_slice_then_execs(with_config, monkeypatch):
+    seen = []
+    monkeypatch.setattr(cli.run, "check", lambda binds: seen.append(
+        ("check", [(b.source, b.target) for b in binds])))
+    monkeypatch.setattr(cli.run, "enter", lambda binds: seen.append(
+        ("enter", len(binds))))
+    monkeypatch.setattr(cli.run.os, "listdir",
+                        lambda d: ["nvidia0", "nvidia1", "nvidiactl",
+                                   "nvidia-uvm", "xpu0"])
+
+    def execvp(file, argv):
+        seen.append(("exec", file, argv))
+        raise FileNotFoundError(2, "nope")
+
+    monkeypatch.setattr(cli.run.os, "execvp", execvp)
+    status, _, err = with_config("run", "train", "--", "nvcmd", "-x")
+    assert seen == [
+        ("check", [("/dev/xpu0-ctl", "/dev/nvidiactl"),
+                   ("/dev/xpu0", "/dev/nvidia1"),
+                   ("/dev/null", "/dev/nvidia0")]),
+        ("enter", 3),
+        ("exec", "nvcmd", ["nvcmd", "-x"])]
+    assert status == 127   # as a shell: command not found
+    assert one_line(err) == "xpuctl: error: nvcmd: command not found"
+
+
+def test_run_of_a_missing_slice(xpuctl):
+    status, _, err = xpuctl("run", "nope", "--", "true")
+    assert status == 5
+    assert "no slice 'nope'" in one_line(err)
 
 
 # -- reads -------------------------------------------------------------------
@@ -203,19 +230,43 @@ def test_version(xpuctl):
         "kernel": "0.1.0", "kernel_api": 1, "kernel_error": None}
 
 
-def test_top(xpuctl):
+def test_top(xpuctl, served):
+    _, svc = served
     assert xpuctl("create", "a", "--gpu", "0", "--memory", "1GiB")[0] == 0
     status, out, err = xpuctl("top", "--count", "2", "--interval", "0.1",
                               "-o", "json")
     assert (status, err) == (0, "")
     frames = [json.loads(line) for line in out.splitlines()]
     assert len(frames) == 2
+    assert frames[0]["time"] <= frames[1]["time"]
     assert [s["name"] for s in frames[1]["slices"]] == ["a"]
-    status, out, err = xpuctl("top", "--count", "1")
-    assert out.splitlines()[0].split() == ["NAME", "GPU", "USED", "LIMIT",
-                                           "USE", "COMPUTE", "STATE"]
+    status, out, err = xpuctl("top", "--once")
+    assert (status, err) == (0, "")
+    assert out.splitlines()[0].split() == [
+        "NAME", "GPU", "USED", "LIMIT", "USE", "COMPUTE", "GOT", "PROCS",
+        "DENIED", "STATE"]
     assert out.splitlines()[1].split() == ["a", "0", "0B", "1GiB", "0%",
-                                           "0%", "ready"]
+                                           "0%", "-", "-", "-", "ready"]
+    # What the kernel says shows at the next refresh.
+    k = svc.backend.slices["a"]
+    svc.backend.slices["a"] = dataclasses.replace(
+        k, memory_used_bytes=256 * 2**20, processes=2, denied_allocs=3)
+    status, out, err = xpuctl("top", "--count", "1")
+    assert out.splitlines()[1].split() == ["a", "0", "256MiB", "1GiB",
+                                           "25%", "0%", "-", "2", "3",
+                                           "ready"]
+    assert len(out.splitlines()) == 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["top", "--count", "-1"], "argument --count: -1 is negative"),
+    (["top", "--count", "x"], "argument --count: 'x' is not a whole number"),
+    (["top", "--interval", "0"], "argument --interval: 0 is not between"),
+])
+def test_top_usage_errors(xpuctl, argv, message):
+    status, out, err = xpuctl(*argv)
+    assert status == 2 and out == ""
+    assert message in one_line(err)
 
 
 # -- changes -----------------------------------------------------------------
@@ -280,11 +331,57 @@ def test_daemon_refusals_are_1(with_config):
     assert "has 72GiB of 80GiB not given to slices" in one_line(err)
 
 
-def test_events_are_not_there_yet(xpuctl):
+def _publish_when_listened(hub, evs):
+    """Publish EVS once a new listener has subscribed (in a thread)."""
+    before = set(hub._subs)  # an earlier xpuctl's, until xpud sees it left
+
+    def run():
+        deadline = time.monotonic() + 30
+        while not hub._subs - before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for ev in evs:
+            hub.publish(ev)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+EVENTS = [
+    {"time": 1700000000.5, "event": "slice_created", "slice_id": 3,
+     "name": "a", "gpu_minor": 0, "memory_limit_bytes": GIB},
+    {"time": 1700000001.0, "event": "alloc_denied", "slice_id": 3,
+     "name": "a", "gpu_minor": 0, "memory_limit_bytes": GIB, "pid": 42,
+     "size_bytes": 2 * GIB, "memory_used_bytes": 0},
+]
+
+
+def test_events(xpuctl, served):
+    _, svc = served
+    svc.events.unavailable = None
+    t = _publish_when_listened(svc.events, EVENTS)
+    status, out, err = xpuctl("events", "--count", "2", "-o", "json")
+    t.join()
+    assert (status, err) == (0, "")
+    assert [json.loads(line) for line in out.splitlines()] == EVENTS
+    t = _publish_when_listened(svc.events, EVENTS)
+    status, out, err = xpuctl("events", "--count", "2")
+    t.join()
+    lines = out.splitlines()
+    assert lines[0].endswith("  slice_created    slice 3 'a' created on "
+                             f"GPU 0, limit {GIB} bytes")
+    assert lines[1].endswith(f"  alloc_denied     slice 3 'a': {2 * GIB} "
+                             "bytes asked by pid 42 denied (0 of "
+                             f"{GIB} used)")
+    assert svc.events.counters()["alloc_denied"] == 2
+
+
+def test_events_without_a_source(xpuctl, served):
+    _, svc = served
+    svc.events.unavailable = "xpu.ko sends no events (older)"
     status, _, err = xpuctl("events")
     assert status == 1
-    assert one_line(err).startswith("xpuctl: error: 'events' is not "
-                                    "available yet: ")
+    assert one_line(err).startswith("xpuctl: error: no events: xpu.ko "
+                                    "sends no events (older)")
 
 
 def test_unreachable_is_3(capsys, sockdir):

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -231,6 +232,28 @@ def test_watchdog_interval():
     assert Notifier(env, factory=object).watchdog_interval is None
     assert Notifier({"WATCHDOG_USEC": "3000000"}).watchdog_interval is None
     assert not Notifier({}).enabled
+
+
+def test_a_manager_that_does_not_read_never_blocks_xpud(sockdir,
+                                                        monkeypatch):
+    """Notifications to a full queue are dropped: xpud's main loop (which
+    also stops it on SIGTERM) must never wait on the manager."""
+    path = str(sockdir / "deaf.sock")
+    deaf = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    deaf.bind(path)
+    monkeypatch.setenv("NOTIFY_SOCKET", path)
+    n = Notifier({"NOTIFY_SOCKET": path})
+    done = threading.Event()
+
+    def flood():
+        for _ in range(5000):  # far more than a datagram queue holds
+            n.watchdog()
+        done.set()
+
+    threading.Thread(target=flood, daemon=True).start()
+    assert done.wait(WAIT), "sending to a full queue blocked"
+    assert deaf.recv(4096) == b"WATCHDOG=1"  # what fitted was sent
+    deaf.close()
 
 
 def test_xpud_does_not_fork(monkeypatch, capsys):
