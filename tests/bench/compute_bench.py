@@ -112,11 +112,11 @@ def items_per_s(w):
 def overhead(b, rounds=3):
     base, sliced = [], []
     for _ in range(rounds):
+        b.admin.close()         # an open /dev/xpuctl holds the module
         subprocess.run(["rmmod", "xpu"], check=True)
         w = Worker("/dev/nvidiactl", "/dev/nvidia0")
         base.append(items_per_s(w))
         subprocess.run(["insmod", os.environ["XPU_KO"]], check=True)
-        b.admin.close()
         b.admin = xpu_ctl.Ctl()
         b.admin.gpu_set(0, policy=uapi.XPU_POLICY_WEIGHTED, period_us=PERIOD_US)
         w = b.slice(1000)
