@@ -23,10 +23,24 @@ pytestmark = pytest.mark.skipif(
 PLANTED = "$XPU_BUILD/tests/vm/planted"
 
 
-def vm(*args, timeout=900):
-    return subprocess.run([str(RUN), "--kernel", KERNEL, *args], cwd=TOP,
-                          capture_output=True, text=True, timeout=timeout,
-                          check=False)
+# A boot of the debug kernel takes 1.5-2 minutes on an idle 2-core machine,
+# and was seen to take 12 on a loaded one.
+TIMEOUT = int(os.environ.get("XPU_DEBUG_BOOT_TIMEOUT", "1800"))
+
+
+def vm(*args):
+    r = subprocess.run([str(RUN), "--kernel", KERNEL,
+                        "--timeout", str(TIMEOUT), *args], cwd=TOP,
+                       capture_output=True, text=True, timeout=TIMEOUT + 300,
+                       check=False)
+    # A boot is expensive: keep what it printed for whoever reads a failure.
+    name = os.environ.get("PYTEST_CURRENT_TEST", "run").split(" ")[0]
+    out = TOP / ".vm-cache" / "logs" / "rig" / (
+        name.split("::")[-1].replace("/", "_") + ".out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"rc={r.returncode}\n--- stdout\n{r.stdout}"
+                   f"--- stderr\n{r.stderr}")
+    return r
 
 
 def test_debug_kernel_has_the_checkers_and_a_clean_run_passes():
