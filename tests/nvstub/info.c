@@ -236,6 +236,46 @@ static u32 nvstub_ctrl_persistence(struct nvstub_call *call,
 	return NV_OK;
 }
 
+/* deviceCtrlCmdGpuGetVgxCaps(): always NV_FALSE */
+static u32 nvstub_ctrl_vgx_caps(struct nvstub_call *call,
+				struct nvstub_object *obj, void *params)
+{
+	struct nv0080_ctrl_gpu_get_vgx_caps_params *p = params;
+
+	p->is_vgx = 0;
+	return NV_OK;
+}
+
+/*
+ * deviceCtrlCmdGpuGetBrandCaps (not in the open source): stub: a data-centre
+ * part carries none of the QUADRO/NVS/TITAN brand bits.
+ */
+static u32 nvstub_ctrl_brand_caps(struct nvstub_call *call,
+				  struct nvstub_object *obj, void *params)
+{
+	struct nv0080_ctrl_gpu_get_brand_caps_params *p = params;
+
+	p->brands = 0;
+	return NV_OK;
+}
+
+/* deviceCtrlCmdGpuGetClasslistV2(): the GPU's classes, here the stub's own */
+static u32 nvstub_ctrl_classlist_v2(struct nvstub_call *call,
+				    struct nvstub_object *obj, void *params)
+{
+	static const u32 classes[] = {
+		NV01_MEMORY_SYSTEM, NV01_MEMORY_LOCAL_USER, NV01_MEMORY_SYSTEM_DYNAMIC,
+		NV01_DEVICE_0, NV20_SUBDEVICE_0, NV50_MEMORY_VIRTUAL,
+		KEPLER_CHANNEL_GROUP_A, HOPPER_USERMODE_A, HOPPER_CHANNEL_GPFIFO_A,
+		HOPPER_COMPUTE_A,
+	};
+	struct nv0080_ctrl_gpu_get_classlist_v2_params *p = params;
+
+	memcpy(p->class_list, classes, sizeof(classes));
+	p->num_classes = ARRAY_SIZE(classes);
+	return NV_OK;
+}
+
 /*
  * getGpuInfos(): list size 0 or above NV2080_CTRL_GPU_INFO_MAX_LIST_SIZE, or
  * an index at or above it → NV_ERR_INVALID_ARGUMENT. stub: the values of a
@@ -294,6 +334,36 @@ static u32 nvstub_ctrl_name_string(struct nvstub_call *call,
 	return NV_ERR_INVALID_ARGUMENT;
 }
 
+/*
+ * gpuGetGidInfo(): only the SHA-1 type (else NV_ERR_INVALID_FLAGS); binary is
+ * the 16 bytes, ASCII the "GPU-..." string with its NUL.
+ */
+static u32 nvstub_ctrl_gid_info(struct nvstub_call *call,
+				struct nvstub_object *obj, void *params)
+{
+	struct nv2080_ctrl_gpu_get_gid_info_params *p = params;
+	const char *u = obj->gpu->uuid + 4;	/* after "GPU-" */
+	unsigned int n = 0;
+
+	if (p->flags & NV2080_GPU_CMD_GPU_GET_GID_FLAGS_TYPE_SHA256)
+		return NV_ERR_INVALID_FLAGS;
+	memset(p->data, 0, sizeof(p->data));
+	if ((p->flags & 3) == NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY) {
+		for (; *u && n < 16; u++) {
+			if (*u == '-')
+				continue;
+			if (hex2bin(&p->data[n++], u, 1))
+				return NV_ERR_INVALID_STATE;
+			u++;
+		}
+		p->length = 16;
+		return NV_OK;
+	}
+	strscpy(p->data, obj->gpu->uuid, sizeof(p->data));
+	p->length = strlen(obj->gpu->uuid) + 1;
+	return NV_OK;
+}
+
 /* subdeviceCtrlCmdGpuQueryComputeModeRules(): the default compute mode */
 static u32 nvstub_ctrl_compute_mode_rules(struct nvstub_call *call,
 					  struct nvstub_object *obj, void *params)
@@ -344,10 +414,18 @@ const struct nvstub_ctrl nvstub_info_ctrls[] = {
 	     nvstub_ctrl_build_version_v2),
 	CTRL(NV0080_CTRL_CMD_GPU_QUERY_SW_STATE_PERSISTENCE, NV01_DEVICE_0,
 	     nv0080_ctrl_gpu_query_sw_state_persistence_params, nvstub_ctrl_persistence),
+	CTRL(NV0080_CTRL_CMD_GPU_GET_VGX_CAPS, NV01_DEVICE_0,
+	     nv0080_ctrl_gpu_get_vgx_caps_params, nvstub_ctrl_vgx_caps),
+	CTRL(NV0080_CTRL_CMD_GPU_GET_BRAND_CAPS, NV01_DEVICE_0,
+	     nv0080_ctrl_gpu_get_brand_caps_params, nvstub_ctrl_brand_caps),
+	CTRL(NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2, NV01_DEVICE_0,
+	     nv0080_ctrl_gpu_get_classlist_v2_params, nvstub_ctrl_classlist_v2),
 	CTRL(NV2080_CTRL_CMD_GPU_GET_INFO_V2, NV20_SUBDEVICE_0,
 	     nv2080_ctrl_gpu_get_info_v2_params, nvstub_ctrl_gpu_info_v2),
 	CTRL(NV2080_CTRL_CMD_GPU_GET_NAME_STRING, NV20_SUBDEVICE_0,
 	     nv2080_ctrl_gpu_get_name_string_params, nvstub_ctrl_name_string),
+	CTRL(NV2080_CTRL_CMD_GPU_GET_GID_INFO, NV20_SUBDEVICE_0,
+	     nv2080_ctrl_gpu_get_gid_info_params, nvstub_ctrl_gid_info),
 	CTRL(NV2080_CTRL_CMD_GPU_QUERY_COMPUTE_MODE_RULES, NV20_SUBDEVICE_0,
 	     nv2080_ctrl_gpu_query_compute_mode_rules_params,
 	     nvstub_ctrl_compute_mode_rules),

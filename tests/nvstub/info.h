@@ -136,6 +136,26 @@ struct nv0080_ctrl_gpu_query_sw_state_persistence_params {
 };
 static_assert(sizeof(struct nv0080_ctrl_gpu_query_sw_state_persistence_params) == 4);
 
+#define NV0080_CTRL_CMD_GPU_GET_VGX_CAPS	0x80028e
+struct nv0080_ctrl_gpu_get_vgx_caps_params {
+	u8 is_vgx;		/* NvBool */
+};
+static_assert(sizeof(struct nv0080_ctrl_gpu_get_vgx_caps_params) == 1);
+
+#define NV0080_CTRL_CMD_GPU_GET_BRAND_CAPS	0x800294
+struct nv0080_ctrl_gpu_get_brand_caps_params {
+	u32 brands;		/* NV0080_CTRL_GPU_GET_BRAND_CAPS_* bits */
+};
+static_assert(sizeof(struct nv0080_ctrl_gpu_get_brand_caps_params) == 4);
+
+#define NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2	0x800292
+#define NV0080_CTRL_GPU_CLASSLIST_MAX_SIZE	160
+struct nv0080_ctrl_gpu_get_classlist_v2_params {
+	u32 num_classes;
+	u32 class_list[NV0080_CTRL_GPU_CLASSLIST_MAX_SIZE];
+};
+static_assert(sizeof(struct nv0080_ctrl_gpu_get_classlist_v2_params) == 644);
+
 /* ctrl2080gpu.h */
 #define NV2080_CTRL_CMD_GPU_GET_INFO_V2			0x20800102
 #define NV2080_CTRL_GPU_INFO_MAX_LIST_SIZE		0x40
@@ -173,6 +193,19 @@ struct nv2080_ctrl_gpu_query_compute_mode_rules_params {
 	u32 rules;
 };
 static_assert(sizeof(struct nv2080_ctrl_gpu_query_compute_mode_rules_params) == 4);
+
+#define NV2080_CTRL_CMD_GPU_GET_GID_INFO		0x2080014a
+#define NV2080_GPU_MAX_GID_LENGTH			0x100
+#define NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY	0x2	/* FORMAT 1:0 */
+#define NV2080_GPU_CMD_GPU_GET_GID_FLAGS_TYPE_SHA256	0x4	/* TYPE 2:2 */
+#define NV_ERR_INVALID_FLAGS				0x29
+struct nv2080_ctrl_gpu_get_gid_info_params {
+	u32 index;
+	u32 flags;
+	u32 length;
+	u8 data[NV2080_GPU_MAX_GID_LENGTH];
+};
+static_assert(sizeof(struct nv2080_ctrl_gpu_get_gid_info_params) == 268);
 
 /* ctrl2080bus.h */
 #define NV2080_CTRL_CMD_BUS_GET_PCI_INFO		0x20801801
