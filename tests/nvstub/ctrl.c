@@ -458,6 +458,8 @@ static u32 nvstub_ctrl_size(const struct nvstub_ctrl *ctrl)
 		return ctrl->size;
 	if (ctrl->cmd == NVA06C_CTRL_CMD_GPFIFO_SCHEDULE)
 		return nvstub_abi->gpfifo_schedule_size;	/* bSkipEnable: 575 */
+	if (ctrl->cmd == NV0000_CTRL_CMD_GPU_GET_PROBED_IDS)
+		return nvstub_probed_ids_size();		/* gpuFlags: 580 */
 	return nvstub_fb_info_v2_size();
 }
 

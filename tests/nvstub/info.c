@@ -27,6 +27,8 @@ static u32 nvstub_ctrl_probed_ids(struct nvstub_call *call,
 		p->gpu_ids[i] = i < nvstub_ngpus ? nvstub_gpus[i].gpu_id :
 			NV0000_CTRL_GPU_INVALID_ID;
 		p->excluded_gpu_ids[i] = NV0000_CTRL_GPU_INVALID_ID;
+		if (nvstub_probed_ids_size() > 256)
+			p->gpu_flags[i] = 0;
 	}
 	return NV_OK;
 }
@@ -390,8 +392,8 @@ static u32 nvstub_ctrl_bus_pci_info(struct nvstub_call *call,
 #define CTRL(cmd, cls, type, fn) { cmd, cls, sizeof(struct type), fn }
 
 const struct nvstub_ctrl nvstub_info_ctrls[] = {
-	CTRL(NV0000_CTRL_CMD_GPU_GET_PROBED_IDS, NV01_ROOT_CLIENT,
-	     nv0000_ctrl_gpu_get_probed_ids_params, nvstub_ctrl_probed_ids),
+	{ NV0000_CTRL_CMD_GPU_GET_PROBED_IDS, NV01_ROOT_CLIENT, 0,
+	  nvstub_ctrl_probed_ids },	/* size by version */
 	CTRL(NV0000_CTRL_CMD_GPU_GET_PCI_INFO, NV01_ROOT_CLIENT,
 	     nv0000_ctrl_gpu_get_pci_info_params, nvstub_ctrl_pci_info),
 	CTRL(NV0000_CTRL_CMD_GPU_ATTACH_IDS, NV01_ROOT_CLIENT,

@@ -14,11 +14,14 @@
 
 /* ctrl0000gpu.h */
 #define NV0000_CTRL_CMD_GPU_GET_PROBED_IDS	0x214
+/* 256 B before 580; 580 appends gpuFlags[] (384 B) */
 struct nv0000_ctrl_gpu_get_probed_ids_params {
 	u32 gpu_ids[NV_MAX_DEVICES];
 	u32 excluded_gpu_ids[NV_MAX_DEVICES];
+	u32 gpu_flags[NV_MAX_DEVICES];		/* 580+ */
 };
-static_assert(sizeof(struct nv0000_ctrl_gpu_get_probed_ids_params) == 256);
+static_assert(sizeof(struct nv0000_ctrl_gpu_get_probed_ids_params) == 384);
+#define nvstub_probed_ids_size() (nvstub_abi->since >= 580 ? 384u : 256u)
 
 #define NV0000_CTRL_CMD_GPU_GET_PCI_INFO	0x21b
 struct nv0000_ctrl_gpu_get_pci_info_params {
