@@ -162,6 +162,40 @@ static u32 nvstub_ctrl_build_version_v2(struct nvstub_call *call,
 	return NV_OK;
 }
 
+/*
+ * cliresCtrlCmdClientSetInheritedSharePolicy() → ShareObject on the client:
+ * a type at or above RS_SHARE_TYPE_MAX → NV_ERR_INVALID_ARGUMENT. stub: share
+ * policies are not modelled (RM_SHARE is not simulated); a valid one is
+ * accepted and changes nothing, so RM_DUP_OBJECT keeps its default PID policy.
+ */
+static u32 nvstub_ctrl_inherited_share(struct nvstub_call *call,
+				       struct nvstub_object *obj, void *params)
+{
+	struct nv0000_ctrl_client_set_inherited_share_policy_params *p = params;
+
+	return p->type >= RS_SHARE_TYPE_MAX ? NV_ERR_INVALID_ARGUMENT : NV_OK;
+}
+
+/* cliresCtrlCmdGpuGetMemOpEnable(): the stream-memops override is off */
+static u32 nvstub_ctrl_memop_enable(struct nvstub_call *call,
+				    struct nvstub_object *obj, void *params)
+{
+	struct nv0000_ctrl_gpu_get_memop_enable_params *p = params;
+
+	p->enable_mask = 0;
+	return NV_OK;
+}
+
+/* gpuboostmgrQueryGroups(): no sync-boost groups are configured */
+static u32 nvstub_ctrl_boost_groups(struct nvstub_call *call,
+				    struct nvstub_object *obj, void *params)
+{
+	struct nv0000_sync_gpu_boost_group_info_params *p = params;
+
+	memset(p, 0, sizeof(*p));
+	return NV_OK;
+}
+
 /* --- NV01_DEVICE_0 (ctrl0080*.h) */
 
 /* deviceCtrlCmdGpuGetVirtualizationMode(): bare metal, no vGPU */
@@ -279,6 +313,27 @@ static u32 nvstub_ctrl_classlist_v2(struct nvstub_call *call,
 }
 
 /*
+ * deviceCtrlCmdHostGetCapsV2() → kbusGetDeviceCaps(): stub: no host bug
+ * workarounds and no coherent BAR mappings, all bits clear.
+ */
+static u32 nvstub_ctrl_host_caps_v2(struct nvstub_call *call,
+				    struct nvstub_object *obj, void *params)
+{
+	memset(params, 0, sizeof(struct nv0080_ctrl_host_get_caps_v2_params));
+	return NV_OK;
+}
+
+/* deviceCtrlCmdGpuGetNumSubdevices(): always 1 */
+static u32 nvstub_ctrl_num_subdevices(struct nvstub_call *call,
+				      struct nvstub_object *obj, void *params)
+{
+	struct nv0080_ctrl_gpu_get_num_subdevices_params *p = params;
+
+	p->num_sub_devices = 1;
+	return NV_OK;
+}
+
+/*
  * getGpuInfos(): list size 0 or above NV2080_CTRL_GPU_INFO_MAX_LIST_SIZE, or
  * an index at or above it → NV_ERR_INVALID_ARGUMENT. stub: the values of a
  * bare-metal H200; the indexes CPU-RM leaves to GSP read 0.
@@ -366,6 +421,34 @@ static u32 nvstub_ctrl_gid_info(struct nvstub_call *call,
 	return NV_OK;
 }
 
+/* subdeviceCtrlCmdGpuGetEnginesV2(): stub: GR0, one copy engine, SW */
+static u32 nvstub_ctrl_engines_v2(struct nvstub_call *call,
+				  struct nvstub_object *obj, void *params)
+{
+	struct nv2080_ctrl_gpu_get_engines_v2_params *p = params;
+	static const u32 engines[] = {
+		NV2080_ENGINE_TYPE_GR0, NV2080_ENGINE_TYPE_COPY0, NV2080_ENGINE_TYPE_SW,
+	};
+
+	memset(p->engine_list, 0, sizeof(p->engine_list));
+	memcpy(p->engine_list, engines, sizeof(engines));
+	p->engine_count = ARRAY_SIZE(engines);
+	return NV_OK;
+}
+
+/*
+ * subdeviceCtrlCmdGpuGetSimulationInfo(): silicon. (The stub is a simulation,
+ * but of the driver, not of the chip in NVIDIA's RTL/fmodel sense.)
+ */
+static u32 nvstub_ctrl_simulation_info(struct nvstub_call *call,
+				       struct nvstub_object *obj, void *params)
+{
+	struct nv2080_ctrl_gpu_get_simulation_info_params *p = params;
+
+	p->type = NV2080_CTRL_GPU_SIMULATION_INFO_TYPE_NONE;
+	return NV_OK;
+}
+
 /* subdeviceCtrlCmdGpuQueryComputeModeRules(): the default compute mode */
 static u32 nvstub_ctrl_compute_mode_rules(struct nvstub_call *call,
 					  struct nvstub_object *obj, void *params)
@@ -389,6 +472,59 @@ static u32 nvstub_ctrl_bus_pci_info(struct nvstub_call *call,
 	return NV_OK;
 }
 
+/*
+ * getBusInfos(): list size 0 or above NV2080_CTRL_BUS_INFO_MAX_LIST_SIZE, or
+ * an index above NV2080_CTRL_BUS_INFO_INDEX_MAX → NV_ERR_INVALID_ARGUMENT.
+ * stub: a PCI Express GPU on bus 0x18+N; link, error and DMA figures read 0.
+ */
+static u32 nvstub_ctrl_bus_info_v2(struct nvstub_call *call,
+				   struct nvstub_object *obj, void *params)
+{
+	struct nv2080_ctrl_bus_get_info_v2_params *p = params;
+	unsigned int i;
+
+	if (p->bus_info_list_size == 0 ||
+	    p->bus_info_list_size > NV2080_CTRL_BUS_INFO_MAX_LIST_SIZE)
+		return NV_ERR_INVALID_ARGUMENT;
+	for (i = 0; i < p->bus_info_list_size; i++) {
+		switch (p->bus_info_list[i].index) {
+		case NV2080_CTRL_BUS_INFO_INDEX_TYPE:
+		case NV2080_CTRL_BUS_INFO_INDEX_INTERFACE_TYPE:
+		case NV2080_CTRL_BUS_INFO_INDEX_GPU_INTERFACE_TYPE:
+			p->bus_info_list[i].data = NV2080_CTRL_BUS_INFO_TYPE_PCI_EXPRESS;
+			break;
+		case NV2080_CTRL_BUS_INFO_INDEX_BUS_NUMBER:
+			p->bus_info_list[i].data = obj->gpu->bus;
+			break;
+		default:
+			if (p->bus_info_list[i].index > NV2080_CTRL_BUS_INFO_INDEX_MAX)
+				return NV_ERR_INVALID_ARGUMENT;
+			p->bus_info_list[i].data = 0;
+			break;
+		}
+	}
+	return NV_OK;
+}
+
+/* subdeviceCtrlCmdBusGetPciBarInfo(): stub: BAR0 (registers) and BAR1 (FB) */
+static u32 nvstub_ctrl_pci_bar_info(struct nvstub_call *call,
+				    struct nvstub_object *obj, void *params)
+{
+	struct nv2080_ctrl_bus_get_pci_bar_info_params *p = params;
+	const u64 base[2] = { obj->gpu->reg_address, obj->gpu->fb_address };
+	const u64 size[2] = { NVSTUB_BAR0_SIZE, NVSTUB_BAR1_SIZE };
+	unsigned int i;
+
+	memset(p->pci_bar_info, 0, sizeof(p->pci_bar_info));
+	p->pci_bar_count = 2;
+	for (i = 0; i < 2; i++) {
+		p->pci_bar_info[i].bar_size = size[i] >> 20;
+		p->pci_bar_info[i].bar_size_bytes = size[i];
+		p->pci_bar_info[i].bar_offset = base[i];
+	}
+	return NV_OK;
+}
+
 #define CTRL(cmd, cls, type, fn) { cmd, cls, sizeof(struct type), fn }
 
 const struct nvstub_ctrl nvstub_info_ctrls[] = {
@@ -400,6 +536,13 @@ const struct nvstub_ctrl nvstub_info_ctrls[] = {
 	     nv0000_ctrl_gpu_attach_ids_params, nvstub_ctrl_attach_ids),
 	CTRL(NV0000_CTRL_CMD_GPU_DETACH_IDS, NV01_ROOT_CLIENT,
 	     nv0000_ctrl_gpu_detach_ids_params, nvstub_ctrl_detach_ids),
+	CTRL(NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY, NV01_ROOT_CLIENT,
+	     nv0000_ctrl_client_set_inherited_share_policy_params,
+	     nvstub_ctrl_inherited_share),
+	CTRL(NV0000_CTRL_CMD_SYNC_GPU_BOOST_GROUP_INFO, NV01_ROOT_CLIENT,
+	     nv0000_sync_gpu_boost_group_info_params, nvstub_ctrl_boost_groups),
+	CTRL(NV0000_CTRL_CMD_GPU_GET_MEMOP_ENABLE, NV01_ROOT_CLIENT,
+	     nv0000_ctrl_gpu_get_memop_enable_params, nvstub_ctrl_memop_enable),
 	CTRL(NV0000_CTRL_CMD_GPU_GET_ID_INFO, NV01_ROOT_CLIENT,
 	     nv0000_ctrl_gpu_get_id_info_params, nvstub_ctrl_id_info),
 	CTRL(NV0000_CTRL_CMD_GPU_QUERY_DRAIN_STATE, NV01_ROOT_CLIENT,
@@ -422,17 +565,29 @@ const struct nvstub_ctrl nvstub_info_ctrls[] = {
 	     nv0080_ctrl_gpu_get_brand_caps_params, nvstub_ctrl_brand_caps),
 	CTRL(NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2, NV01_DEVICE_0,
 	     nv0080_ctrl_gpu_get_classlist_v2_params, nvstub_ctrl_classlist_v2),
+	CTRL(NV0080_CTRL_CMD_HOST_GET_CAPS_V2, NV01_DEVICE_0,
+	     nv0080_ctrl_host_get_caps_v2_params, nvstub_ctrl_host_caps_v2),
+	CTRL(NV0080_CTRL_CMD_GPU_GET_NUM_SUBDEVICES, NV01_DEVICE_0,
+	     nv0080_ctrl_gpu_get_num_subdevices_params, nvstub_ctrl_num_subdevices),
 	CTRL(NV2080_CTRL_CMD_GPU_GET_INFO_V2, NV20_SUBDEVICE_0,
 	     nv2080_ctrl_gpu_get_info_v2_params, nvstub_ctrl_gpu_info_v2),
 	CTRL(NV2080_CTRL_CMD_GPU_GET_NAME_STRING, NV20_SUBDEVICE_0,
 	     nv2080_ctrl_gpu_get_name_string_params, nvstub_ctrl_name_string),
 	CTRL(NV2080_CTRL_CMD_GPU_GET_GID_INFO, NV20_SUBDEVICE_0,
 	     nv2080_ctrl_gpu_get_gid_info_params, nvstub_ctrl_gid_info),
+	CTRL(NV2080_CTRL_CMD_GPU_GET_ENGINES_V2, NV20_SUBDEVICE_0,
+	     nv2080_ctrl_gpu_get_engines_v2_params, nvstub_ctrl_engines_v2),
+	CTRL(NV2080_CTRL_CMD_GPU_GET_SIMULATION_INFO, NV20_SUBDEVICE_0,
+	     nv2080_ctrl_gpu_get_simulation_info_params, nvstub_ctrl_simulation_info),
 	CTRL(NV2080_CTRL_CMD_GPU_QUERY_COMPUTE_MODE_RULES, NV20_SUBDEVICE_0,
 	     nv2080_ctrl_gpu_query_compute_mode_rules_params,
 	     nvstub_ctrl_compute_mode_rules),
 	CTRL(NV2080_CTRL_CMD_BUS_GET_PCI_INFO, NV20_SUBDEVICE_0,
 	     nv2080_ctrl_bus_get_pci_info_params, nvstub_ctrl_bus_pci_info),
+	CTRL(NV2080_CTRL_CMD_BUS_GET_INFO_V2, NV20_SUBDEVICE_0,
+	     nv2080_ctrl_bus_get_info_v2_params, nvstub_ctrl_bus_info_v2),
+	CTRL(NV2080_CTRL_CMD_BUS_GET_PCI_BAR_INFO, NV20_SUBDEVICE_0,
+	     nv2080_ctrl_bus_get_pci_bar_info_params, nvstub_ctrl_pci_bar_info),
 };
 const unsigned int nvstub_info_nctrls = ARRAY_SIZE(nvstub_info_ctrls);
 

@@ -69,6 +69,31 @@ struct nv0000_ctrl_gpu_get_id_info_params {
 };
 static_assert(sizeof(struct nv0000_ctrl_gpu_get_id_info_params) == 40);
 
+#define NV0000_CTRL_CMD_GPU_GET_MEMOP_ENABLE	0x27b
+struct nv0000_ctrl_gpu_get_memop_enable_params {
+	u32 enable_mask;
+};
+static_assert(sizeof(struct nv0000_ctrl_gpu_get_memop_enable_params) == 4);
+
+/* ctrl0000client.h, rs_access.h */
+#define NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY	0xd04
+#define RS_SHARE_TYPE_MAX		8	/* up to FM_CLIENT 7 */
+struct nv0000_ctrl_client_set_inherited_share_policy_params {
+	u32 target;
+	u32 access_mask;		/* RS_ACCESS_MASK: one limb */
+	u16 type;			/* RS_SHARE_TYPE_* */
+	u8 action;			/* RS_SHARE_ACTION_FLAG_* */
+};
+static_assert(sizeof(struct nv0000_ctrl_client_set_inherited_share_policy_params) == 12);
+
+/* ctrl0000syncgpuboost.h: 16 groups of 140 B configs */
+#define NV0000_CTRL_CMD_SYNC_GPU_BOOST_GROUP_INFO	0xa04
+struct nv0000_sync_gpu_boost_group_info_params {
+	u32 group_count;
+	u8 boost_groups[16 * 140];	/* NV0000_SYNC_GPU_BOOST_GROUP_CONFIG */
+};
+static_assert(sizeof(struct nv0000_sync_gpu_boost_group_info_params) == 2244);
+
 /* ctrl0080gpu.h */
 #define NV0080_CTRL_CMD_GPU_GET_VIRTUALIZATION_MODE	0x800289
 #define NV0080_CTRL_GPU_VIRTUALIZATION_MODE_NONE	0
@@ -159,6 +184,20 @@ struct nv0080_ctrl_gpu_get_classlist_v2_params {
 };
 static_assert(sizeof(struct nv0080_ctrl_gpu_get_classlist_v2_params) == 644);
 
+#define NV0080_CTRL_CMD_GPU_GET_NUM_SUBDEVICES	0x800280
+struct nv0080_ctrl_gpu_get_num_subdevices_params {
+	u32 num_sub_devices;
+};
+static_assert(sizeof(struct nv0080_ctrl_gpu_get_num_subdevices_params) == 4);
+
+/* ctrl0080host.h */
+#define NV0080_CTRL_CMD_HOST_GET_CAPS_V2	0x801402
+#define NV0080_CTRL_HOST_CAPS_TBL_SIZE		3
+struct nv0080_ctrl_host_get_caps_v2_params {
+	u8 caps_tbl[NV0080_CTRL_HOST_CAPS_TBL_SIZE];
+};
+static_assert(sizeof(struct nv0080_ctrl_host_get_caps_v2_params) == 3);
+
 /* ctrl2080gpu.h */
 #define NV2080_CTRL_CMD_GPU_GET_INFO_V2			0x20800102
 #define NV2080_CTRL_GPU_INFO_MAX_LIST_SIZE		0x40
@@ -210,6 +249,24 @@ struct nv2080_ctrl_gpu_get_gid_info_params {
 };
 static_assert(sizeof(struct nv2080_ctrl_gpu_get_gid_info_params) == 268);
 
+#define NV2080_CTRL_CMD_GPU_GET_ENGINES_V2	0x20800170
+#define NV2080_GPU_MAX_ENGINES_LIST_SIZE	0x3e
+#define NV2080_ENGINE_TYPE_GR0			0x01
+#define NV2080_ENGINE_TYPE_COPY0		0x09
+#define NV2080_ENGINE_TYPE_SW			0x22
+struct nv2080_ctrl_gpu_get_engines_v2_params {
+	u32 engine_count;
+	u32 engine_list[NV2080_GPU_MAX_ENGINES_LIST_SIZE];
+};
+static_assert(sizeof(struct nv2080_ctrl_gpu_get_engines_v2_params) == 252);
+
+#define NV2080_CTRL_CMD_GPU_GET_SIMULATION_INFO	0x20800119
+#define NV2080_CTRL_GPU_SIMULATION_INFO_TYPE_NONE	0
+struct nv2080_ctrl_gpu_get_simulation_info_params {
+	u32 type;
+};
+static_assert(sizeof(struct nv2080_ctrl_gpu_get_simulation_info_params) == 4);
+
 /* ctrl2080bus.h */
 #define NV2080_CTRL_CMD_BUS_GET_PCI_INFO		0x20801801
 struct nv2080_ctrl_bus_get_pci_info_params {
@@ -219,5 +276,36 @@ struct nv2080_ctrl_bus_get_pci_info_params {
 	u32 pci_ext_device_id;
 };
 static_assert(sizeof(struct nv2080_ctrl_bus_get_pci_info_params) == 16);
+
+#define NV2080_CTRL_CMD_BUS_GET_INFO_V2		0x20801823
+#define NV2080_CTRL_BUS_INFO_MAX_LIST_SIZE	0x34
+#define NV2080_CTRL_BUS_INFO_INDEX_MAX		0x33
+#define NV2080_CTRL_BUS_INFO_INDEX_TYPE		0x00
+#define NV2080_CTRL_BUS_INFO_INDEX_BUS_NUMBER	0x0f
+#define NV2080_CTRL_BUS_INFO_INDEX_INTERFACE_TYPE 0x13
+#define NV2080_CTRL_BUS_INFO_INDEX_GPU_INTERFACE_TYPE 0x2e
+#define NV2080_CTRL_BUS_INFO_TYPE_PCI_EXPRESS	0x03
+struct nv2080_ctrl_bus_get_info_v2_params {
+	u32 bus_info_list_size;
+	struct {
+		u32 index;
+		u32 data;
+	} bus_info_list[NV2080_CTRL_BUS_INFO_MAX_LIST_SIZE];
+};
+static_assert(sizeof(struct nv2080_ctrl_bus_get_info_v2_params) == 420);
+
+#define NV2080_CTRL_CMD_BUS_GET_PCI_BAR_INFO	0x20801803
+#define NV2080_CTRL_BUS_MAX_PCI_BARS		8
+struct nv2080_ctrl_bus_get_pci_bar_info_params {
+	u32 pci_bar_count;
+	u32 pad;
+	struct {
+		u32 flags;
+		u32 bar_size;		/* MiB */
+		u64 bar_size_bytes;
+		u64 bar_offset;
+	} pci_bar_info[NV2080_CTRL_BUS_MAX_PCI_BARS];
+};
+static_assert(sizeof(struct nv2080_ctrl_bus_get_pci_bar_info_params) == 200);
 
 #endif

@@ -378,4 +378,8 @@ u32 nvidia_get_rm_ops(struct nvidia_modeset_rm_ops *rm_ops);
 int nvstub_dev_init(void);
 void nvstub_dev_exit(void);
 
+/* uvm.c */
+int nvstub_uvm_init(void);
+void nvstub_uvm_exit(void);
+
 #endif /* NVSTUB_H */
