@@ -8,6 +8,7 @@ them is installed. Every figure asserted is read from the stub itself (its
 heap counters in debugfs, its /proc files), not written into the test."""
 
 import ctypes
+import json
 import os
 import re
 import shutil
@@ -17,9 +18,8 @@ import tempfile
 import textwrap
 from contextlib import contextmanager
 
-import pytest
-
 import nvtest
+import pytest
 from nvclient import client
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,6 +28,7 @@ ROOT = os.path.join(REPO, ".vm-cache", "nvidia-535", "root")
 LIBDIR = os.path.join(ROOT, "usr/lib/x86_64-linux-gnu/nvidia/current")
 SMI = os.path.join(ROOT, "usr/lib/nvidia/current/nvidia-smi")
 NVTRACE = os.path.join(REPO, ".vm-cache", "nvtrace.so")
+NVUSER = os.path.join(REPO, "tests", "tools", "nvuser.py")
 MiB = 1 << 20
 GiB = 1 << 30
 
@@ -77,7 +78,7 @@ def gpu_info(minor):
     for bus in sorted(os.listdir(base)):
         with open(os.path.join(base, bus, "information")) as f:
             text = f.read()
-        fields = dict(re.findall(r"^([^:\n]+):\s*(.*)$", text, re.M))
+        fields = dict(re.findall(r"^([^:\n]+):\s*(.*)$", text, re.MULTILINE))
         if int(fields["Device Minor"]) == minor:
             return {"model": fields["Model"], "uuid": fields["GPU UUID"],
                     "bus": fields["Bus Location"]}
@@ -87,33 +88,11 @@ def gpu_info(minor):
 # --- a client holding video memory and a compute object
 
 
-HOLDER = r"""
-import sys
-sys.path.insert(0, sys.argv[4])
-from nvclient import abi, client
-ctl_path, gpu_path, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
-with client.Ctl(ctl_path) as ctl, client.GpuFile(0, gpu_path) as gpu:
-    rm = client.RmClient(ctl)
-    dev = rm.device(0, gpu_file=gpu)
-    m = dev.alloc_vidmem(size)
-    with client.Channel(dev) as ch:
-        h = rm.alloc(ch.hchannel, abi.HOPPER_COMPUTE_A,
-                     abi.NV_GR_ALLOCATION_PARAMETERS())
-        print("held", flush=True)
-        sys.stdin.read()
-        rm.free(h)
-    rm.free(m.handle)
-    dev.close()
-    rm.close()
-"""
-
-
 @contextmanager
 def holder(size, ctl="/dev/nvidiactl", gpu="/dev/nvidia0", ns=None):
     """A process with `size` bytes of video memory and a HOPPER_COMPUTE_A
     object on a channel, as a CUDA context has; yields its pid."""
-    argv = [sys.executable, "-c", HOLDER, ctl, gpu, str(size),
-            os.path.join(REPO, "tests")]
+    argv = [sys.executable, NVUSER, "hold", ctl, gpu, str(size)]
     p = subprocess.Popen(ns.wrap(argv) if ns else argv, stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
     try:
@@ -136,7 +115,7 @@ def smi_memory(out):
 def smi_processes(out):
     """{pid: MiB} from the process table."""
     rows = re.findall(r"^\|\s+(\d+)\s+\S+\s+\S+\s+(\d+)\s+C\s+.*?(\d+)MiB \|$",
-                      out, re.M)
+                      out, re.MULTILINE)
     return {int(pid): int(mib) for _gpu, pid, mib in rows}
 
 
@@ -180,26 +159,8 @@ def test_smi_query_gpu(stub_535):
     assert heap[0][0] == 512 * MiB
 
 
-NVML = r"""
-import json, pynvml as n
-n.nvmlInit()
-out = {"driver": n.nvmlSystemGetDriverVersion(), "gpus": []}
-for i in range(n.nvmlDeviceGetCount()):
-    h = n.nvmlDeviceGetHandleByIndex(i)
-    m = n.nvmlDeviceGetMemoryInfo(h)
-    out["gpus"].append({
-        "name": n.nvmlDeviceGetName(h), "uuid": n.nvmlDeviceGetUUID(h),
-        "total": m.total, "used": m.used, "free": m.free,
-        "procs": {str(p.pid): p.usedGpuMemory
-                  for p in n.nvmlDeviceGetComputeRunningProcesses(h)}})
-n.nvmlShutdown()
-print(json.dumps(out))
-"""
-
-
 def nvml(ns=None):
-    import json
-    return json.loads(run([sys.executable, "-c", NVML], ns=ns))
+    return json.loads(run([sys.executable, NVUSER, "nvml"], ns=ns))
 
 
 def test_nvml(stub_535):
@@ -295,3 +256,76 @@ def test_slice_nvml(slice_ns):
     g = got["gpus"][0]
     assert (g["total"], g["used"], g["free"]) == (GiB, 256 * MiB, 768 * MiB)
     assert g["procs"] == {str(pid): 256 * MiB}
+
+
+class ProbedIds535(ctypes.Structure):
+    """NV0000_CTRL_GPU_GET_PROBED_IDS_PARAMS before 580: 256 bytes."""
+    _fields_ = [("gpuIds", ctypes.c_uint32 * 32),
+                ("excludedGpuIds", ctypes.c_uint32 * 32)]
+
+
+def test_slice_probed_ids_535(slice_ns, stub_535):
+    """xpu.ko filters 535's two-array GET_PROBED_IDS (NVML's GPU list) to the
+    slice's GPU, as it does 580's three-array form."""
+    def probed(ctl_path):
+        with client.Ctl(ctl_path) as ctl:
+            rm = client.RmClient(ctl)
+            p = rm.control(rm.handle, 0x214, ProbedIds535())
+            rm.close()
+            return [i for i in p.gpuIds if i != 0xFFFFFFFF]
+
+    everyone = probed("/dev/nvidiactl")
+    assert len(everyone) == stub_535.gpus
+    assert probed(slice_ns.ctl_node) == everyone[:1]
+
+
+# --- libcuda, as far as the stub takes it
+
+
+CUDA_ERROR_NO_DEVICE = 100
+NV2080_CTRL_CMD_GR_GET_INFO = 0x20801201
+
+
+@pytest.fixture
+def uvm_nodes():
+    """/dev/nvidia-uvm{,-tools} from the stub's dynamic major, as
+    nvidia-modprobe -u makes them."""
+    with open("/proc/devices") as f:
+        major = [int(line.split()[0]) for line in f
+                 if line.split()[1:] == ["nvidia-uvm"]]
+    assert major, "the stub registers no nvidia-uvm major"
+    made = []
+    for minor, path in enumerate(("/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")):
+        if os.path.exists(path):
+            os.unlink(path)
+        os.mknod(path, 0o20666, os.makedev(major[0], minor))
+        os.chmod(path, 0o666)
+        made.append(path)
+    yield
+    for path in made:
+        os.unlink(path)
+
+
+def test_libcuda_cuinit(uvm_nodes, stub_535, tmp_path):
+    """cuInit gets through RM's inventory and the UVM device's
+    initialization; it then reads NV2080_CTRL_CMD_GR_GET_INFO, which the stub
+    does not simulate (no graphics engine model), and reports no device. When
+    the stub grows further, this test says how far libcuda goes."""
+    trace = str(tmp_path / "cuda.trace")
+    r = subprocess.run([sys.executable, NVUSER, "cuda"], env=env(trace),
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    steps = got["steps"]
+    with open(trace) as f:
+        lines = f.read().splitlines()
+    # UVM_INITIALIZE went through: the stub's UVM device answered
+    assert any(l.startswith("uvm ") and "cmd=0x30000001 -> rc=0" in l
+               for l in lines), lines
+    if steps[0]["result"] == 0:
+        assert got["count"] == stub_535.gpus
+        assert got["name"] == gpu_info(0)["model"]
+    else:
+        assert steps == [{"call": "cuInit", "result": CUDA_ERROR_NO_DEVICE}]
+        refused = [l for l in lines if "RM_CONTROL" in l and "status=0x0" not in l]
+        assert f"cmd={NV2080_CTRL_CMD_GR_GET_INFO:#010x}" in refused[-1], refused
