@@ -3,6 +3,8 @@
 # xpu — slices of NVIDIA GPUs. Targets:
 #   make               build kmod/xpu.ko for the running kernel (KDIR=... for another)
 #   make check         install test dependencies, run unit tests, then the VM suite
+#   make check-debug   the debug tier: the rig's self-tests and the VM suite on a
+#                      KASAN/lockdep/kmemleak kernel (built once, then cached)
 #   make demo          boot a VM with the simulated GPU, load xpu.ko, show the GPUs
 #   make bench         overhead ratios measured side by side in one VM boot (JSON)
 #   make vm-shell      an interactive shell in that VM
@@ -23,11 +25,15 @@ ifeq ($(WERROR),1)
 KBUILD_OPTS := KCFLAGS=-Werror
 endif
 
-# Modules the VM tests load, built against KDIR.
-VM_MODULE_DIRS := kmod tests/nvstub tests/vm/selftest
+# Modules the VM tests load, built against KDIR.  With VM_BUILD_DIR (tests/vm/run
+# passes .vm-cache/build/<kernel>), their sources are copied there, keeping the
+# repository's layout and the sources' times, and built there: each kernel has
+# its own objects and runs for two kernels never overwrite each other's .ko.
+VM_MODULE_DIRS := kmod tests/nvstub tests/vm/selftest tests/vm/planted
+VM_BUILD_DIR ?=
 
-.PHONY: all modules vm-modules setup check check-host check-vm demo bench vm-shell clean \
-	install install-kmod install-tools uninstall dkms-install dkms-remove \
+.PHONY: all modules vm-modules setup check check-host check-vm check-debug demo bench \
+	vm-shell clean install install-kmod install-tools uninstall dkms-install dkms-remove \
 	lint check-install check-kernels
 
 all: modules
@@ -37,7 +43,13 @@ modules:
 
 vm-modules:
 	@set -e; for d in $(VM_MODULE_DIRS); do \
-		$(MAKE) -s -C $(KDIR) M=$(CURDIR)/$$d $(KBUILD_OPTS) modules; \
+		src=$(CURDIR)/$$d; dst=$$src; \
+		if [ -n "$(VM_BUILD_DIR)" ]; then \
+			dst=$(abspath $(VM_BUILD_DIR))/$$d; mkdir -p $$dst; \
+			(cd $$src && find . -type f \( -name '*.[ch]' -o -name Kbuild \
+				-o -name Makefile \) ! -name '*.mod.c' -exec cp -p --parents {} $$dst/ \;); \
+		fi; \
+		$(MAKE) -s -C $(KDIR) M=$$dst $(KBUILD_OPTS) modules; \
 	done
 
 setup:
@@ -51,6 +63,17 @@ check-host:
 
 check-vm:
 	$(VMRUN) --werror -- $(PY) -m pytest -q -p no:cacheprovider tests/vmtests
+
+# The debug tier (docs/testing.md): tests/vm/debug-kernel builds Debian's kernel
+# source with tests/vm/debug.config, or finds it cached, and prints the tree.
+DEBUG_VM_TIMEOUT ?= 5400
+check-debug: setup
+	@set -e; tree=$$(tests/vm/debug-kernel); \
+	echo "check-debug: kernel $$tree"; \
+	XPU_DEBUG_KERNEL=$$tree $(PY) -m pytest -q -p no:cacheprovider \
+		tests/rig/test_debug_tier.py; \
+	$(VMRUN) --kernel $$tree --werror --timeout $(DEBUG_VM_TIMEOUT) -- \
+		$(PY) -m pytest -q -p no:cacheprovider tests/vmtests
 
 demo: setup
 	$(VMRUN) -- tests/demo

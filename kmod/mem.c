@@ -464,16 +464,27 @@ static long xpu_rewrite_ids(struct xpu_slice *slice, u32 ctrl,
 	const u32 n = NV0000_CTRL_GPU_MAX_ATTACHED_GPUS;
 	u32 *buf;
 	long ret = 0;
+	bool flags;
 
-	if (psize != (ctrl == NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS ? 1 : 3) *
-		     n * sizeof(u32))
+	/*
+	 * ATTACHED: gpuIds[]. PROBED: gpuIds[], excludedGpuIds[] (256 B up to
+	 * 575), then gpuFlags[] from 580 (384 B).
+	 */
+	if (ctrl == NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS) {
+		if (psize != n * sizeof(u32))
+			return 0;
+		flags = false;
+	} else if (psize == 2 * n * sizeof(u32)) {
+		flags = false;
+	} else if (psize == 3 * n * sizeof(u32)) {
+		flags = true;
+	} else {
 		return 0;
+	}
 	buf = memdup_user(uparams, psize);
 	if (IS_ERR(buf))
 		return PTR_ERR(buf);
-	xpu_filter_ids(slice->gpu->gpu_id, buf,
-		       ctrl == NV0000_CTRL_CMD_GPU_GET_PROBED_IDS ? buf + 2 * n : NULL,
-		       n);
+	xpu_filter_ids(slice->gpu->gpu_id, buf, flags ? buf + 2 * n : NULL, n);
 	if (copy_to_user(uparams, buf, psize))
 		ret = -EFAULT;
 	kfree(buf);

@@ -14,17 +14,10 @@
 #include <linux/uaccess.h>
 
 #include "nvstub.h"
+#include "info.h"
 
 #define RMAPI_PARAM_COPY_MAX_PARAMS_SIZE	(1u << 20)
 #define NVSTUB_CTRL_MIN_BUF			64
-
-struct nvstub_ctrl {
-	u32 cmd;
-	u32 hclass;			/* the class whose objects export it */
-	u32 size;			/* 0: by version, nvstub_ctrl_size() */
-	u32 (*handler)(struct nvstub_call *call, struct nvstub_object *obj,
-		       void *params);
-};
 
 /* RM's param copies: user memory, or kernel memory for kernel-level calls. */
 static u32 nvstub_copy_in(struct nvstub_call *call, void *dst, u64 src,
@@ -456,6 +449,9 @@ static const struct nvstub_ctrl *nvstub_ctrl_find(u32 cmd)
 	for (i = 0; i < ARRAY_SIZE(nvstub_ctrls); i++)
 		if (nvstub_ctrls[i].cmd == cmd)
 			return &nvstub_ctrls[i];
+	for (i = 0; i < nvstub_info_nctrls; i++)
+		if (nvstub_info_ctrls[i].cmd == cmd)
+			return &nvstub_info_ctrls[i];
 	return NULL;
 }
 
@@ -465,6 +461,8 @@ static u32 nvstub_ctrl_size(const struct nvstub_ctrl *ctrl)
 		return ctrl->size;
 	if (ctrl->cmd == NVA06C_CTRL_CMD_GPFIFO_SCHEDULE)
 		return nvstub_abi->gpfifo_schedule_size;	/* bSkipEnable: 575 */
+	if (ctrl->cmd == NV0000_CTRL_CMD_GPU_GET_PROBED_IDS)
+		return nvstub_probed_ids_size();		/* gpuFlags: 580 */
 	return nvstub_fb_info_v2_size();
 }
 
@@ -490,6 +488,9 @@ u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)
 	if (p->cmd == NV2080_CTRL_CMD_FB_GET_INFO && nvstub_abi->since_550 &&
 	    p->flags == 0 && nvstub_client_exists(p->h_client))
 		return nvstub_fb_info_v1(call, p, true);
+	if (p->cmd == NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION && p->flags == 0 &&
+	    nvstub_client_exists(p->h_client))
+		return nvstub_build_version_v1(call, p);
 
 	/* the NULL command of any class */
 	if (NVXXXX_CTRL_CMD_CATEGORY(p->cmd) == 0 &&

@@ -294,6 +294,12 @@ static int __init nvstub_init(void)
 		pr_err("cannot register major %d: %d\n", NV_MAJOR_DEVICE_NUMBER, ret);
 		goto err_debugfs;
 	}
+	ret = nvstub_uvm_init();
+	if (ret) {
+		pr_err("cannot register nvidia-uvm: %d\n", ret);
+		nvstub_dev_exit();
+		goto err_debugfs;
+	}
 	pr_info("%u simulated %s, %lu MiB each, driver %s\n", nvstub_ngpus,
 		NVSTUB_MODEL, memory_mib, nvstub_version);
 	return 0;
@@ -311,6 +317,7 @@ static void __exit nvstub_exit(void)
 {
 	unsigned int i;
 
+	nvstub_uvm_exit();
 	nvstub_dev_exit();
 	debugfs_remove_recursive(nvstub_debugfs);
 	proc_remove(nvstub_proc);

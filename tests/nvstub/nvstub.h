@@ -31,6 +31,7 @@
 #define NVSTUB_PCI_BUS_BASE	0x18
 #define NVSTUB_VENDOR_ID	0x10de
 #define NVSTUB_DEVICE_ID	0x2335
+#define NVSTUB_SUBSYSTEM_ID	0x18bf		/* stub: an H200 SXM board */
 #define NVSTUB_MODEL		"NVIDIA H200"
 #define NVSTUB_BAR0_SIZE	(16ull << 20)
 #define NVSTUB_BAR1_SIZE	(256ull << 30)
@@ -77,6 +78,22 @@ static inline u32 nvstub_fb_info_v2_size(void)
 }
 
 struct nvstub_proc;
+struct nvstub_call;
+struct nvstub_object;
+
+/* One RM control (ctrl.c's table, and info.c's for inventory controls). */
+struct nvstub_ctrl {
+	u32 cmd;
+	u32 hclass;			/* the class whose objects export it */
+	u32 size;			/* 0: by version, nvstub_ctrl_size() */
+	u32 (*handler)(struct nvstub_call *call, struct nvstub_object *obj,
+		       void *params);
+};
+
+extern const struct nvstub_ctrl nvstub_info_ctrls[];
+extern const unsigned int nvstub_info_nctrls;
+struct nvos54_parameters;
+u32 nvstub_build_version_v1(struct nvstub_call *call, struct nvos54_parameters *p);
 
 struct nvstub_gpu {
 	unsigned int index;		/* = minor number */
@@ -363,5 +380,9 @@ u32 nvidia_get_rm_ops(struct nvidia_modeset_rm_ops *rm_ops);
 /* dev.c */
 int nvstub_dev_init(void);
 void nvstub_dev_exit(void);
+
+/* uvm.c */
+int nvstub_uvm_init(void);
+void nvstub_uvm_exit(void);
 
 #endif /* NVSTUB_H */
