@@ -62,7 +62,7 @@ check-host:
 	$(PY) -m pytest -q tests/unit tests/rig tests/host
 
 check-vm:
-	$(VMRUN) --werror -- $(PY) -m pytest -q -p no:cacheprovider tests/vmtests
+	$(VMRUN) --werror --timeout 3600 -- $(PY) -m pytest -q -p no:cacheprovider tests/vmtests
 
 # The debug tier (docs/testing.md): tests/vm/debug-kernel builds Debian's kernel
 # source with tests/vm/debug.config, or finds it cached, and prints the tree.

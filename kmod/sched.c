@@ -616,8 +616,16 @@ void xpu_sched_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 
 /* --- the scheduler */
 
+/*
+ * A slice wants the GPU while a doorbell writer of it waits, or it wrote one
+ * lately.  A slice xpu holds back (WAIT) with channels keeps wanting: its
+ * queued work cannot run, so it may have no reason to write a doorbell, and
+ * letting it count as idle would enable its channels beside the turn holder.
+ */
 static bool xpu_wants(struct xpu_slice *slice, u64 now, u64 period_ns)
 {
+	if (slice->state == XPU_GATE_WAIT && slice->wants && slice->nr_chans)
+		return true;
 	return atomic_read(&slice->waiters) ||
 	       now - READ_ONCE(slice->last_active) <
 	       XPU_DEMAND_PERIODS * period_ns;
