@@ -702,9 +702,12 @@ static void xpu_step_account(struct xpu_sched *s, u64 dt, u64 now,
 
 	list_for_each_entry(slice, &s->slices, sched_link) {
 		if (slice->state == XPU_GATE_RUN) {
-			slice->run_ns += dt;
-			slice->win_run += dt;
 			slice->budget_ns -= dt;
+			/* holding the GPU counts when there is work to hold it for */
+			if (slice->wants) {
+				slice->run_ns += dt;
+				slice->win_run += dt;
+			}
 		}
 		if (slice->wants) {
 			slice->runnable_ns += dt;

@@ -316,7 +316,9 @@ def test_create_get_list_set_destroy(fd, c):
             a.priority) == (1, 8 * GIB, 250, 200, uapi.XPU_PRIO_HIGH)
     assert (a.memory_used, a.open_files, a.processes, a.killed,
             a.denied_allocs) == (0, 0, 0, 0, 0)
-    assert list(a.reserved) == [0] * 8
+    assert (a.run_ns, a.gated_ns, a.runnable_ns, a.gate_faults,
+            a.share_obtained, a.channels) == (0, 0, 0, 0, 0, 0)
+    assert list(a.reserved) == [0] * 3
     got = get(fd, a.id)
     assert bytes(got)[4:] == bytes(a)[4:]
     b = create(fd, b"t-b", minor=1, memory=GIB)
