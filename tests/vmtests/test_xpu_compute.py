@@ -155,9 +155,6 @@ def test_native_does_not_gate(admin, slices):
     assert abs(shares[0] - shares[1]) < 0.15, shares
 
 
-@pytest.mark.xfail(strict=False, reason="issue 4: the low class still gets "
-                   "12-15 % of the engine while xpu's own trace shows it gated; "
-                   "not yet understood")
 def test_priority_gates_the_lower_class(admin, slices):
     policy(admin, uapi.XPU_POLICY_PRIORITY)
     slices.make(500, priority=uapi.XPU_PRIO_LOW)
