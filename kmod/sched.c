@@ -493,18 +493,10 @@ long xpu_sched_rm_control(struct xpu_file *xf, struct file *file,
 			  unsigned int cmd, unsigned long arg)
 {
 	struct nvos54_parameters __user *p = (void __user *)arg;
-	struct xpu_slice *slice = xf->slice;
-	struct xpu_sched *s = slice->gpu->sched;
-	long ret;
 
-	ret = xpu_put_status(&p->status, NV_ERR_INSUFFICIENT_PERMISSIONS);
-	if (READ_ONCE(slice->state) == XPU_GATE_WAIT) {
-		mutex_lock(&s->lock);
-		if (slice->state == XPU_GATE_WAIT)
-			xpu_gate_channels(s, slice, true);
-		mutex_unlock(&s->lock);
-	}
-	return ret;
+	if (READ_ONCE(xf->slice->state) == XPU_GATE_WAIT)
+		xpu_sched_reassert(xf->slice);
+	return xpu_put_status(&p->status, NV_ERR_INSUFFICIENT_PERMISSIONS);
 }
 
 /* A control made while the slice waits: see xpu_sched_rm_control(). */
