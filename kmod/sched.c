@@ -22,7 +22,7 @@
  * (its queued work drains) with its doorbell zapped, so that its next
  * submission is noticed.  priority: as weighted among the wanting slices of
  * the highest class present; lower classes wait.  native: nothing is gated.
- * A turn that ran long or short is made up in the next period.
+ * Budgets (token buckets) make up for a turn that ran long or short.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -723,6 +723,16 @@ static void xpu_step_account(struct xpu_sched *s, u64 dt, u64 now,
 	}
 }
 
+/* Raise the budget of every eligible slice by NS. */
+static void xpu_forgive(struct xpu_sched *s, s64 ns)
+{
+	struct xpu_slice *slice;
+
+	list_for_each_entry(slice, &s->slices, sched_link)
+		if (slice->eligible)
+			slice->budget_ns += ns;
+}
+
 /* Put every slice but RUNNING (NULL: none) out of the GPU, as POLICY says. */
 static void xpu_gate_others(struct xpu_sched *s, struct xpu_slice *running,
 			    u32 policy)
@@ -743,9 +753,10 @@ static void xpu_gate_others(struct xpu_sched *s, struct xpu_slice *running,
 
 /*
  * One step: account for the time since the last, pick the eligible slice
- * with the most budget, give it the GPU alone until its budget runs out (at
- * most one turn), or leave the GPU to nobody until the first budget is
- * positive again.  A turn that ran long is a debt paid before the next.
+ * with the most budget, and if that budget is positive give it the GPU alone
+ * for one whole turn (share x period); else leave the GPU to nobody until the
+ * first has earned a whole turn (fixed only: the others forgive).  What a
+ * turn took beyond the budget is a debt paid before the next.
  */
 static void xpu_sched_step(struct xpu_sched *s)
 {
@@ -772,14 +783,27 @@ static void xpu_sched_step(struct xpu_sched *s)
 		goto sleep;
 	}
 	list_for_each_entry(slice, &s->slices, sched_link)
-		if (slice->eligible && slice->budget_ns > 0 &&
+		if (slice->eligible &&
 		    (!best || slice->budget_ns > best->budget_ns))
 			best = slice;
+	/*
+	 * weighted and priority waste no time: when every slice that wants
+	 * the GPU is in debt (turns overran: the thread wakes late), all are
+	 * forgiven the same amount, which keeps what one owes the others.
+	 * fixed pays debts by leaving the GPU idle.
+	 */
+	if (best && best->budget_ns <= 0 && policy != XPU_POLICY_FIXED)
+		xpu_forgive(s, -best->budget_ns + 1);
+	if (best && best->budget_ns <= 0)
+		best = NULL;
 	if (best) {
-		/* one turn at most, so that the others' turns come round */
-		sleep_ns = min_t(u64, best->budget_ns,
-				 div64_u64(period_ns * max(best->rate, 1U),
-					   XPU_SHARE_MAX));
+		/*
+		 * A whole turn, whatever the budget left: a turn is what
+		 * switching costs are paid for, and the budget takes the rest
+		 * as a debt.  One turn at most, so that the others' come round.
+		 */
+		sleep_ns = div64_u64(period_ns * max(best->rate, 1U),
+				     XPU_SHARE_MAX);
 		sleep_ns = max_t(u64, sleep_ns, XPU_MIN_STEP_NS);
 	} else {
 		/* until the first has earned a whole turn: no crumbs of turns */
@@ -797,9 +821,14 @@ static void xpu_sched_step(struct xpu_sched *s)
 		list_for_each_entry(slice, &s->slices, sched_link)
 			if (slice->state == XPU_GATE_IDLE)
 				xpu_gate_zap(s, slice);
-	xpu_gate_others(s, best, policy);
+	/*
+	 * Make before break: enable the next slice's channels before the last
+	 * one's are disabled, so that the engine runs the last one until it
+	 * sees the disable instead of idling through two RM calls.
+	 */
 	if (best)
 		xpu_gate_set(s, best, XPU_GATE_RUN);
+	xpu_gate_others(s, best, policy);
 	if (READ_ONCE(trace_turns) && best) {
 		WRITE_ONCE(trace_turns, trace_turns - 1);
 		pr_info("step: gpu %u slice %u budget %lld us rate %u last %llu us\n",

@@ -76,15 +76,23 @@ class Bench:
         self.admin.close()
 
 
-def share_errors(b, policy):
-    worst = 0.0
-    for shares in ([300, 700], [100, 200, 300, 400], [125] * 8):
-        b.admin.gpu_set(0, policy=policy, period_us=PERIOD_US)
+SHARE_CASES = ([300, 700], [100, 200, 300, 400], [125] * 8)
+
+
+def share_errors(b, policy, period_us=PERIOD_US):
+    """The worst error in percentage points, and each case's obtained shares
+    (per cent) with the engine's busy fraction (per cent)."""
+    worst, cases = 0.0, []
+    for shares in SHARE_CASES:
+        b.admin.gpu_set(0, policy=policy, period_us=period_us)
         ws = [b.slice(s) for s in shares]
-        got, _ = measure(ws, WINDOW)
+        got, engine = measure(ws, WINDOW)
         b.done()
         worst = max(worst, max(abs(g - s / 1000) for g, s in zip(got, shares)))
-    return worst * 100
+        cases.append({"configured": [s / 10 for s in shares],
+                      "obtained": [round(g * 100, 2) for g in got],
+                      "engine_busy": round(engine * 100, 2)})
+    return worst * 100, cases
 
 
 def lone_share(b, policy):
@@ -152,8 +160,8 @@ def run():
     nodedir = tempfile.mkdtemp(prefix="xpucb-", dir="/dev")
     b = Bench(nodedir)
     try:
-        fixed = share_errors(b, uapi.XPU_POLICY_FIXED)
-        weighted = share_errors(b, uapi.XPU_POLICY_WEIGHTED)
+        fixed, fixed_cases = share_errors(b, uapi.XPU_POLICY_FIXED)
+        weighted, weighted_cases = share_errors(b, uapi.XPU_POLICY_WEIGHTED)
         conserving = lone_share(b, uapi.XPU_POLICY_WEIGHTED)
         cap = lone_share(b, uapi.XPU_POLICY_FIXED)
         ratio = overhead(b)
@@ -169,6 +177,7 @@ def run():
         "share_error_pp": round(max(fixed, weighted), 2),
         "share_error_pp_fixed": round(fixed, 2),
         "share_error_pp_weighted": round(weighted, 2),
+        "share_cases_pct": {"fixed": fixed_cases, "weighted": weighted_cases},
         "work_conserving_ratio": round(conserving, 3),
         "fixed_cap_share": round(cap, 3),
         "single_slice_overhead_ratio": round(ratio, 3),

@@ -393,10 +393,16 @@ static void nvstub_run_slice(struct nvstub_gpu *gpu, struct nvstub_chan *chan,
 			     u64 slice_ns)
 {
 	u64 poll_ns = (u64)nvstub_doorbell_poll_us * NSEC_PER_USEC;
-	u64 used = 0, run, t0, elapsed;
+	u64 used = 0, run, last, now, elapsed;
 	unsigned int done = 0;
 	u32 put, dur, *entry;
 
+	/*
+	 * The channel holds the engine from here until it leaves: the time of
+	 * the thread's own bookkeeping between sleeps is the channel's too (a
+	 * GPU has none), so that one channel alone gets the whole engine.
+	 */
+	last = ktime_get_ns();
 	while (used < slice_ns && done < chan->entries && !kthread_should_stop()) {
 		spin_lock(&gpu->eng_lock);
 		if (chan->dead || chan->disabled || !chan->tsg->scheduled) {
@@ -419,11 +425,12 @@ static void nvstub_run_slice(struct nvstub_gpu *gpu, struct nvstub_chan *chan,
 		run = min3(chan->item_left_ns, slice_ns - used, poll_ns);
 		spin_unlock(&gpu->eng_lock);
 
-		t0 = ktime_get_ns();
 		if (run)
 			nvstub_sleep_ns(run);
-		elapsed = ktime_get_ns() - t0;
 		nvstub_poll_doorbells(gpu);
+		now = ktime_get_ns();
+		elapsed = now - last;
+		last = now;
 
 		spin_lock(&gpu->eng_lock);
 		used += elapsed;
