@@ -66,14 +66,17 @@ check-vm:
 
 # The debug tier (docs/testing.md): tests/vm/debug-kernel builds Debian's kernel
 # source with tests/vm/debug.config, or finds it cached, and prints the tree.
+# DEBUG_SELFTESTS and DEBUG_TESTS choose what runs (CI runs a part: .ci/run).
 DEBUG_VM_TIMEOUT ?= 5400
+DEBUG_SELFTESTS ?= tests/rig/test_debug_tier.py
+DEBUG_TESTS ?= tests/vmtests
 check-debug: setup
 	@set -e; tree=$$(tests/vm/debug-kernel); \
 	echo "check-debug: kernel $$tree"; \
 	XPU_DEBUG_KERNEL=$$tree $(PY) -m pytest -q -p no:cacheprovider \
-		tests/rig/test_debug_tier.py; \
+		$(DEBUG_SELFTESTS); \
 	$(VMRUN) --kernel $$tree --werror --timeout $(DEBUG_VM_TIMEOUT) -- \
-		$(PY) -m pytest -q -p no:cacheprovider tests/vmtests
+		$(PY) -m pytest -q -p no:cacheprovider --durations=15 $(DEBUG_TESTS)
 
 demo: setup
 	$(VMRUN) -- tests/demo
