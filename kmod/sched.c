@@ -811,11 +811,14 @@ static void xpu_sched_step(struct xpu_sched *s)
 		 * turn.  (Waiting for a whole turn's budget would leave the
 		 * GPU idle for up to a period after every late wake-up.)
 		 */
-		list_for_each_entry(slice, &s->slices, sched_link)
+		list_for_each_entry(slice, &s->slices, sched_link) {
+			u64 debt = -slice->budget_ns;
+
 			if (slice->eligible && slice->rate)
-				sleep_ns = min_t(u64, sleep_ns,
-					div64_u64((u64)-slice->budget_ns * XPU_SHARE_MAX,
-						  slice->rate) + 1);
+				sleep_ns = min_t(u64, sleep_ns, 1 +
+						 div64_u64(debt * XPU_SHARE_MAX,
+							   slice->rate));
+		}
 		sleep_ns = max_t(u64, sleep_ns, XPU_MIN_STEP_NS);
 	}
 	/* a slice that keeps the GPU re-samples its activity each period */
