@@ -55,6 +55,54 @@ struct xpu_rec {
 	struct file *ctl;		/* the control file it was made through */
 };
 
+/* Which records to drop (xpu_recs_drop). */
+enum xpu_rec_key {
+	XPU_REC_ALL,		/* every record */
+	XPU_REC_OBJECT,		/* one object (h_client, h_object) */
+	XPU_REC_FREED,		/* what RM_FREE of (h_client, h_object) took */
+	XPU_REC_CTL,		/* those made through the control file ctl */
+};
+
+struct xpu_rec_match {
+	enum xpu_rec_key key;
+	u32 h_client, h_object;
+	struct file *ctl;
+};
+
+static bool xpu_rec_matches(const struct xpu_rec *r,
+			    const struct xpu_rec_match *m)
+{
+	switch (m->key) {
+	case XPU_REC_ALL:
+		return true;
+	case XPU_REC_OBJECT:
+		return r->h_client == m->h_client && r->h_object == m->h_object;
+	case XPU_REC_FREED:	/* freeing a client frees all it has */
+		return r->h_client == m->h_client &&
+		       (m->h_object == m->h_client || r->h_object == m->h_object);
+	case XPU_REC_CTL:
+		return r->ctl == m->ctl;
+	}
+	return false;
+}
+
+/* Drop the records of LIST that M matches (under list_lock); how many. */
+static unsigned int xpu_recs_drop(struct list_head *list,
+				  const struct xpu_rec_match *m)
+{
+	struct xpu_rec *r, *tmp;
+	unsigned int n = 0;
+
+	list_for_each_entry_safe(r, tmp, list, link) {
+		if (!xpu_rec_matches(r, m))
+			continue;
+		list_del(&r->link);
+		kfree(r);
+		n++;
+	}
+	return n;
+}
+
 struct xpu_sched {
 	struct xpu_gpu *gpu;
 	struct task_struct *thread;
@@ -118,7 +166,8 @@ void xpu_sched_kick(struct xpu_gpu *gpu)
 /* Forget the channels of SLICE that RM no longer has (freed with a parent). */
 static void xpu_forget_stale(struct xpu_sched *s, struct xpu_slice *slice)
 {
-	struct xpu_rec *c, *tmp;
+	struct xpu_rec_match m = { .key = XPU_REC_OBJECT };
+	struct xpu_rec *c;
 	u32 *pairs, n = 0, i;
 
 	spin_lock(&s->list_lock);
@@ -133,15 +182,10 @@ static void xpu_forget_stale(struct xpu_sched *s, struct xpu_slice *slice)
 	for (i = 0; i < n; i++) {
 		if (xpu_rm_is_channel(pairs[2 * i], pairs[2 * i + 1]))
 			continue;
+		m.h_client = pairs[2 * i];
+		m.h_object = pairs[2 * i + 1];
 		spin_lock(&s->list_lock);
-		list_for_each_entry_safe(c, tmp, &slice->chans, link) {
-			if (c->h_client == pairs[2 * i] &&
-			    c->h_object == pairs[2 * i + 1]) {
-				list_del(&c->link);
-				slice->nr_chans--;
-				kfree(c);
-			}
-		}
+		slice->nr_chans -= xpu_recs_drop(&slice->chans, &m);
 		spin_unlock(&s->list_lock);
 	}
 	kfree(pairs);
@@ -433,25 +477,12 @@ void xpu_sched_rm_free(struct xpu_file *xf, u32 h_client, u32 h_object)
 {
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_sched *s = slice->gpu->sched;
-	struct xpu_rec *c, *ctmp;
-	struct xpu_rec *u, *utmp;
+	struct xpu_rec_match m = { .key = XPU_REC_FREED, .h_client = h_client,
+				   .h_object = h_object };
 
 	spin_lock(&s->list_lock);
-	list_for_each_entry_safe(c, ctmp, &slice->chans, link) {
-		if (c->h_client == h_client &&
-		    (h_object == h_client || c->h_object == h_object)) {
-			list_del(&c->link);
-			slice->nr_chans--;
-			kfree(c);
-		}
-	}
-	list_for_each_entry_safe(u, utmp, &slice->uobjs, link) {
-		if (u->h_client == h_client &&
-		    (h_object == h_client || u->h_object == h_object)) {
-			list_del(&u->link);
-			kfree(u);
-		}
-	}
+	slice->nr_chans -= xpu_recs_drop(&slice->chans, &m);
+	xpu_recs_drop(&slice->uobjs, &m);
 	spin_unlock(&s->list_lock);
 }
 
@@ -514,9 +545,8 @@ void xpu_sched_reassert(struct xpu_slice *slice)
 void xpu_sched_file_release(struct xpu_file *xf)
 {
 	struct xpu_slice *slice = xf->slice;
+	struct xpu_rec_match m = { .key = XPU_REC_CTL, .ctl = xf->file };
 	struct xpu_sched *s;
-	struct xpu_rec *c, *ctmp;
-	struct xpu_rec *u, *utmp;
 
 	if (!slice)
 		return;
@@ -525,19 +555,8 @@ void xpu_sched_file_release(struct xpu_file *xf)
 	if (!list_empty(&xf->db_link))
 		list_del_init(&xf->db_link);
 	if (!xf->gpu) {
-		list_for_each_entry_safe(c, ctmp, &slice->chans, link) {
-			if (c->ctl == xf->file) {
-				list_del(&c->link);
-				slice->nr_chans--;
-				kfree(c);
-			}
-		}
-		list_for_each_entry_safe(u, utmp, &slice->uobjs, link) {
-			if (u->ctl == xf->file) {
-				list_del(&u->link);
-				kfree(u);
-			}
-		}
+		slice->nr_chans -= xpu_recs_drop(&slice->chans, &m);
+		xpu_recs_drop(&slice->uobjs, &m);
 	}
 	spin_unlock(&s->list_lock);
 }
@@ -567,23 +586,16 @@ void xpu_sched_slice_add(struct xpu_slice *slice)
 void xpu_sched_slice_remove(struct xpu_slice *slice)
 {
 	struct xpu_sched *s = slice->gpu->sched;
-	struct xpu_rec *c, *ctmp;
-	struct xpu_rec *u, *utmp;
+	struct xpu_rec_match all = { .key = XPU_REC_ALL };
 	struct xpu_file *xf, *xtmp;
 
 	mutex_lock(&s->lock);
 	xpu_gate_set(s, slice, XPU_GATE_RUN);
 	spin_lock(&s->list_lock);
 	list_del(&slice->sched_link);
-	list_for_each_entry_safe(c, ctmp, &slice->chans, link) {
-		list_del(&c->link);
-		kfree(c);
-	}
+	xpu_recs_drop(&slice->chans, &all);
 	slice->nr_chans = 0;
-	list_for_each_entry_safe(u, utmp, &slice->uobjs, link) {
-		list_del(&u->link);
-		kfree(u);
-	}
+	xpu_recs_drop(&slice->uobjs, &all);
 	list_for_each_entry_safe(xf, xtmp, &slice->dbfiles, db_link)
 		list_del_init(&xf->db_link);
 	spin_unlock(&s->list_lock);

@@ -13,7 +13,8 @@ per-channel busy counters (and its item counts), in the bench's VM boot.
   alternating rounds;
 - priority_latency_ratio: median submit-to-start latency of a high-class
   synchronising slice next to a saturating low-class slice, over the same
-  slice alone (start = completion seen by the client - the item's duration);
+  slice alone (start = completion seen by the client - the item's duration),
+  medians of three alternating rounds;
 - sync_share / batch_share: a synchronising and a batched slice of share 30 %
   under fixed next to a saturating 70 % slice.
 """
@@ -117,7 +118,7 @@ def items_per_s(w):
     return (after - before) / dt
 
 
-def overhead(b, rounds=3):
+def overhead(b, rounds=5):
     base, sliced = [], []
     for _ in range(rounds):
         b.admin.close()         # an open /dev/xpuctl holds the module
@@ -133,17 +134,25 @@ def overhead(b, rounds=3):
     return statistics.median(sliced) / statistics.median(base)
 
 
-def latency(b):
+def latency_once(b, beside):
+    """Median submit-to-start latency of a high-class synchronising slice,
+    alone or BESIDE a saturating low-class slice."""
     b.admin.gpu_set(0, policy=uapi.XPU_POLICY_PRIORITY, period_us=PERIOD_US)
+    ws = [b.slice(500, priority=uapi.XPU_PRIO_LOW)] if beside else []
     hi = b.slice(500, priority=uapi.XPU_PRIO_HIGH, mode="sync")
-    measure([hi], WINDOW)
-    alone = statistics.median(hi.stop()["lat_us"])
+    measure(ws + [hi], WINDOW)
+    lat = statistics.median(hi.stop()["lat_us"])
     b.done()
-    lo = b.slice(500, priority=uapi.XPU_PRIO_LOW)
-    hi = b.slice(500, priority=uapi.XPU_PRIO_HIGH, mode="sync")
-    measure([lo, hi], WINDOW)
-    beside = statistics.median(hi.stop()["lat_us"])
-    b.done()
+    return lat
+
+
+def latency(b, rounds=3):
+    """Alternating rounds (the VM's latencies drift as it warms up)."""
+    alone, beside = [], []
+    for _ in range(rounds):
+        alone.append(latency_once(b, False))
+        beside.append(latency_once(b, True))
+    alone, beside = statistics.median(alone), statistics.median(beside)
     return beside / alone, alone, beside
 
 

@@ -28,6 +28,13 @@ def _require_stub():
         pytest.skip(f"{abi.NV_CTL_PATH} is missing: is nvstub.ko loaded?")
 
 
+@pytest.fixture(scope="module")
+def require_xpu():
+    """Skips a module of xpu.ko's tests where the rig did not load it."""
+    if not os.path.exists("/dev/xpuctl"):
+        pytest.skip("xpu.ko is not loaded")
+
+
 @pytest.fixture(autouse=True)
 def leak_check(_require_stub):
     """Every test leaves the stub's object and heap counters where it found

@@ -39,10 +39,7 @@ WINDOW = 2.0
 TOL = 0.05          # percentage points, as a fraction
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _require_xpu():
-    if not os.path.exists("/dev/xpuctl"):
-        pytest.skip("xpu.ko is not loaded")
+pytestmark = pytest.mark.usefixtures("require_xpu")
 
 
 @pytest.fixture
@@ -175,8 +172,9 @@ def test_synchronising_and_batched_work_is_held_to_its_share(admin, slices,
     slices.make(700)
     shares, _, _ = run(slices)
     assert shares[0] <= 0.30 + TOL, shares
-    # not starved; a synchronising slice gets well under its share (~10 %
-    # of 30 % since whole turns: docs/compute.md, Known limits)
+    # not starved.  A synchronising slice gets under its share, as its
+    # client's own loop leaves its turns idle: 21-23 % of 30 % on a quiet
+    # host, 10 % on a loaded one (docs/compute.md, Known limits)
     assert shares[0] >= 0.05, shares
 
 

@@ -25,10 +25,7 @@ MiB = 1 << 20
 LIMIT = 64 * MiB
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _require_xpu():
-    if not os.path.exists("/dev/xpuctl"):
-        pytest.skip("xpu.ko is not loaded")
+pytestmark = pytest.mark.usefixtures("require_xpu")
 
 
 @pytest.fixture
