@@ -30,7 +30,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "tests", "vmtests"))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 
-from compute import Worker, measure
+from compute import Worker, measure, stop_all
 from nvclient import stub
 from xpu import ctl as xpu_ctl
 from xpu import uapi
@@ -64,9 +64,7 @@ class Bench:
         return w
 
     def done(self):
-        for w in self.workers:
-            if w.result is None:
-                w.stop()
+        stop_all([w for w in self.workers if w.result is None])
         for i in self.ids:
             self.admin.slice_destroy(i, force=True)
         for f in os.listdir(self.dir):

@@ -12,6 +12,8 @@ Workloads (each work item is {duration_us}, docs/nvstub.md):
 - batch: BATCH items with one doorbell, wait until all are done, repeat;
 - remap: saturate, but unmaps and maps the usermode region again every 8
   submissions (a fresh file, RM_MAP_MEMORY, mmap);
+- mremap: saturate, but moves the usermode mapping to a new address with
+  mremap every 8 submissions and rings through it there;
 - fork: saturate from a forked child as well, through the inherited mapping;
 - spam: saturate, writing the doorbell 16 times per submission.
 """
@@ -49,6 +51,26 @@ def remap():
                           hparent=dev.hsubdevice, node=dev.gpu.path)
     ch._maps.append(ch.usermode)
 
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = libc.mremap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+                        ctypes.c_int, ctypes.c_void_p]
+UM_SIZE = abi.NVC361_NV_USERMODE__SIZE
+at = ctypes.c_char.from_buffer(ch.usermode.mm)
+bell = ctypes.addressof(at)
+del at
+
+def move_bell():
+    # onto a fresh reservation: the old place is left empty
+    spot = libc.mmap(None, UM_SIZE, 0, 0x22, -1, 0)  # PROT_NONE, PRIVATE|ANON
+    new = libc.mremap(bell, UM_SIZE, UM_SIZE, 3, spot)  # MAYMOVE|FIXED
+    if new != spot:
+        raise OSError(ctypes.get_errno(), "mremap of the usermode mapping")
+    return new
+
 import select
 def stopped():
     return select.select([sys.stdin], [], [], 0)[0]
@@ -68,6 +90,16 @@ while not stopped():
                     ch.ring()
             if mode == "remap" and n % 8 == 0:
                 remap()
+        else:
+            time.sleep(0.001)
+    elif mode == "mremap":
+        if pending() < DEPTH:
+            ch.submit(item_us, ring=False)
+            ctypes.c_uint32.from_address(
+                bell + abi.NVC361_NOTIFY_CHANNEL_PENDING).value = ch.token
+            n += 1
+            if n % 8 == 0:
+                bell = move_bell()
         else:
             time.sleep(0.001)
     elif mode == "sync":
@@ -90,6 +122,8 @@ if child:
     os.waitpid(child, 0)
 lat.sort()
 print(json.dumps({"items": n, "lat_us": lat}), flush=True)
+if mode == "mremap":
+    os._exit(0)     # the mapping moved from under Python's mmap: exit frees all
 ch.close(); dev.close(); rm.close(); gpu.close(); ctl.close()
 """.replace("TESTS", repr(TESTS))
 
@@ -114,9 +148,14 @@ class Worker:
         self.p.stdin.write("go\n")
         self.p.stdin.flush()
 
+    def finish(self):
+        """Tell the worker to stop (it ends its loop at its next turn)."""
+        if not self.p.stdin.closed:
+            self.p.stdin.close()
+
     def stop(self, timeout=60):
         if self.result is None:
-            self.p.stdin.close()
+            self.finish()
             out = self.p.stdout.read()
             self.p.wait(timeout)
             lines = out.strip().splitlines()
@@ -156,4 +195,8 @@ def measure(workers, seconds, gpu=0, warmup=1.0, during=None):
 
 
 def stop_all(workers):
+    # All are told first: a worker asleep in its doorbell fault (a lower class
+    # under priority) ends only once the others stop wanting the GPU.
+    for w in workers:
+        w.finish()
     return [w.stop() for w in workers]
