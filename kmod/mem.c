@@ -98,6 +98,17 @@ static void xpu_member_free(struct xpu_slice *slice, struct xpu_member *m)
 	kfree(m);
 }
 
+/* Whether the process PID names still exists (pid_task needs RCU). */
+static bool xpu_pid_alive(struct pid *pid)
+{
+	bool alive;
+
+	rcu_read_lock();
+	alive = pid_task(pid, PIDTYPE_TGID);
+	rcu_read_unlock();
+	return alive;
+}
+
 /* Read every member's usage anew; forget exited members that hold nothing. */
 static void xpu_refresh_locked(struct xpu_slice *slice)
 {
@@ -109,7 +120,7 @@ static void xpu_refresh_locked(struct xpu_slice *slice)
 		if (xpu_rm_pid_usage(slice->gpu, pid_nr(m->pid), &bytes))
 			bytes = m->usage;	/* keep what we knew */
 		m->usage = bytes;
-		if (!bytes && !pid_task(m->pid, PIDTYPE_TGID)) {
+		if (!bytes && !xpu_pid_alive(m->pid)) {
 			xpu_member_free(slice, m);
 			continue;
 		}
