@@ -40,6 +40,15 @@ def test_warn_in_kernel_log_fails_the_run():
     assert "WARNING:" in r.stdout
 
 
+def test_a_cleared_kernel_log_fails_the_run():
+    # a warning before the clear would otherwise go unseen
+    r = vm("--no-xpu", "--", "sh", "-c",
+           'insmod "$XPU_BUILD/tests/vm/selftest/xpu_rigtest_warn.ko" && '
+           'dmesg -C')
+    assert r.returncode == 120, r.stdout + r.stderr
+    assert "lost the run's first line" in r.stdout
+
+
 def test_timeout_kills_the_run():
     r = vm("--timeout", "45", "--", "sleep", "600", timeout=200)
     assert r.returncode == 124, r.stdout + r.stderr
