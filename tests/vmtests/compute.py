@@ -51,25 +51,27 @@ def remap():
                           hparent=dev.hsubdevice, node=dev.gpu.path)
     ch._maps.append(ch.usermode)
 
-import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = libc.mremap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-                      ctypes.c_int, ctypes.c_int, ctypes.c_long]
-libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
-                        ctypes.c_int, ctypes.c_void_p]
-UM_SIZE = abi.NVC361_NV_USERMODE__SIZE
-at = ctypes.c_char.from_buffer(ch.usermode.mm)
-bell = ctypes.addressof(at)
-del at
+if mode == "mremap":
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = libc.mremap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+                            ctypes.c_int, ctypes.c_void_p]
+    UM_SIZE = abi.NVC361_NV_USERMODE__SIZE
+    at = ctypes.c_char.from_buffer(ch.usermode.mm)
+    bell = ctypes.addressof(at)
+    del at
 
-def move_bell():
-    # onto a fresh reservation: the old place is left empty
-    spot = libc.mmap(None, UM_SIZE, 0, 0x22, -1, 0)  # PROT_NONE, PRIVATE|ANON
-    new = libc.mremap(bell, UM_SIZE, UM_SIZE, 3, spot)  # MAYMOVE|FIXED
-    if new != spot:
-        raise OSError(ctypes.get_errno(), "mremap of the usermode mapping")
-    return new
+    def move_bell():
+        # onto a fresh reservation (PROT_NONE, MAP_PRIVATE|MAP_ANONYMOUS):
+        # the old place is left empty
+        spot = libc.mmap(None, UM_SIZE, 0, 0x22, -1, 0)
+        new = libc.mremap(bell, UM_SIZE, UM_SIZE, 3, spot)  # MAYMOVE|FIXED
+        if new != spot:
+            raise OSError(ctypes.get_errno(), "mremap of the usermode mapping")
+        return new
 
 import select
 def stopped():
