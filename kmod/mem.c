@@ -502,6 +502,77 @@ static long xpu_rewrite_ids(struct xpu_slice *slice, u32 ctrl,
 	return ret;
 }
 
+/* Whether the process NR of the caller's namespace is a member of SLICE. */
+static bool xpu_nr_is_member(struct xpu_slice *slice, u32 nr)
+{
+	struct pid *pid;
+	bool ret;
+
+	if (!nr || nr > PID_MAX_LIMIT)
+		return false;
+	rcu_read_lock();
+	pid = get_pid(find_vpid(nr));
+	rcu_read_unlock();
+	if (!pid)
+		return false;
+	ret = xpu_mem_is_member(slice, pid);
+	put_pid(pid);
+	return ret;
+}
+
+/*
+ * The process lists (NV2080 GPU_GET_PIDS, GPU_GET_PID_INFO): a sliced client
+ * sees its slice's processes alone.  RM names processes in the caller's pid
+ * namespace; one outside the slice is dropped from GET_PIDS, and GET_PID_INFO
+ * answers for it as RM does for a process that has nothing on the GPU.
+ */
+static long xpu_rewrite_pids(struct xpu_slice *slice, u32 ctrl,
+			     void __user *uparams, u32 psize)
+{
+	struct nv2080_ctrl_gpu_get_pid_info_params *info;
+	struct nv2080_ctrl_gpu_get_pids_params *pids;
+	struct nv2080_ctrl_gpu_pid_info *e;
+	u32 i, n, keep = 0;
+	long ret = 0;
+
+	if (ctrl == NV2080_CTRL_CMD_GPU_GET_PIDS) {
+		if (psize != sizeof(*pids))
+			return 0;
+		pids = memdup_user(uparams, psize);
+		if (IS_ERR(pids))
+			return PTR_ERR(pids);
+		n = min_t(u32, pids->pid_tbl_count,
+			  NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT);
+		for (i = 0; i < n; i++)
+			if (xpu_nr_is_member(slice, pids->pid_tbl[i]))
+				pids->pid_tbl[keep++] = pids->pid_tbl[i];
+		for (i = keep; i < n; i++)
+			pids->pid_tbl[i] = 0;
+		pids->pid_tbl_count = keep;
+		if (copy_to_user(uparams, pids, psize))
+			ret = -EFAULT;
+		kfree(pids);
+		return ret;
+	}
+	if (psize != sizeof(*info))
+		return 0;
+	info = memdup_user(uparams, psize);
+	if (IS_ERR(info))
+		return PTR_ERR(info);
+	n = min_t(u32, info->pid_info_list_count,
+		  NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT);
+	for (i = 0; i < n; i++) {
+		e = &info->pid_info_list[i];
+		if (e->result != NV_OK || xpu_nr_is_member(slice, e->pid))
+			continue;
+		memset(&e->vid_mem_usage, 0, sizeof(e->vid_mem_usage));
+	}
+	if (copy_to_user(uparams, info, psize))
+		ret = -EFAULT;
+	kfree(info);
+	return ret;
+}
+
 long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg)
 {
@@ -523,6 +594,8 @@ long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 	case NV2080_CTRL_CMD_FB_GET_INFO_V2:
 	case NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS:
 	case NV0000_CTRL_CMD_GPU_GET_PROBED_IDS:
+	case NV2080_CTRL_CMD_GPU_GET_PIDS:
+	case NV2080_CTRL_CMD_GPU_GET_PID_INFO:
 		break;
 	case NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS:
 		return xpu_sched_rm_control(xf, file, cmd, arg);
@@ -541,6 +614,9 @@ long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 	if (ctrl == NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS ||
 	    ctrl == NV0000_CTRL_CMD_GPU_GET_PROBED_IDS)
 		return xpu_rewrite_ids(xf->slice, ctrl, uparams, psize);
+	if (ctrl == NV2080_CTRL_CMD_GPU_GET_PIDS ||
+	    ctrl == NV2080_CTRL_CMD_GPU_GET_PID_INFO)
+		return xpu_rewrite_pids(xf->slice, ctrl, uparams, psize);
 	if (ctrl == NV2080_CTRL_CMD_FB_GET_INFO) {
 		if (psize != sizeof(v1) || copy_from_user(&v1, uparams, sizeof(v1)))
 			return 0;

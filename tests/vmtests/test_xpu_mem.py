@@ -6,6 +6,7 @@ Every limit is checked against the stub's own heap counter, not only against
 xpu's figure: the stub is the GPU."""
 
 import errno
+import json
 import os
 import shutil
 import signal
@@ -140,6 +141,40 @@ def test_card_info_shows_only_the_slice_gpu(sl):
     with client.Ctl(sl.ctl_node) as ctl:
         cards = [c for c in ctl.card_info() if c.valid]
     assert [c.minor_number for c in cards] == [0]
+
+
+def test_process_lists_show_only_the_slice(inside):
+    """GPU_GET_PIDS and GPU_GET_PID_INFO through a slice: a process of the
+    same GPU outside the slice is not listed, and has nothing to report."""
+    _, dev = inside
+    me = os.getpid()
+    code = """
+import json, os, sys
+rm = client.RmClient(client.Ctl()); dev = rm.device(0)
+m = dev.alloc_vidmem(2 << 20)
+print(json.dumps({"pids": dev.pids(), "info": dev.pid_info([os.getpid()])}),
+      flush=True)
+sys.stdin.read()
+"""
+    p = subprocess.Popen([sys.executable, "-c", nvtest.CHILD_PRELUDE + code],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True, cwd="/")
+    try:
+        seen = json.loads(p.stdout.readline())
+        other = p.pid
+        # unsliced, the outsider sees both, and its own 2 MiB
+        assert {me, other} <= set(seen["pids"])
+        assert seen["info"][str(other)] == [abi.NV_OK, 2 << 20]
+        # through the slice: this process alone, and nothing of the other
+        before = dev.pid_info([me])[me]
+        mine = dev.alloc_vidmem(4 << 20)
+        assert dev.pids() == [me]
+        assert dev.pid_info([me, other]) == {
+            me: (abi.NV_OK, before[1] + (4 << 20)), other: (abi.NV_OK, 0)}
+        dev.client.free(mine.handle)
+    finally:
+        p.stdin.close()
+        p.wait()
 
 
 # --- the limit
