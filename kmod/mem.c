@@ -526,50 +526,56 @@ static bool xpu_nr_is_member(struct xpu_slice *slice, u32 nr)
  * namespace; one outside the slice is dropped from GET_PIDS, and GET_PID_INFO
  * answers for it as RM does for a process that has nothing on the GPU.
  */
+static void xpu_filter_pids(struct xpu_slice *slice,
+			    struct nv2080_ctrl_gpu_get_pids_params *p)
+{
+	u32 n = min_t(u32, p->pid_tbl_count, NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT);
+	u32 i, keep = 0;
+
+	for (i = 0; i < n; i++)
+		if (xpu_nr_is_member(slice, p->pid_tbl[i]))
+			p->pid_tbl[keep++] = p->pid_tbl[i];
+	for (i = keep; i < n; i++)
+		p->pid_tbl[i] = 0;
+	p->pid_tbl_count = keep;
+}
+
+static void xpu_filter_pid_info(struct xpu_slice *slice,
+				struct nv2080_ctrl_gpu_get_pid_info_params *p)
+{
+	u32 n = min_t(u32, p->pid_info_list_count,
+		      NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT);
+	struct nv2080_ctrl_gpu_pid_info *e;
+	u32 i;
+
+	for (i = 0; i < n; i++) {
+		e = &p->pid_info_list[i];
+		if (e->result == NV_OK && !xpu_nr_is_member(slice, e->pid))
+			memset(&e->vid_mem_usage, 0, sizeof(e->vid_mem_usage));
+	}
+}
+
 static long xpu_rewrite_pids(struct xpu_slice *slice, u32 ctrl,
 			     void __user *uparams, u32 psize)
 {
-	struct nv2080_ctrl_gpu_get_pid_info_params *info;
-	struct nv2080_ctrl_gpu_get_pids_params *pids;
-	struct nv2080_ctrl_gpu_pid_info *e;
-	u32 i, n, keep = 0;
+	bool get_pids = ctrl == NV2080_CTRL_CMD_GPU_GET_PIDS;
+	void *buf;
 	long ret = 0;
 
-	if (ctrl == NV2080_CTRL_CMD_GPU_GET_PIDS) {
-		if (psize != sizeof(*pids))
-			return 0;
-		pids = memdup_user(uparams, psize);
-		if (IS_ERR(pids))
-			return PTR_ERR(pids);
-		n = min_t(u32, pids->pid_tbl_count,
-			  NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT);
-		for (i = 0; i < n; i++)
-			if (xpu_nr_is_member(slice, pids->pid_tbl[i]))
-				pids->pid_tbl[keep++] = pids->pid_tbl[i];
-		for (i = keep; i < n; i++)
-			pids->pid_tbl[i] = 0;
-		pids->pid_tbl_count = keep;
-		if (copy_to_user(uparams, pids, psize))
-			ret = -EFAULT;
-		kfree(pids);
-		return ret;
-	}
-	if (psize != sizeof(*info))
+	if (psize != (get_pids ?
+		      sizeof(struct nv2080_ctrl_gpu_get_pids_params) :
+		      sizeof(struct nv2080_ctrl_gpu_get_pid_info_params)))
 		return 0;
-	info = memdup_user(uparams, psize);
-	if (IS_ERR(info))
-		return PTR_ERR(info);
-	n = min_t(u32, info->pid_info_list_count,
-		  NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT);
-	for (i = 0; i < n; i++) {
-		e = &info->pid_info_list[i];
-		if (e->result != NV_OK || xpu_nr_is_member(slice, e->pid))
-			continue;
-		memset(&e->vid_mem_usage, 0, sizeof(e->vid_mem_usage));
-	}
-	if (copy_to_user(uparams, info, psize))
+	buf = memdup_user(uparams, psize);
+	if (IS_ERR(buf))
+		return PTR_ERR(buf);
+	if (get_pids)
+		xpu_filter_pids(slice, buf);
+	else
+		xpu_filter_pid_info(slice, buf);
+	if (copy_to_user(uparams, buf, psize))
 		ret = -EFAULT;
-	kfree(info);
+	kfree(buf);
 	return ret;
 }
 
