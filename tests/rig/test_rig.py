@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The VM rig tests itself: exit statuses come back, kernel warnings fail a run.
 
-Each test is one VM boot (about 30 s under software emulation)."""
+Each test is one VM boot (about 30 s under software emulation); the last is
+two."""
 
 import subprocess
 from pathlib import Path
@@ -52,3 +53,28 @@ def test_a_cleared_kernel_log_fails_the_run():
 def test_timeout_kills_the_run():
     r = vm("--timeout", "45", "--", "sleep", "600", timeout=200)
     assert r.returncode == 124, r.stdout + r.stderr
+
+
+def test_a_crash_in_the_command_fails_the_run_and_shows_the_console():
+    # The guest dies in the command: not booted again; what the command said
+    # and the kernel's last words come back.
+    r = vm("--no-stub", "--", "sh", "-c",
+           "echo xpu-before-the-crash; echo c >/proc/sysrq-trigger; "
+           "echo xpu-after-the-crash")
+    assert r.returncode == 122, r.stdout + r.stderr
+    assert "in the command" in r.stderr, r.stderr
+    assert "xpu-before-the-crash" in r.stdout, r.stdout
+    assert "xpu-after-the-crash" not in r.stdout, r.stdout
+    assert "Kernel panic" in r.stderr, r.stderr
+    assert "booting once more" not in r.stderr, r.stderr
+
+
+def test_a_boot_that_dies_is_tried_once_more():
+    # Neither the initramfs's init nor a root file system: the kernel panics
+    # before the command can start, on both boots.
+    r = vm("--no-stub", "--append", "rdinit=/xpu-none",
+           "--append", "root=/dev/xpu-none", "--", "true")
+    assert r.returncode == 122, r.stdout + r.stderr
+    assert r.stderr.count("booting once more") == 1, r.stderr
+    assert r.stderr.count("in the boot") == 2, r.stderr
+    assert "Unable to mount root fs" in r.stderr, r.stderr
