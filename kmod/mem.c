@@ -13,13 +13,22 @@
  * An allocation is admitted by the size it asks for, rounded as RM rounds it,
  * under the slice's mem_lock; the lock is held across the driver's call, so
  * that the slice's usage read afterwards is exact.  If RM then attributes
- * more than the limit, the allocation is undone with kernel privilege and the
+ * more than the limit, the allocation is undone through the caller's own
+ * file, in the caller's context (never with xpu's kernel privilege: the
+ * handles are read from the caller's memory, and are only a claim), and the
  * caller sees the driver's own out-of-memory status; if that does not bring
  * the slice back under its limit (the caller lied about the size and about
  * the handle), the process is killed.
+ *
+ * mem_lock is the slice's own: only callers in the slice wait for it, and
+ * killably (docs/security.md).  Nobody outside the slice takes it but with
+ * mutex_trylock: membership has its own spinlock, and a refresh that cannot
+ * take the lock marks the figure stale for the holder to read anew.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/mm.h>
+#include <linux/mman.h>
 #include <linux/pid.h>
 #include <linux/sched/signal.h>
 #include <linux/sizes.h>
@@ -38,20 +47,23 @@ static struct xpu_member *xpu_member_find(struct xpu_slice *slice,
 {
 	struct xpu_member *m;
 
-	lockdep_assert_held(&slice->mem_lock);
+	/* the list changes under both locks: either one keeps it still */
+	lockdep_assert(lockdep_is_held(&slice->members_lock) ||
+		       lockdep_is_held(&slice->mem_lock));
 	list_for_each_entry(m, &slice->members, link)
 		if (m->pid == pid)
 			return m;
 	return NULL;
 }
 
+/* Never waits for mem_lock: other slices' opens ask this (check_alone). */
 bool xpu_mem_is_member(struct xpu_slice *slice, struct pid *pid)
 {
 	bool ret;
 
-	mutex_lock(&slice->mem_lock);
+	spin_lock(&slice->members_lock);
 	ret = !!xpu_member_find(slice, pid);
-	mutex_unlock(&slice->mem_lock);
+	spin_unlock(&slice->members_lock);
 	return ret;
 }
 
@@ -63,10 +75,7 @@ int xpu_mem_join(struct xpu_slice *slice)
 	struct xpu_member *m;
 	int ret;
 
-	mutex_lock(&slice->mem_lock);
-	m = xpu_member_find(slice, pid);
-	mutex_unlock(&slice->mem_lock);
-	if (m)
+	if (xpu_mem_is_member(slice, pid))
 		return 0;
 	/* A process is in one slice of a GPU at most: RM counts per process. */
 	ret = xpu_slice_check_alone(slice, pid);
@@ -75,7 +84,11 @@ int xpu_mem_join(struct xpu_slice *slice)
 	m = kzalloc(sizeof(*m), GFP_KERNEL);
 	if (!m)
 		return -ENOMEM;
-	mutex_lock(&slice->mem_lock);
+	if (mutex_lock_killable(&slice->mem_lock)) {
+		kfree(m);
+		return -EINTR;
+	}
+	spin_lock(&slice->members_lock);
 	if (xpu_member_find(slice, pid)) {
 		kfree(m);
 	} else if (slice->nr_members >= XPU_MAX_MEMBERS) {
@@ -84,16 +97,19 @@ int xpu_mem_join(struct xpu_slice *slice)
 	} else {
 		m->pid = get_pid(pid);
 		list_add_tail(&m->link, &slice->members);
-		slice->nr_members++;
+		WRITE_ONCE(slice->nr_members, slice->nr_members + 1);
 	}
+	spin_unlock(&slice->members_lock);
 	mutex_unlock(&slice->mem_lock);
 	return ret;
 }
 
 static void xpu_member_free(struct xpu_slice *slice, struct xpu_member *m)
 {
+	spin_lock(&slice->members_lock);
 	list_del(&m->link);
-	slice->nr_members--;
+	WRITE_ONCE(slice->nr_members, slice->nr_members - 1);
+	spin_unlock(&slice->members_lock);
 	put_pid(m->pid);
 	kfree(m);
 }
@@ -116,6 +132,7 @@ static void xpu_refresh_locked(struct xpu_slice *slice)
 	u64 used = 0, bytes;
 
 	lockdep_assert_held(&slice->mem_lock);
+	WRITE_ONCE(slice->stale, false);
 	list_for_each_entry_safe(m, tmp, &slice->members, link) {
 		if (xpu_rm_pid_usage(slice->gpu, pid_nr(m->pid), &bytes))
 			bytes = m->usage;	/* keep what we knew */
@@ -126,42 +143,49 @@ static void xpu_refresh_locked(struct xpu_slice *slice)
 		}
 		used += bytes;
 	}
-	slice->used = used;
+	WRITE_ONCE(slice->used, used);
 	if (used > slice->peak)
-		slice->peak = used;
+		WRITE_ONCE(slice->peak, used);
 }
 
+/*
+ * After something that may have lowered the slice's usage (a free, a file's
+ * release): read it anew, or, if a caller of the slice holds mem_lock (it
+ * may be asleep on its own stalled page), leave the figure marked stale for
+ * the next holder.  Never waits.
+ */
 void xpu_mem_refresh_all(struct xpu_slice *slice)
 {
-	mutex_lock(&slice->mem_lock);
+	WRITE_ONCE(slice->stale, true);
+	if (!mutex_trylock(&slice->mem_lock))
+		return;
 	xpu_refresh_locked(slice);
 	mutex_unlock(&slice->mem_lock);
 }
 
+/* For the admin's queries: RM's figure if the slice's lock is free. */
 void xpu_mem_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 {
-	mutex_lock(&slice->mem_lock);
-	xpu_refresh_locked(slice);
-	out->memory_used = slice->used;
-	out->memory_peak = slice->peak;
-	out->denied_allocs = slice->denied;
-	out->killed = slice->killed;
-	out->processes = slice->nr_members;
-	mutex_unlock(&slice->mem_lock);
+	if (mutex_trylock(&slice->mem_lock)) {
+		xpu_refresh_locked(slice);
+		mutex_unlock(&slice->mem_lock);
+	}
+	out->memory_used = READ_ONCE(slice->used);
+	out->memory_peak = READ_ONCE(slice->peak);
+	out->denied_allocs = READ_ONCE(slice->denied);
+	out->killed = READ_ONCE(slice->killed);
+	out->processes = READ_ONCE(slice->nr_members);
 }
 
+/* The caller holds mem_lock, taken killably before xpu_lock (slice.c). */
 int xpu_mem_set_limit(struct xpu_slice *slice, u64 limit)
 {
-	int ret = 0;
-
-	mutex_lock(&slice->mem_lock);
+	lockdep_assert_held(&slice->mem_lock);
 	xpu_refresh_locked(slice);
 	if (slice->used > limit)
-		ret = -EBUSY;
-	else
-		WRITE_ONCE(slice->memory_limit, limit);
-	mutex_unlock(&slice->mem_lock);
-	return ret;
+		return -EBUSY;
+	WRITE_ONCE(slice->memory_limit, limit);
+	return 0;
 }
 
 void xpu_mem_slice_release(struct xpu_slice *slice)
@@ -205,6 +229,35 @@ static int xpu_put_status(u32 __user *status, u32 value)
 }
 
 /*
+ * RM_FREE of (hc, hp, ho) as the caller itself would make it: through FILE,
+ * in the caller's context, with parameters in a page xpu maps into the
+ * caller's address space for the call.  RM checks it as any user call (the
+ * client must be one of FILE's), so handles read back from the caller's
+ * memory -- a claim, which a racing thread may have pointed at another
+ * tenant's objects -- let xpu free only what the caller could free itself.
+ * Whether it worked is read from RM's usage, not from the page.
+ */
+static void xpu_free_as_caller(struct file *file, u32 hc, u32 hp, u32 ho)
+{
+	const struct nvos00_parameters p = {
+		.h_root = hc, .h_object_parent = hp, .h_object_old = ho,
+	};
+	unsigned long addr;
+
+	if (!current->mm)
+		return;
+	addr = vm_mmap(NULL, 0, PAGE_SIZE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, 0);
+	if (IS_ERR_VALUE(addr))
+		return;
+	if (!copy_to_user((void __user *)addr, &p, sizeof(p)))
+		xpu_drv.unlocked_ioctl(file, _IOWR(NV_IOCTL_MAGIC, NV_ESC_RM_FREE,
+						   struct nvos00_parameters),
+				       addr);
+	vm_munmap(addr, PAGE_SIZE);
+}
+
+/*
  * The common path of the allocating escapes: admit want bytes, call the
  * driver, read RM's figure, undo or kill past the limit.  h[] locates the new
  * object's handles in the caller's struct for the undo.
@@ -220,7 +273,7 @@ static long xpu_admit_call(struct xpu_slice *slice, struct file *file,
 			   unsigned int cmd, unsigned long arg, u64 want,
 			   const struct xpu_alloc_site *site)
 {
-	u32 status, hc, hp, ho;
+	u32 hc, hp, ho;
 	long ret;
 
 	ret = xpu_mem_join(slice);
@@ -228,6 +281,9 @@ static long xpu_admit_call(struct xpu_slice *slice, struct file *file,
 		return ret;
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
+	/* a free or release that could not take the lock left it stale */
+	if (READ_ONCE(slice->stale))
+		xpu_refresh_locked(slice);
 	/* used is RM's figure as of the last change, all of which took mem_lock */
 	if (want > READ_ONCE(slice->memory_limit) ||
 	    slice->used > READ_ONCE(slice->memory_limit) - want) {
@@ -237,6 +293,10 @@ static long xpu_admit_call(struct xpu_slice *slice, struct file *file,
 		/* The driver's own failure: the call succeeds, status says why. */
 		return xpu_put_status(site->status, NV_ERR_NO_MEMORY);
 	}
+	/*
+	 * Whatever the driver returns -- a failed copy-back is -EFAULT after
+	 * RM made the object -- RM's figure below is what counts.
+	 */
 	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
 	xpu_refresh_locked(slice);
 	if (slice->used <= READ_ONCE(slice->memory_limit))
@@ -245,23 +305,25 @@ static long xpu_admit_call(struct xpu_slice *slice, struct file *file,
 	/*
 	 * Over the limit: RM gave more than was asked for (rounding xpu did
 	 * not foresee, or a size changed under us).  Undo it by the handles
-	 * the caller's struct holds; an honest caller sees NV_ERR_NO_MEMORY.
+	 * the caller's struct holds, as the caller; an honest caller sees
+	 * NV_ERR_NO_MEMORY.
 	 */
-	if (!get_user(status, site->status) && status == NV_OK &&
-	    !get_user(hc, site->h_client) && !get_user(hp, site->h_parent) &&
-	    !get_user(ho, site->h_object) && !xpu_rm_free(hc, hp, ho)) {
+	if (!get_user(hc, site->h_client) && !get_user(hp, site->h_parent) &&
+	    !get_user(ho, site->h_object)) {
+		xpu_free_as_caller(file, hc, hp, ho);
+		xpu_refresh_locked(slice);
+	}
+	if (slice->used <= READ_ONCE(slice->memory_limit)) {
 		slice->denied++;
 		xpu_event_denied(slice, want);
 		ret = xpu_put_status(site->status, NV_ERR_NO_MEMORY);
-		xpu_refresh_locked(slice);
+		goto out;
 	}
-	if (slice->used > READ_ONCE(slice->memory_limit)) {
-		slice->killed++;
-		pr_warn("slice %u '%s': pid %d holds memory past the limit (%llu > %llu bytes) and hid it: killed\n",
-			slice->id, slice->name, task_tgid_nr(current),
-			slice->used, READ_ONCE(slice->memory_limit));
-		kill_pid(task_tgid(current), SIGKILL, 1);
-	}
+	slice->killed++;
+	pr_warn("slice %u '%s': pid %d holds memory past the limit (%llu > %llu bytes) and hid it: killed\n",
+		slice->id, slice->name, task_tgid_nr(current),
+		slice->used, READ_ONCE(slice->memory_limit));
+	kill_pid(task_tgid(current), SIGKILL, 1);
 out:
 	mutex_unlock(&slice->mem_lock);
 	return ret;

@@ -94,23 +94,24 @@ static u32 xpu_rm_control_locked(u32 h_object, u32 cmd, void *params, u32 size)
 	return xpu_rm_control_as(xpu_rm_client, h_object, cmd, params, size);
 }
 
-int xpu_rm_free(u32 h_client, u32 h_parent, u32 h_object)
+/*
+ * Free xpu's own client, and with it its devices.  The only kernel-privileged
+ * free xpu makes: RM lets a kernel caller free any client's objects, so xpu
+ * never frees a handle a user could have named (docs/security.md).
+ */
+static void xpu_rm_free_own_client(void)
 {
 	struct nvos00_parameters *f;
-	u32 status;
 
-	if (!xpu_rm_have)
-		return -ENODEV;
 	mutex_lock(&xpu_rm_lock);
 	memset(xpu_rm_ops, 0, sizeof(*xpu_rm_ops));
 	xpu_rm_ops->op = NV01_FREE;
 	f = &xpu_rm_ops->params.free;
-	f->h_root = h_client;
-	f->h_object_parent = h_parent;
-	f->h_object_old = h_object;
-	status = xpu_rm_call();
+	f->h_root = xpu_rm_client;
+	f->h_object_parent = xpu_rm_client;
+	f->h_object_old = xpu_rm_client;
+	xpu_rm_call();
 	mutex_unlock(&xpu_rm_lock);
-	return status == NV_OK ? 0 : -EIO;
 }
 
 int xpu_rm_pid_usage(struct xpu_gpu *gpu, pid_t pid, u64 *bytes)
@@ -381,7 +382,7 @@ int xpu_rm_init(void)
 	return 0;
 
 err_client:
-	xpu_rm_free(xpu_rm_client, xpu_rm_client, xpu_rm_client);
+	xpu_rm_free_own_client();
 	xpu_nr_gpus = 0;
 err_stack:
 	xpu_rm.free_stack(xpu_rm_sp);
@@ -398,7 +399,7 @@ void xpu_rm_exit(void)
 	if (!xpu_rm_have)
 		return;
 	/* Freeing the client frees its devices and subdevices. */
-	xpu_rm_free(xpu_rm_client, xpu_rm_client, xpu_rm_client);
+	xpu_rm_free_own_client();
 	xpu_rm.free_stack(xpu_rm_sp);
 	xpu_rm_have = false;
 	kfree(xpu_rm_pidinfo);

@@ -15,8 +15,6 @@ void xpu_rm_exit(void);
 
 /* Bytes of video memory RM attributes to process pid (global tgid) on gpu. */
 int xpu_rm_pid_usage(struct xpu_gpu *gpu, pid_t pid, u64 *bytes);
-/* Free a user's object with kernel privilege (undo of an over-limit alloc). */
-int xpu_rm_free(u32 h_client, u32 h_parent, u32 h_object);
 
 u32 xpu_rm_disable_channels(struct xpu_gpu *gpu, bool disable,
 			    const u32 *clients, const u32 *channels, u32 n);

@@ -162,6 +162,7 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 		return -ENOMEM;
 	kref_init(&slice->ref);
 	mutex_init(&slice->mem_lock);
+	spin_lock_init(&slice->members_lock);
 	INIT_LIST_HEAD(&slice->members);
 	memcpy(slice->name, arg->name, XPU_NAME_LEN);
 	slice->memory_limit = arg->memory_limit;
@@ -239,9 +240,25 @@ int xpu_slice_ioc_set(struct xpu_slice_info *arg)
 	if (!flags || (flags & ~XPU_SLICE_SET_FLAGS_ALL))
 		return -EINVAL;
 	mutex_lock(&xpu_lock);
-	ret = -ENOENT;
 	slice = xpu_slice_find(arg->id);
+	if (slice)
+		xpu_slice_get(slice);
+	mutex_unlock(&xpu_lock);
 	if (!slice)
+		return -ENOENT;
+	/*
+	 * A new limit is checked against RM's figure under the slice's
+	 * mem_lock.  A caller of the slice may hold it asleep on its own
+	 * page: wait for it killably and before xpu_lock, which every open
+	 * and every admin call needs.
+	 */
+	ret = -EINTR;
+	if ((flags & XPU_SLICE_SET_MEMORY) &&
+	    mutex_lock_killable(&slice->mem_lock))
+		goto out_put;
+	mutex_lock(&xpu_lock);
+	ret = -ENOENT;
+	if (READ_ONCE(slice->dead))
 		goto out;
 	gpu = slice->gpu;
 	memory = flags & XPU_SLICE_SET_MEMORY ? arg->memory_limit : slice->memory_limit;
@@ -274,11 +291,17 @@ int xpu_slice_ioc_set(struct xpu_slice_info *arg)
 	if (flags & (XPU_SLICE_SET_SHARE | XPU_SLICE_SET_WEIGHT |
 		     XPU_SLICE_SET_PRIORITY))
 		xpu_sched_kick(gpu);	/* within one period */
-	xpu_slice_fill(slice, arg);
-	xpu_event_slice(XPU_EVENT_SLICE_CHANGED, slice);
 	ret = 0;
 out:
+	if (flags & XPU_SLICE_SET_MEMORY)
+		mutex_unlock(&slice->mem_lock);
+	if (!ret) {
+		xpu_slice_fill(slice, arg);
+		xpu_event_slice(XPU_EVENT_SLICE_CHANGED, slice);
+	}
 	mutex_unlock(&xpu_lock);
+out_put:
+	xpu_slice_put(slice);
 	return ret;
 }
 

@@ -9,6 +9,7 @@
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
 #include <uapi/xpu.h>
@@ -60,13 +61,19 @@ struct xpu_slice {
 	/*
 	 * mem_lock serialises the slice's memory decisions: admit, call the
 	 * driver, read back what RM now attributes.  It protects the fields
-	 * below and the member list.
+	 * below (read locklessly with READ_ONCE by queries) and is held only
+	 * by the slice's own callers, killably; others use mutex_trylock.  The
+	 * member list changes under mem_lock and members_lock both, so either
+	 * keeps it still; membership checks from other slices take only
+	 * members_lock.
 	 */
 	struct mutex mem_lock;
+	spinlock_t members_lock;
 	struct list_head members;
 	u32 nr_members;
 	u64 used, peak;
 	u64 denied, killed;
+	bool stale;			/* used may be high: read it anew */
 
 	atomic_t open_files;
 

@@ -1,0 +1,236 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Hostile tenants against memory isolation (issue 17, docs/security.md).
+
+Each test is an attack written as a tenant would write it, from a process
+inside a slice using only its slice's nodes, and fails on an xpu.ko without
+the fix it names:
+- class 9, confused deputy: xpu.ko used to undo an over-limit allocation by
+  freeing, with kernel privilege, the handles it read back from the caller's
+  struct; a tenant planted another slice's client there.
+- class 5, a stalled tenant: a tenant whose parameter page stalls (here
+  userfaultfd) while xpu.ko holds its slice's lock must not block any other
+  slice's open, an unsliced open or an admin call.
+"""
+
+import ctypes
+import mmap
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import nvtest
+import pytest
+from nvclient import abi, client
+from test_xpu_mem import LIMIT, Slice, admin, nodedir  # noqa: F401
+
+xpu_ctl = pytest.importorskip("xpu.ctl")
+
+pytestmark = pytest.mark.usefixtures("require_xpu")
+
+MiB = 1 << 20
+
+
+def start_child(code):
+    return subprocess.Popen([sys.executable, "-c", nvtest.CHILD_PRELUDE + code],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd="/")
+
+
+# --- class 9: a planted handle
+
+
+ATTACK = """
+import ctypes, mmap, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+# The NVOS21 struct alone on a page, so that the page can be made read-only
+# under the driver: its copy-back then fails and the struct keeps what the
+# racing thread wrote.
+page = mmap.mmap(-1, mmap.PAGESIZE)
+p = abi.NVOS21_PARAMETERS.from_buffer(page)
+addr = ctypes.addressof(p)
+mp = dev.memory_params(1 << 20)
+p.hRoot, p.hObjectParent, p.hObjectNew = rm.handle, dev.hdevice, 0x5c00beef
+p.hClass = abi.NV01_MEMORY_LOCAL_USER
+p.pAllocParms = ctypes.addressof(mp); p.paramsSize = ctypes.sizeof(mp)
+go = threading.Event()
+def race():
+    go.wait()
+    time.sleep(0.01)        # inside the stub's 30 ms before it reads mp
+    mp.size = 1 << 30       # RM allocates 1 GiB where 1 MiB was admitted
+    p.hRoot = p.hObjectParent = p.hObjectNew = VICTIM
+    libc.mprotect(addr, mmap.PAGESIZE, mmap.PROT_READ)
+t = threading.Thread(target=race); t.start()
+go.set()
+rc = libc.ioctl(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC, ctypes.sizeof(p)), addr)
+t.join()
+report(rc=rc, errno=ctypes.get_errno())
+"""
+
+
+def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
+        nodedir, reload_stub):
+    """The attacker's allocation is grown past its slice's limit during the
+    driver's second read, and its struct, made read-only before the
+    copy-back, names the victim's RM client.  xpu.ko must not free the
+    victim's client; the attacker ends killed and its memory freed."""
+    reload_stub(alloc_reread_delay_us=30000)
+    subprocess.run(["insmod", os.environ["XPU_KO"],
+                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    with xpu_ctl.Ctl() as admin_:
+        attacker = Slice(admin_, nodedir, name="attacker", limit=LIMIT)
+        victim = Slice(admin_, nodedir, name="victim", limit=LIMIT)
+        heap0 = nvtest.heap_used(0)
+        ctl, gpu, rm, dev = victim.open()
+        try:
+            held = dev.alloc_vidmem(4 * MiB)
+            code = (ATTACK.replace("CTL", repr(attacker.ctl_node))
+                    .replace("GPU", repr(attacker.gpu_node))
+                    .replace("VICTIM", hex(rm.handle)))
+            child = start_child(code)
+            out, err = child.communicate(timeout=120)
+            info = attacker.get()
+            # The attack landed: RM held 1 GiB for a 64 MiB slice, and no
+            # undo could bring it back, so xpu.ko killed the attacker.
+            assert child.returncode == -signal.SIGKILL, (out, err)
+            assert info.killed == 1
+            # The victim's client and memory are intact.
+            rm.free(held.handle)
+            dev.alloc_vidmem(8 * MiB)
+            assert dev.heap_info()[0] == victim.limit
+            assert victim.used() == 8 * MiB
+        finally:
+            dev.close()
+            rm.close()
+            gpu.close()
+            ctl.close()
+        assert attacker.used() == 0
+        assert nvtest.heap_used(0) == heap0
+        attacker.destroy()
+        victim.destroy()
+
+
+# --- class 5: a stalled tenant
+
+
+STALL = """
+import ctypes, mmap, select, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_int, ctypes.c_long]
+PAGE = mmap.PAGESIZE
+SYS_userfaultfd = 323
+UFFDIO_API, UFFDIO_REGISTER = 0xc018aa3f, 0xc020aa00
+uffd = libc.syscall(SYS_userfaultfd, os.O_CLOEXEC | os.O_NONBLOCK)
+assert uffd >= 0, ctypes.get_errno()
+api = (ctypes.c_uint64 * 3)(0xAA, 0, 0)
+assert libc.ioctl(uffd, UFFDIO_API, ctypes.addressof(api)) == 0
+base = libc.mmap(None, 2 * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
+                 mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+reg = (ctypes.c_uint64 * 4)(base + PAGE, PAGE, 1, 0)   # MODE_MISSING
+assert libc.ioctl(uffd, UFFDIO_REGISTER, ctypes.addressof(reg)) == 0, ctypes.get_errno()
+
+ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+mp = dev.memory_params(1 << 20)
+cls = type(mp)
+# Every field xpu.ko reads lies on the first page; the rest of the struct,
+# which the driver copies whole, on the stalled one.
+head = cls.size.offset + 8
+at = base + PAGE - head
+ctypes.memmove(at, ctypes.addressof(mp), head)
+p = abi.NVOS21_PARAMETERS()
+p.hRoot, p.hObjectParent, p.hObjectNew = rm.handle, dev.hdevice, 0x5c00beef
+p.hClass = abi.NV01_MEMORY_LOCAL_USER
+p.pAllocParms = at; p.paramsSize = ctypes.sizeof(cls)
+done = []
+def alloc():
+    done.append(client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC,
+                                                      ctypes.sizeof(p)), p))
+t = threading.Thread(target=alloc); t.start()
+select.select([uffd], [], [])           # the driver's copy has faulted
+report(stalled=True)
+sys.stdin.readline()
+os.close(uffd)                          # the stalled copy goes on
+t.join()
+report(rc=done[0], status=p.status)
+if p.status == abi.NV_OK:
+    ctl.rm_free(rm.handle, dev.hdevice, p.hObjectNew)
+"""
+
+OPEN_OTHER = """
+ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+m = dev.alloc_vidmem(1 << 20)
+rm.free(m.handle)
+dev.close(); rm.close(); gpu.close(); ctl.close()
+report(ok=True)
+"""
+
+ADMIN = """
+from xpu import ctl as xpu_ctl
+with xpu_ctl.Ctl() as a:
+    a.slice_get(SLICE_A)
+    a.slice_get(SLICE_B)
+    a.slice_set(SLICE_B, memory_limit=B_LIMIT)
+report(ok=True)
+"""
+
+UNSLICED = """
+ctl = client.Ctl(); rm = client.RmClient(ctl); dev = rm.device(0)
+dev.close(); rm.close(); ctl.close()
+report(ok=True)
+"""
+
+
+def test_a_stalled_tenant_blocks_no_other_slice(admin, nodedir):
+    """A tenant of slice A stalls the driver's copy of its allocation
+    parameters (userfaultfd) while xpu.ko admits it.  Meanwhile a new
+    process opens slice B and allocates, an unsliced process opens the GPU,
+    and the admin reads both slices and changes B: each finishes in a few
+    seconds.  Released, the stalled call completes and nothing leaks."""
+    a = Slice(admin, nodedir, name="stalled")
+    b = Slice(admin, nodedir, name="other")
+    heap0 = nvtest.heap_used(0)
+    stalled = start_child(STALL.replace("CTL", repr(a.ctl_node))
+                          .replace("GPU", repr(a.gpu_node)))
+    others = []
+    try:
+        line = stalled.stdout.readline()
+        assert '"stalled": true' in line, (line, stalled.stderr.read())
+        others = [start_child(OPEN_OTHER.replace("CTL", repr(b.ctl_node))
+                              .replace("GPU", repr(b.gpu_node))),
+                  start_child(UNSLICED),
+                  start_child(ADMIN.replace("B_LIMIT", str(2 * LIMIT))
+                              .replace("SLICE_A", str(a.id))
+                              .replace("SLICE_B", str(b.id)))]
+        deadline = time.monotonic() + 20
+        for p in others:
+            ready, _, _ = select.select([p.stdout], [], [],
+                                        max(0.0, deadline - time.monotonic()))
+            assert ready, "blocked by another slice's stalled tenant"
+            assert '"ok": true' in p.stdout.readline(), p.stderr.read()
+    finally:
+        # Release the stall whatever happened, so that nothing stays stuck.
+        if stalled.poll() is None:
+            stalled.stdin.write("\n")
+            stalled.stdin.flush()
+        out, err = stalled.communicate(timeout=60)
+        for p in others:
+            p.communicate(timeout=60)
+    assert stalled.returncode == 0, err
+    assert '"status": 0' in out, out
+    assert b.get().memory_limit == 2 * LIMIT
+    assert a.used() == 0 and b.used() == 0
+    assert nvtest.heap_used(0) == heap0
+    a.destroy()
+    b.destroy()
