@@ -68,7 +68,7 @@ struct xpu_slice {
 	 * members_lock.
 	 */
 	struct mutex mem_lock;
-	spinlock_t members_lock;
+	spinlock_t members_lock;	/* see mem_lock */
 	struct list_head members;
 	u32 nr_members;
 	u64 used, peak;

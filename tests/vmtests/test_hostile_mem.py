@@ -12,8 +12,6 @@ the fix it names:
   slice's open, an unsliced open or an admin call.
 """
 
-import ctypes
-import mmap
 import os
 import select
 import signal
@@ -23,12 +21,15 @@ import time
 
 import nvtest
 import pytest
-from nvclient import abi, client
-from test_xpu_mem import LIMIT, Slice, admin, nodedir  # noqa: F401
+import test_xpu_mem
+from test_xpu_mem import LIMIT, Slice
 
 xpu_ctl = pytest.importorskip("xpu.ctl")
 
 pytestmark = pytest.mark.usefixtures("require_xpu")
+
+admin = test_xpu_mem.admin
+nodedir = test_xpu_mem.nodedir
 
 MiB = 1 << 20
 
