@@ -108,8 +108,10 @@ int xpu_file_release(struct inode *inode, struct file *file)
 	if (xf->slice) {
 		xpu_sched_file_release(xf);
 		/* Closing a control file freed its clients: read usage anew. */
-		if (!xf->gpu)
+		if (!xf->gpu) {
+			xpu_mem_file_release(xf);
 			xpu_mem_refresh_all(xf->slice);
+		}
 		atomic_dec(&xf->slice->open_files);
 		xpu_slice_put(xf->slice);
 	}
@@ -146,6 +148,8 @@ void xpu_file_exit(void)
 		hash_del(&xf->hash);
 		if (xf->slice) {
 			xpu_sched_file_release(xf);
+			if (!xf->gpu)
+				xpu_mem_file_release(xf);
 			atomic_dec(&xf->slice->open_files);
 			xpu_slice_put(xf->slice);
 		}
@@ -207,13 +211,22 @@ long xpu_file_card_info(struct xpu_file *xf, struct file *file,
 	return ret;
 }
 
-/* A file may be registered only to a control file of its own slice. */
+/*
+ * A file may be registered only to a control file of its own slice, and a
+ * control file of a slice not at all: RM would then make the clients created
+ * through it the other file's, outliving it, and xpu keeps the processes that
+ * make a slice's clients counted for as long as the file they made them
+ * through (mem.c).  CUDA and other clients register GPU files only.
+ */
 long xpu_file_register_fd(struct xpu_file *xf, struct file *file,
 			  unsigned int cmd, unsigned long arg)
 {
 	struct xpu_slice *other;
 	bool driver_file;
 	int ctl_fd;
+
+	if (xf->slice && !xf->gpu)
+		return -EPERM;
 
 	if (_IOC_SIZE(cmd) == sizeof(ctl_fd)) {
 		if (get_user(ctl_fd, (int __user *)arg))

@@ -137,7 +137,8 @@ static void xpu_refresh_locked(struct xpu_slice *slice)
 		if (xpu_rm_pid_usage(slice->gpu, pid_nr(m->pid), &bytes))
 			bytes = m->usage;	/* keep what we knew */
 		m->usage = bytes;
-		if (!bytes && !xpu_pid_alive(m->pid)) {
+		if (!bytes && !atomic_read(&m->pins) &&
+		    !xpu_pid_alive(m->pid)) {
 			xpu_member_free(slice, m);
 			continue;
 		}
@@ -186,6 +187,69 @@ int xpu_mem_set_limit(struct xpu_slice *slice, u64 limit)
 		return -EBUSY;
 	WRITE_ONCE(slice->memory_limit, limit);
 	return 0;
+}
+
+/*
+ * current calls RM_ALLOC through XF, a control file of a slice: it may be
+ * making an RM client (the class is read from user memory, so any RM_ALLOC
+ * counts).  RM will charge that client's memory to current for the client's
+ * life, which ends with the file at the latest: so current joins the slice
+ * and stays a member while the file is open, even after it exits.  Returns
+ * an errno, or a positive NV status for the caller's struct.
+ */
+static long xpu_mem_creator(struct xpu_file *xf)
+{
+	struct xpu_slice *slice = xf->slice;
+	struct pid *pid = task_tgid(current);
+	struct xpu_member *m;
+	long ret = 0;
+	u32 i;
+
+	spin_lock(&slice->members_lock);
+	for (i = 0; i < xf->nr_creators; i++)
+		if (xf->creators[i] == pid)
+			break;
+	spin_unlock(&slice->members_lock);
+	if (i < xf->nr_creators)
+		return 0;
+	ret = xpu_mem_join(slice);
+	if (ret)
+		return ret;
+	spin_lock(&slice->members_lock);
+	for (i = 0; i < xf->nr_creators; i++)
+		if (xf->creators[i] == pid)
+			goto out;
+	m = xpu_member_find(slice, pid);
+	if (!m) {
+		ret = -EAGAIN;	/* forgotten meanwhile: it has exited */
+	} else if (xf->nr_creators == XPU_MAX_CREATORS) {
+		ret = NV_ERR_INSUFFICIENT_RESOURCES;
+	} else {
+		xf->creators[xf->nr_creators++] = get_pid(pid);
+		atomic_inc(&m->pins);
+	}
+out:
+	spin_unlock(&slice->members_lock);
+	return ret;
+}
+
+/* A control file of a slice went, and its clients with it: unpin. */
+void xpu_mem_file_release(struct xpu_file *xf)
+{
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_member *m;
+	u32 i;
+
+	spin_lock(&slice->members_lock);
+	for (i = 0; i < xf->nr_creators; i++) {
+		m = xpu_member_find(slice, xf->creators[i]);
+		if (m)
+			atomic_dec(&m->pins);
+	}
+	spin_unlock(&slice->members_lock);
+	for (i = 0; i < xf->nr_creators; i++)
+		put_pid(xf->creators[i]);
+	xf->nr_creators = 0;
 }
 
 void xpu_mem_slice_release(struct xpu_slice *slice)
@@ -351,8 +415,18 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	size_t size = _IOC_SIZE(cmd);
 	u64 want, params;
 
+	long ret;
+
 	if (!xf->slice || (size != sizeof(*p21) && size != sizeof(*p64)))
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	site.status = size == sizeof(*p21) ? &p21->status : &p64->status;
+	if (!xf->gpu) {
+		ret = xpu_mem_creator(xf);
+		if (ret > 0)
+			return xpu_put_status(site.status, ret);
+		if (ret)
+			return ret;
+	}
 	/* NVOS21 and NVOS64 agree up to pAllocParms. */
 	if (get_user(h_class, &p21->h_class) ||
 	    get_user(params, &p21->p_alloc_parms))
@@ -369,7 +443,6 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	if ((flags & NVOS32_ALLOC_FLAGS_VIRTUAL) || !xpu_is_vidmem(attr))
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
 
-	site.status = size == sizeof(*p21) ? &p21->status : &p64->status;
 	site.h_client = &p21->h_root;
 	site.h_parent = &p21->h_object_parent;
 	site.h_object = &p21->h_object_new;

@@ -15,6 +15,8 @@
 #include <uapi/xpu.h>
 
 #define XPU_MAX_GPUS	32
+/* Processes that may make RM clients through one control file of a slice. */
+#define XPU_MAX_CREATORS	16
 
 /*
  * A GPU of the driver.  Found at load through the kernel RM API and the
@@ -44,6 +46,13 @@ struct xpu_member {
 	struct list_head link;		/* in xpu_slice.members */
 	struct pid *pid;		/* thread group */
 	u64 usage;			/* bytes of video memory, as RM says */
+	/*
+	 * Control files of the slice it made RM clients through, still open:
+	 * RM charges a client's memory to the process that made it, for the
+	 * client's life, whoever uses it (a parent on its dead child's
+	 * client).  A pinned member stays counted after it exits.
+	 */
+	atomic_t pins;
 };
 
 struct xpu_slice {
@@ -112,6 +121,9 @@ struct xpu_file {
 	struct pid *opener;		/* the thread group that opened it */
 	bool doorbell;			/* its mapping context is a usermode region */
 	struct list_head db_link;	/* in slice->dbfiles once mapped */
+	/* control files: who called RM_ALLOC through it; slice->members_lock */
+	struct pid *creators[XPU_MAX_CREATORS];
+	u32 nr_creators;
 };
 
 /* Protects the slice list, node and cgroup bindings, GPU settings. */

@@ -4,6 +4,9 @@
 Each test is an attack written as a tenant would write it, from a process
 inside a slice using only its slice's nodes, and fails on an xpu.ko without
 the fix it names:
+- class 1, memory by fork: RM charges a client's memory to the process that
+  made the client; a child makes one on the inherited control file and
+  exits, and the parent allocates on it.
 - class 9, confused deputy: xpu.ko used to undo an over-limit allocation by
   freeing, with kernel privilege, the handles it read back from the caller's
   struct; a tenant planted another slice's client there.
@@ -12,6 +15,8 @@ the fix it names:
   slice's open, an unsliced open or an admin call.
 """
 
+import errno
+import json
 import os
 import select
 import signal
@@ -38,6 +43,69 @@ def start_child(code):
     return subprocess.Popen([sys.executable, "-c", nvtest.CHILD_PRELUDE + code],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd="/")
+
+
+# --- class 1: memory by fork
+
+
+FORK = """
+import errno
+ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
+r, w = os.pipe()
+child = os.fork()
+if child == 0:
+    rm = client.RmClient(ctl)           # made by the child, charged to it
+    os.write(w, rm.handle.to_bytes(4, "little"))
+    os._exit(0)
+h = int.from_bytes(os.read(r, 4), "little")
+os.waitpid(child, 0)
+rm = object.__new__(client.RmClient)
+rm.ctl, rm.nvos64, rm.handle, rm.parents = ctl, False, h, {}
+dev = rm.device(0, gpu_file=gpu)
+got = denied = 0
+for _ in range(32):                     # 512 MiB asked for in a 64 MiB slice
+    try:
+        dev.alloc_vidmem(16 << 20)
+        got += 16 << 20
+    except client.NvStatusError as e:
+        assert e.status == abi.NV_ERR_NO_MEMORY, e
+        denied += 1
+# A control file of a slice may not be registered to another control file:
+# clients made through it would outlive it.
+other = client.Ctl(CTL)
+try:
+    ctl.register_fd(other)
+    registered = 0
+except OSError as e:
+    registered = e.errno
+report(got=got, denied=denied, registered=registered)
+sys.stdin.readline()
+"""
+
+
+def test_a_forked_child_s_client_is_counted(admin, nodedir):
+    """The fork escape: every byte the parent allocates on the client its
+    exited child made is the slice's; the slice gives 64 MiB of the 512
+    asked for, RM's heap agrees, and all of it goes when the files close."""
+    sl = Slice(admin, nodedir, name="fork")
+    heap0 = nvtest.heap_used(0)
+    p = start_child(FORK.replace("CTL", repr(sl.ctl_node))
+                    .replace("GPU", repr(sl.gpu_node)))
+    try:
+        line = p.stdout.readline()
+        assert line, p.stderr.read()
+        got = json.loads(line)
+        assert got["got"] == LIMIT
+        assert got["denied"] == 32 - LIMIT // (16 * MiB)
+        assert got["registered"] == errno.EPERM
+        assert sl.used() == LIMIT
+        assert nvtest.heap_used(0) - heap0 == LIMIT
+    finally:
+        p.communicate(input="\n", timeout=60)
+    assert p.returncode == 0
+    assert sl.used() == 0
+    assert nvtest.heap_used(0) == heap0
+    sl.destroy()
 
 
 # --- class 9: a planted handle
