@@ -79,6 +79,8 @@ struct xpu_slice {
 	struct list_head chans;		/* struct xpu_chan: channels to gate */
 	struct list_head uobjs;		/* struct xpu_uobj: usermode objects */
 	struct list_head dbfiles;	/* xpu_file with doorbell mappings */
+	u32 nr_dbfiles;
+	u64 zap_gen;			/* the last zap pass (xpu_gate_zap) */
 	u32 nr_chans;
 	wait_queue_head_t gate_wq;	/* doorbell writers waiting to run */
 	int state;			/* XPU_GATE_* */
@@ -105,6 +107,7 @@ struct xpu_file {
 	struct pid *opener;		/* the thread group that opened it */
 	bool doorbell;			/* its mapping context is a usermode region */
 	struct list_head db_link;	/* in slice->dbfiles once mapped */
+	u64 zap_gen;			/* the zap pass that last took it */
 };
 
 /* Protects the slice list, node and cgroup bindings, GPU settings. */
