@@ -120,8 +120,10 @@ static int xpu_hook_release(struct inode *inode, struct file *file)
 static int xpu_hook_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	int idx = srcu_read_lock(&xpu_hook_srcu);
-	int ret = xpu_drv.mmap(file, vma);
+	int ret = xpu_sched_mmap_prepare(file);
 
+	if (!ret)
+		ret = xpu_drv.mmap(file, vma);
 	if (!ret)
 		xpu_sched_mmap(file, vma);
 	srcu_read_unlock(&xpu_hook_srcu, idx);

@@ -46,7 +46,14 @@
 #define XPU_DEBT_PERIODS	4
 #define XPU_MIN_STEP_NS		(100 * NSEC_PER_USEC)
 #define XPU_SHARE_WINDOW_NS	NSEC_PER_SEC
-#define XPU_MAX_FILES_PER_ZAP	64
+#define XPU_ZAP_BATCH		64
+/*
+ * Every doorbell file of a waiting slice is zapped at every switch (under
+ * the scheduler's mutex, with unmap_mapping_range() for each): a bound keeps
+ * a tenant from making the switches of the whole GPU slow.  CUDA maps the
+ * usermode region once or a few times per context.
+ */
+#define XPU_MAX_DOORBELL_FILES	1024
 
 /* An RM object of a slice's client: a channel, or a usermode object. */
 struct xpu_rec {
@@ -225,27 +232,49 @@ static void xpu_gate_channels(struct xpu_sched *s, struct xpu_slice *slice,
 		xpu_forget_stale(s, slice);
 }
 
-/* Zap the doorbell PTEs of every file of SLICE, in every process. */
+/*
+ * Zap the doorbell PTEs of every file of SLICE, in every process: any file
+ * left mapped is a doorbell that rings unseen.  unmap_mapping_range() sleeps,
+ * so the files are taken a batch at a time under list_lock (a reference
+ * each) and zapped outside it.  Files come and go meanwhile, so each pass has
+ * a generation: a file taken is stamped with it and moved to the tail, and a
+ * file listed during the pass is stamped when listed (its own mmap zaps what
+ * it maps, xpu_sched_mmap()).  The files not yet taken are thus always at the
+ * head, and the pass ends after at most the files listed at its start.
+ */
 static void xpu_gate_zap(struct xpu_sched *s, struct xpu_slice *slice)
 {
-	struct file *files[XPU_MAX_FILES_PER_ZAP];
+	struct file *files[XPU_ZAP_BATCH];
+	unsigned int n, seen, i;
 	struct xpu_file *xf;
-	unsigned int n = 0, i;
+	u64 gen;
 
+	lockdep_assert_held(&s->lock);	/* one pass at a time */
 	spin_lock(&s->list_lock);
-	list_for_each_entry(xf, &slice->dbfiles, db_link) {
-		/* a file on its way to release has no count left: skip it */
-		if (!atomic_long_inc_not_zero(&xf->file->f_count))
-			continue;
-		files[n] = xf->file;
-		if (++n == ARRAY_SIZE(files))
-			break;
-	}
+	gen = ++slice->zap_gen;
 	spin_unlock(&s->list_lock);
-	for (i = 0; i < n; i++) {
-		unmap_mapping_range(files[i]->f_mapping, 0, 0, 1);
-		fput(files[i]);
-	}
+	do {
+		n = 0;
+		seen = 0;
+		spin_lock(&s->list_lock);
+		while (seen < XPU_ZAP_BATCH && !list_empty(&slice->dbfiles)) {
+			xf = list_first_entry(&slice->dbfiles, struct xpu_file,
+					      db_link);
+			if (xf->zap_gen == gen)
+				break;
+			xf->zap_gen = gen;
+			list_move_tail(&xf->db_link, &slice->dbfiles);
+			seen++;
+			/* a file on its way to release has no count left */
+			if (atomic_long_inc_not_zero(&xf->file->f_count))
+				files[n++] = xf->file;
+		}
+		spin_unlock(&s->list_lock);
+		for (i = 0; i < n; i++) {
+			unmap_mapping_range(files[i]->f_mapping, 0, 0, 1);
+			fput(files[i]);
+		}
+	} while (seen == XPU_ZAP_BATCH);
 }
 
 static void xpu_gate_set(struct xpu_sched *s, struct xpu_slice *slice,
@@ -300,6 +329,30 @@ static bool xpu_gate_open(struct xpu_slice *slice)
 	return READ_ONCE(slice->allowed) || READ_ONCE(slice->dead);
 }
 
+/*
+ * A fault the kernel takes on a doorbell: a system call given the doorbell
+ * page as a buffer, or get_user_pages().  It may hold locks the scheduler
+ * needs, so it never waits.  Let through, it would insert the page again and
+ * the next doorbell write would go unseen; so for a slice that must wait it
+ * fails (the system call returns EFAULT: honest programs never hand the
+ * doorbell to one) and counts as demand, as a doorbell write would.
+ */
+static vm_fault_t xpu_gate_kernel_fault(struct vm_fault *vmf,
+					struct xpu_slice *slice)
+{
+	WRITE_ONCE(slice->last_active, ktime_get_ns());
+	if (xpu_gate_open(slice)) {
+		if (READ_ONCE(slice->idle))
+			xpu_sched_kick(slice->gpu);	/* news: it wants the GPU */
+		return xpu_drv_vm_ops->fault(vmf);
+	}
+	atomic64_inc(&slice->gate_faults);
+	/* a slice already wanting it gets its turn: no kick per system call */
+	if (!READ_ONCE(slice->wants))
+		xpu_sched_kick(slice->gpu);
+	return VM_FAULT_SIGBUS;
+}
+
 static vm_fault_t xpu_gate_fault(struct vm_fault *vmf)
 {
 	struct xpu_file *xf = xpu_file_lookup(vmf->vma->vm_file);
@@ -308,14 +361,8 @@ static vm_fault_t xpu_gate_fault(struct vm_fault *vmf)
 
 	if (!slice)
 		return xpu_drv_vm_ops->fault(vmf);
-	/*
-	 * Only user code rings doorbells.  A fault taken by the kernel copying
-	 * ioctl parameters a hostile caller placed in this page may hold
-	 * driver locks the scheduler needs: it never waits (the channels are
-	 * held back anyway).
-	 */
 	if (!(vmf->flags & FAULT_FLAG_USER))
-		return xpu_drv_vm_ops->fault(vmf);
+		return xpu_gate_kernel_fault(vmf, slice);
 	WRITE_ONCE(slice->last_active, ktime_get_ns());
 	if (xpu_gate_open(slice)) {
 		if (READ_ONCE(slice->idle))
@@ -360,6 +407,40 @@ static void xpu_gate_vma_close(struct vm_area_struct *vma)
 	module_put(THIS_MODULE);
 }
 
+/*
+ * Before the driver's mmap of FILE: a doorbell file is listed now, so that a
+ * slice past XPU_MAX_DOORBELL_FILES is refused before anything is mapped.
+ * A file listed before its mmap, or whose mmap fails, is zapped for nothing.
+ */
+int xpu_sched_mmap_prepare(struct file *file)
+{
+	struct xpu_file *xf = xpu_file_lookup(file);
+	struct xpu_slice *slice;
+	struct xpu_sched *s;
+	int ret = 0;
+
+	if (!xf || !xf->slice || !READ_ONCE(xf->doorbell))
+		return 0;
+	slice = xf->slice;
+	s = slice->gpu->sched;
+	spin_lock(&s->list_lock);
+	if (list_empty(&xf->db_link)) {
+		if (slice->nr_dbfiles >= XPU_MAX_DOORBELL_FILES) {
+			ret = -EMFILE;
+		} else {
+			xf->zap_gen = slice->zap_gen;	/* see xpu_gate_zap() */
+			list_add_tail(&xf->db_link, &slice->dbfiles);
+			slice->nr_dbfiles++;
+		}
+	}
+	spin_unlock(&s->list_lock);
+	if (ret)
+		pr_warn_ratelimited("slice %u: pid %d maps more than %u doorbell files; refused\n",
+				    slice->id, task_tgid_nr(current),
+				    XPU_MAX_DOORBELL_FILES);
+	return ret;
+}
+
 /* After the driver's mmap of FILE made VMA: wrap it if it is a doorbell. */
 void xpu_sched_mmap(struct file *file, struct vm_area_struct *vma)
 {
@@ -392,9 +473,13 @@ void xpu_sched_mmap(struct file *file, struct vm_area_struct *vma)
 
 	__module_get(THIS_MODULE);
 	vma->vm_ops = &xpu_vm_ops;
+	/* marked after xpu_sched_mmap_prepare() looked: list it here */
 	spin_lock(&s->list_lock);
-	if (list_empty(&xf->db_link))
+	if (list_empty(&xf->db_link)) {
+		xf->zap_gen = slice->zap_gen;
 		list_add_tail(&xf->db_link, &slice->dbfiles);
+		slice->nr_dbfiles++;
+	}
 	spin_unlock(&s->list_lock);
 	/* The driver mapped the page already; not yet in i_mmap, so zap here. */
 	if (!READ_ONCE(slice->allowed) || READ_ONCE(slice->idle))
@@ -552,8 +637,10 @@ void xpu_sched_file_release(struct xpu_file *xf)
 		return;
 	s = slice->gpu->sched;
 	spin_lock(&s->list_lock);
-	if (!list_empty(&xf->db_link))
+	if (!list_empty(&xf->db_link)) {
 		list_del_init(&xf->db_link);
+		slice->nr_dbfiles--;
+	}
 	if (!xf->gpu) {
 		slice->nr_chans -= xpu_recs_drop(&slice->chans, &m);
 		xpu_recs_drop(&slice->uobjs, &m);
@@ -598,6 +685,7 @@ void xpu_sched_slice_remove(struct xpu_slice *slice)
 	xpu_recs_drop(&slice->uobjs, &all);
 	list_for_each_entry_safe(xf, xtmp, &slice->dbfiles, db_link)
 		list_del_init(&xf->db_link);
+	slice->nr_dbfiles = 0;
 	spin_unlock(&s->list_lock);
 	mutex_unlock(&s->lock);
 	wake_up_all(&slice->gate_wq);
@@ -661,7 +749,8 @@ static u32 xpu_rates(struct xpu_sched *s, u32 policy, u64 now, u64 period_ns)
 	u32 top = 0;
 
 	list_for_each_entry(slice, &s->slices, sched_link) {
-		slice->wants = xpu_wants(slice, now, period_ns);
+		/* read by the doorbell fault without the lock */
+		WRITE_ONCE(slice->wants, xpu_wants(slice, now, period_ns));
 		if (slice->wants)
 			top = max(top, READ_ONCE(slice->priority));
 	}

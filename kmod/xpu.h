@@ -95,6 +95,8 @@ struct xpu_slice {
 	struct list_head chans;		/* struct xpu_chan: channels to gate */
 	struct list_head uobjs;		/* struct xpu_uobj: usermode objects */
 	struct list_head dbfiles;	/* xpu_file with doorbell mappings */
+	u32 nr_dbfiles;
+	u64 zap_gen;			/* the last zap pass (xpu_gate_zap) */
 	u32 nr_chans;
 	wait_queue_head_t gate_wq;	/* doorbell writers waiting to run */
 	int state;			/* XPU_GATE_* */
@@ -121,6 +123,7 @@ struct xpu_file {
 	struct pid *opener;		/* the thread group that opened it */
 	bool doorbell;			/* its mapping context is a usermode region */
 	struct list_head db_link;	/* in slice->dbfiles once mapped */
+	u64 zap_gen;			/* the zap pass that last took it */
 	/* control files: who called RM_ALLOC through it; slice->members_lock */
 	struct pid *creators[XPU_MAX_CREATORS];
 	u32 nr_creators;

@@ -15,7 +15,13 @@ Workloads (each work item is {duration_us}, docs/nvstub.md):
 - mremap: saturate, but moves the usermode mapping to a new address with
   mremap every 8 submissions and rings through it there;
 - fork: saturate from a forked child as well, through the inherited mapping;
-- spam: saturate, writing the doorbell 16 times per submission.
+- spam: saturate, writing the doorbell 16 times per submission;
+- manymaps: saturate, ringing through the last of MANY (70) further mappings
+  of the usermode object (each a fresh file, RM_MAP_MEMORY, mmap, as CUDA
+  maps it);
+- kwrite: saturate, but before each doorbell write has the kernel read the
+  doorbell page (a write into a pipe from it), and counts the writes that
+  failed with EFAULT ("efault" in its result).
 """
 
 import json
@@ -73,6 +79,31 @@ if mode == "mremap":
             raise OSError(ctypes.get_errno(), "mremap of the usermode mapping")
         return new
 
+if mode == "manymaps":
+    MANY = 70
+    for _ in range(MANY):
+        ch._maps.append(dev.map(ch.husermode, abi.NVC361_NV_USERMODE__SIZE,
+                                hparent=dev.hsubdevice, node=dev.gpu.path))
+    ch.usermode = ch._maps[-1]
+
+efault = 0
+if mode == "kwrite":
+    import errno
+    pipe_r, pipe_w = os.pipe()
+    BELL = abi.NVC361_NOTIFY_CHANNEL_PENDING
+    bell_view = memoryview(ch.usermode.mm)[BELL:BELL + 4]
+
+    def kernel_reads_bell():
+        global efault
+        try:
+            os.write(pipe_w, bell_view)
+        except OSError as e:
+            if e.errno != errno.EFAULT:
+                raise
+            efault += 1
+            return
+        os.read(pipe_r, 4)
+
 import select
 def stopped():
     return select.select([sys.stdin], [], [], 0)[0]
@@ -83,9 +114,14 @@ if mode == "fork":
 n = lat_n = 0
 lat = []
 while not stopped():
-    if mode in ("saturate", "remap", "fork", "spam"):
+    if mode in ("saturate", "remap", "fork", "spam", "manymaps", "kwrite"):
         if pending() < DEPTH:
-            ch.submit(item_us)
+            if mode == "kwrite":
+                ch.submit(item_us, ring=False)
+                kernel_reads_bell()
+                ch.ring()
+            else:
+                ch.submit(item_us)
             n += 1
             if mode == "spam":
                 for _ in range(16):
@@ -123,7 +159,9 @@ if child:
     os.kill(child, 9)
     os.waitpid(child, 0)
 lat.sort()
-print(json.dumps({"items": n, "lat_us": lat}), flush=True)
+print(json.dumps({"items": n, "lat_us": lat, "efault": efault}), flush=True)
+if mode == "kwrite":
+    bell_view.release()
 if mode == "mremap":
     os._exit(0)     # the mapping moved from under Python's mmap: exit frees all
 ch.close(); dev.close(); rm.close(); gpu.close(); ctl.close()
