@@ -86,6 +86,8 @@ long xpu_dispatch(struct file *file, unsigned int cmd, unsigned long arg)
 	xf = xpu_file_lookup(file);
 	if (!xf)
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	if (unlikely(READ_ONCE(xf->poisoned)))
+		return -EPERM;
 	return fn(xf, file, cmd, arg);
 }
 

@@ -513,11 +513,11 @@ long xpu_mem_rm_free(struct xpu_file *xf, struct file *file,
 		     unsigned int cmd, unsigned long arg)
 {
 	struct nvos00_parameters __user *p = (void __user *)arg;
-	u32 h_client, h_object, status;
+	u32 h_client, h_object;
 	long ret = xpu_call_refresh(xf, file, cmd, arg);
 
-	if (!ret && xf->slice && _IOC_SIZE(cmd) == sizeof(*p) &&
-	    !get_user(status, &p->status) && status == NV_OK &&
+	/* whatever it returned: RM is asked what went (sched.c) */
+	if (xf->slice && _IOC_SIZE(cmd) == sizeof(*p) &&
 	    !get_user(h_client, &p->h_root) &&
 	    !get_user(h_object, &p->h_object_old))
 		xpu_sched_rm_free(xf, h_client, h_object);

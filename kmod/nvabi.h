@@ -816,6 +816,24 @@ struct nvidia_kernel_rmapi_ops {
 	} params;
 };
 
+/*
+ * ctrl/ctrl0000/ctrl0000client.h: an object's class or parent, asked of the
+ * client that holds it (clientresource.c cliresCtrlCmdClientGetHandleInfo;
+ * API lock read, no GPU lock).
+ */
+#define NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO			0xd02
+#define NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_PARENT	1
+#define NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_CLASSID	2
+
+struct nv0000_ctrl_client_get_handle_info_params {
+	u32 h_object;
+	u32 index;
+	union {
+		u32 h_result;
+		u64 i_result;
+	} data;
+};
+
 /* ctrl/ctrl0000/ctrl0000gpu.h */
 #define NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS	0x201
 #define NV0000_CTRL_GPU_MAX_ATTACHED_GPUS	32
@@ -920,6 +938,7 @@ static inline void nvabi_build_checks(void)
 	BUILD_BUG_ON(sizeof(struct nva06c_ctrl_gpfifo_schedule_params) != 3);
 	BUILD_BUG_ON(sizeof(struct nva06c_ctrl_timeslice_params) != 8);
 	BUILD_BUG_ON(sizeof(struct nvc36f_ctrl_get_work_submit_token_params) != 4);
+	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_client_get_handle_info_params) != 16);
 }
 
 #define NV0000_CTRL_CMD_GPU_GET_PROBED_IDS	0x214

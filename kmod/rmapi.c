@@ -174,20 +174,29 @@ u32 xpu_rm_disable_channels(struct xpu_gpu *gpu, bool disable,
 	return status;
 }
 
-/* Whether H_OBJECT of client H_CLIENT is a channel RM knows: its token. */
-bool xpu_rm_is_channel(u32 h_client, u32 h_object)
+/*
+ * The class of H_OBJECT in client H_CLIENT, as RM says (NV0000
+ * CLIENT_GET_HANDLE_INFO, asked of that client); 0 when RM has no such
+ * object.  A query: xpu acts on nothing a caller names.  (Not the channel's
+ * work-submit token: RM refuses that until the channel has a runlist, which
+ * its first engine object gives it.)
+ */
+u32 xpu_rm_object_class(u32 h_client, u32 h_object)
 {
-	struct nvc36f_ctrl_get_work_submit_token_params tok = { 0 };
+	struct nv0000_ctrl_client_get_handle_info_params p = {
+		.h_object = h_object,
+		.index = NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_CLASSID,
+	};
 	u32 status;
 
-	if (!xpu_rm_have)
-		return false;
+	if (!xpu_rm_have || !h_client || !h_object)
+		return 0;
 	mutex_lock(&xpu_rm_lock);
-	status = xpu_rm_control_as(h_client, h_object,
-				   NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN,
-				   &tok, sizeof(tok));
+	status = xpu_rm_control_as(h_client, h_client,
+				   NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO,
+				   &p, sizeof(p));
 	mutex_unlock(&xpu_rm_lock);
-	return status == NV_OK;
+	return status == NV_OK ? (u32)p.data.i_result : 0;
 }
 
 void xpu_rm_driver_version(u32 *major, u32 *minor, u32 *patch)

@@ -18,7 +18,7 @@ int xpu_rm_pid_usage(struct xpu_gpu *gpu, pid_t pid, u64 *bytes);
 
 u32 xpu_rm_disable_channels(struct xpu_gpu *gpu, bool disable,
 			    const u32 *clients, const u32 *channels, u32 n);
-bool xpu_rm_is_channel(u32 h_client, u32 h_object);
+u32 xpu_rm_object_class(u32 h_client, u32 h_object);
 void xpu_rm_driver_version(u32 *major, u32 *minor, u32 *patch);
 /* Struct sizes of the running driver version. */
 u32 xpu_rm_fb_info_v2_size(void);

@@ -55,10 +55,17 @@
  */
 #define XPU_MAX_DOORBELL_FILES	1024
 
+/*
+ * Records of RM objects a slice's clients made, per slice and kind: a bound
+ * keeps a tenant from making every RM_FREE and every switch walk thousands.
+ * CUDA makes a few channels per context (and one usermode object).
+ */
+#define XPU_MAX_RECS		1024
+
 /* An RM object of a slice's client: a channel, or a usermode object. */
 struct xpu_rec {
 	struct list_head link;		/* in slice->chans or slice->uobjs */
-	u32 h_client, h_object;
+	u32 h_client, h_parent, h_object;	/* h_parent: as the caller said */
 	struct file *ctl;		/* the control file it was made through */
 };
 
@@ -66,7 +73,7 @@ struct xpu_rec {
 enum xpu_rec_key {
 	XPU_REC_ALL,		/* every record */
 	XPU_REC_OBJECT,		/* one object (h_client, h_object) */
-	XPU_REC_FREED,		/* what RM_FREE of (h_client, h_object) took */
+	XPU_REC_FREED,		/* what RM_FREE of (h_client, h_object) may take */
 	XPU_REC_CTL,		/* those made through the control file ctl */
 };
 
@@ -84,9 +91,10 @@ static bool xpu_rec_matches(const struct xpu_rec *r,
 		return true;
 	case XPU_REC_OBJECT:
 		return r->h_client == m->h_client && r->h_object == m->h_object;
-	case XPU_REC_FREED:	/* freeing a client frees all it has */
+	case XPU_REC_FREED:	/* a client or a parent frees all it has */
 		return r->h_client == m->h_client &&
-		       (m->h_object == m->h_client || r->h_object == m->h_object);
+		       (m->h_object == m->h_client || r->h_object == m->h_object ||
+			r->h_parent == m->h_object);
 	case XPU_REC_CTL:
 		return r->ctl == m->ctl;
 	}
@@ -170,32 +178,61 @@ void xpu_sched_kick(struct xpu_gpu *gpu)
 
 /* --- the two levers */
 
-/* Forget the channels of SLICE that RM no longer has (freed with a parent). */
-static void xpu_forget_stale(struct xpu_sched *s, struct xpu_slice *slice)
+/* Whether RM has (h_client, h_object) as an object of a class xpu records. */
+static bool xpu_rec_alive(const struct xpu_rec *r, bool usermode)
 {
-	struct xpu_rec_match m = { .key = XPU_REC_OBJECT };
-	struct xpu_rec *c;
-	u32 *pairs, n = 0, i;
+	u32 cls = xpu_rm_object_class(r->h_client, r->h_object);
 
-	spin_lock(&s->list_lock);
-	pairs = kmalloc_array(2 * (slice->nr_chans + 1), sizeof(u32), GFP_ATOMIC);
-	if (pairs)
-		list_for_each_entry(c, &slice->chans, link) {
-			pairs[2 * n] = c->h_client;
-			pairs[2 * n + 1] = c->h_object;
-			n++;
-		}
-	spin_unlock(&s->list_lock);
-	for (i = 0; i < n; i++) {
-		if (xpu_rm_is_channel(pairs[2 * i], pairs[2 * i + 1]))
-			continue;
-		m.h_client = pairs[2 * i];
-		m.h_object = pairs[2 * i + 1];
+	return usermode ? xpu_is_usermode_class(cls) :
+	       xpu_sched_tracks_class(cls) && !xpu_is_usermode_class(cls);
+}
+
+/*
+ * Forget the records of SLICE that M matches and RM no longer has: freed,
+ * or freed with a parent.  RM is asked about each (a class query, with
+ * xpu's privilege but acting on nothing): what the caller's struct said was
+ * freed is only a claim.  At most XPU_MAX_RECS queries per list.
+ */
+static void xpu_recs_forget_gone(struct xpu_sched *s, struct xpu_slice *slice,
+				 const struct xpu_rec_match *m)
+{
+	struct xpu_rec_match one = { .key = XPU_REC_OBJECT };
+	struct xpu_rec *r, *pairs;
+	unsigned int n, i, k;
+	struct list_head *list;
+
+	pairs = kmalloc_array(XPU_MAX_RECS, sizeof(*pairs), GFP_KERNEL);
+	if (!pairs)
+		return;
+	for (k = 0; k < 2; k++) {
+		list = k ? &slice->uobjs : &slice->chans;
+		n = 0;
 		spin_lock(&s->list_lock);
-		slice->nr_chans -= xpu_recs_drop(&slice->chans, &m);
+		list_for_each_entry(r, list, link)
+			if (n < XPU_MAX_RECS && xpu_rec_matches(r, m))
+				pairs[n++] = *r;
 		spin_unlock(&s->list_lock);
+		for (i = 0; i < n; i++) {
+			if (xpu_rec_alive(&pairs[i], k))
+				continue;
+			one.h_client = pairs[i].h_client;
+			one.h_object = pairs[i].h_object;
+			spin_lock(&s->list_lock);
+			if (k)
+				slice->nr_uobjs -= xpu_recs_drop(list, &one);
+			else
+				slice->nr_chans -= xpu_recs_drop(list, &one);
+			spin_unlock(&s->list_lock);
+		}
 	}
 	kfree(pairs);
+}
+
+static void xpu_forget_stale(struct xpu_sched *s, struct xpu_slice *slice)
+{
+	struct xpu_rec_match all = { .key = XPU_REC_ALL };
+
+	xpu_recs_forget_gone(s, slice, &all);
 }
 
 /* Enable or disable every channel of SLICE, 64 to an RM call. */
@@ -493,11 +530,40 @@ static int xpu_put_status(u32 __user *status, u32 value)
 	return put_user(value, status) ? -EFAULT : 0;
 }
 
+/* The records of SLICE hold (h_client, h_object); under list_lock. */
+static bool xpu_recs_hold(struct xpu_slice *slice, u32 h_client, u32 h_object)
+{
+	struct xpu_rec *r;
+	int k;
+
+	for (k = 0; k < 2; k++)
+		list_for_each_entry(r, k ? &slice->uobjs : &slice->chans, link)
+			if (r->h_client == h_client && r->h_object == h_object)
+				return true;
+	return false;
+}
+
 /*
- * RM_ALLOC of a channel or usermode class by a sliced file.  After RM made
- * it, xpu reads back the handle and, for a channel, asks RM whether it is one
- * (a thread may rewrite the handle in user memory meanwhile): a handle that
- * is no channel, or one already known, means the caller cheats and is killed.
+ * A caller xpu cannot keep track of: what it made is unknown to xpu, so the
+ * control file it made it through is refused from now on (every escape xpu
+ * hooks) and the caller is killed; the file's clients go when it closes.
+ */
+static void xpu_sched_cheat(struct xpu_file *xf, const char *what)
+{
+	WRITE_ONCE(xf->poisoned, true);
+	pr_warn("slice %u: pid %d %s; killed, its control file refused\n",
+		xf->slice->id, task_tgid_nr(current), what);
+	send_sig(SIGKILL, current, 1);
+}
+
+/*
+ * RM_ALLOC of a channel or usermode class by a sliced file.  What counts is
+ * what RM made, whatever the ioctl returned (a failed copy-back comes after
+ * RM made the object) and whatever the struct's status says: the handles
+ * read back are claims, and RM is asked the class of the object they name.
+ * A client-chosen handle must come back as it went in (RM never changes
+ * one); a claimed success must name an object RM has; a live object xpu
+ * already knows cannot be made again.  Else the caller cheats.
  */
 long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg, u32 h_class)
@@ -506,69 +572,104 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	struct nvos64_parameters __user *p64 = (void __user *)arg;
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_sched *s = slice->gpu->sched;
-	u32 h_client, h_object, status;
-	struct xpu_rec *r, *other;
+	u32 hc_pre, hp_pre, ho_pre, hc, ho, cls, status;
+	struct xpu_rec_match pre = { .key = XPU_REC_OBJECT };
+	const char *cheat = NULL;
+	bool known, usermode;
 	u32 __user *ustatus;
-	bool cheat = false;
+	struct xpu_rec *r;
 	long ret;
 
 	ustatus = _IOC_SIZE(cmd) == sizeof(*p21) ? &p21->status : &p64->status;
+	if (get_user(hc_pre, &p21->h_root) ||
+	    get_user(hp_pre, &p21->h_object_parent) ||
+	    get_user(ho_pre, &p21->h_object_new))
+		return -EFAULT;
+	/*
+	 * A handle RM freed with a parent (a TSG takes its channels) may be
+	 * made again: forget a record RM no longer has before the call.
+	 */
+	if (ho_pre) {
+		pre.h_client = hc_pre;
+		pre.h_object = ho_pre;
+		xpu_recs_forget_gone(s, slice, &pre);
+	}
+	usermode = xpu_is_usermode_class(h_class);
+	if ((usermode ? READ_ONCE(slice->nr_uobjs) :
+	     READ_ONCE(slice->nr_chans)) >= XPU_MAX_RECS) {
+		xpu_forget_stale(s, slice);
+		if ((usermode ? READ_ONCE(slice->nr_uobjs) :
+		     READ_ONCE(slice->nr_chans)) >= XPU_MAX_RECS) {
+			pr_warn_ratelimited("slice %u: pid %d has %u objects of class 0x%x; refused\n",
+					    slice->id, task_tgid_nr(current),
+					    XPU_MAX_RECS, h_class);
+			return xpu_put_status(ustatus,
+					      NV_ERR_INSUFFICIENT_RESOURCES);
+		}
+	}
 	r = kzalloc(sizeof(*r), GFP_KERNEL);
 	if (!r)
 		return -ENOMEM;
+
 	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
-	if (ret || get_user(status, ustatus) || status != NV_OK ||
-	    get_user(h_client, &p21->h_root) ||
-	    get_user(h_object, &p21->h_object_new))
-		goto out_free;
-	r->h_client = h_client;
-	r->h_object = h_object;
-	r->ctl = file;
 
-	if (xpu_is_usermode_class(h_class)) {
-		spin_lock(&s->list_lock);
-		list_add_tail(&r->link, &slice->uobjs);
-		spin_unlock(&s->list_lock);
-		return 0;
+	if (get_user(hc, &p21->h_root) || get_user(ho, &p21->h_object_new)) {
+		hc = hc_pre;
+		ho = 0;
 	}
+	if (get_user(status, ustatus))
+		status = NV_ERR_GENERIC;
+	cls = ho ? xpu_rm_object_class(hc, ho) : 0;
+	if (ho_pre && (ho != ho_pre || hc != hc_pre))
+		cheat = "rewrote the handle of an object it made";
+	else if (!xpu_sched_tracks_class(cls) &&
+		 ((!ret && status == NV_OK) || (ret == -EFAULT && !ho_pre)))
+		cheat = "hid the handle of an object it made";
+	if (cheat || !xpu_sched_tracks_class(cls))
+		goto out;
 
-	cheat = !xpu_rm_is_channel(h_client, h_object);
+	/* RM's class decides the kind, not the class the caller's struct said */
+	usermode = xpu_is_usermode_class(cls);
+	r->h_client = hc;
+	r->h_parent = hp_pre;
+	r->h_object = ho;
+	r->ctl = file;
 	mutex_lock(&s->lock);
 	spin_lock(&s->list_lock);
-	list_for_each_entry(other, &slice->chans, link)
-		if (other->h_client == h_client && other->h_object == h_object)
-			cheat = true;
-	if (!cheat) {
+	known = xpu_recs_hold(slice, hc, ho);
+	if (!known && usermode) {
+		list_add_tail(&r->link, &slice->uobjs);
+		slice->nr_uobjs++;
+	} else if (!known) {
 		list_add_tail(&r->link, &slice->chans);
 		slice->nr_chans++;
 	}
 	spin_unlock(&s->list_lock);
-	if (!cheat && slice->state == XPU_GATE_WAIT)
-		xpu_rm_disable_channels(slice->gpu, true, &h_client, &h_object, 1);
+	if (!known && !usermode && slice->state == XPU_GATE_WAIT)
+		xpu_rm_disable_channels(slice->gpu, true, &hc, &ho, 1);
 	mutex_unlock(&s->lock);
-	if (!cheat)
-		return 0;
-	pr_warn("slice %u: pid %d rewrote the handle of a channel it allocated; killed\n",
-		slice->id, task_tgid_nr(current));
-	send_sig(SIGKILL, current, 1);
-	ret = xpu_put_status(ustatus, NV_ERR_INVALID_OBJECT_HANDLE);
-out_free:
+	if (!known)
+		return ret;
+	cheat = "named an object it made before";
+out:
 	kfree(r);
-	return ret;
+	if (!cheat)
+		return ret;
+	xpu_sched_cheat(xf, cheat);
+	return xpu_put_status(ustatus, NV_ERR_INVALID_OBJECT_HANDLE);
 }
 
-/* After an RM_FREE that succeeded: forget what went with it. */
+/*
+ * After an RM_FREE through a slice's file, whatever it returned: forget the
+ * records of what it may have taken that RM no longer has.
+ */
 void xpu_sched_rm_free(struct xpu_file *xf, u32 h_client, u32 h_object)
 {
 	struct xpu_slice *slice = xf->slice;
-	struct xpu_sched *s = slice->gpu->sched;
 	struct xpu_rec_match m = { .key = XPU_REC_FREED, .h_client = h_client,
 				   .h_object = h_object };
 
-	spin_lock(&s->list_lock);
-	slice->nr_chans -= xpu_recs_drop(&slice->chans, &m);
-	xpu_recs_drop(&slice->uobjs, &m);
-	spin_unlock(&s->list_lock);
+	xpu_recs_forget_gone(slice->gpu->sched, slice, &m);
 }
 
 /* After an RM_MAP_MEMORY that succeeded: a usermode object marks the file. */
@@ -643,7 +744,7 @@ void xpu_sched_file_release(struct xpu_file *xf)
 	}
 	if (!xf->gpu) {
 		slice->nr_chans -= xpu_recs_drop(&slice->chans, &m);
-		xpu_recs_drop(&slice->uobjs, &m);
+		slice->nr_uobjs -= xpu_recs_drop(&slice->uobjs, &m);
 	}
 	spin_unlock(&s->list_lock);
 }
@@ -683,6 +784,7 @@ void xpu_sched_slice_remove(struct xpu_slice *slice)
 	xpu_recs_drop(&slice->chans, &all);
 	slice->nr_chans = 0;
 	xpu_recs_drop(&slice->uobjs, &all);
+	slice->nr_uobjs = 0;
 	list_for_each_entry_safe(xf, xtmp, &slice->dbfiles, db_link)
 		list_del_init(&xf->db_link);
 	slice->nr_dbfiles = 0;

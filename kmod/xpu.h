@@ -97,7 +97,7 @@ struct xpu_slice {
 	struct list_head dbfiles;	/* xpu_file with doorbell mappings */
 	u32 nr_dbfiles;
 	u64 zap_gen;			/* the last zap pass (xpu_gate_zap) */
-	u32 nr_chans;
+	u32 nr_chans, nr_uobjs;
 	wait_queue_head_t gate_wq;	/* doorbell writers waiting to run */
 	int state;			/* XPU_GATE_* */
 	bool allowed;			/* doorbell writes may go through */
@@ -122,6 +122,7 @@ struct xpu_file {
 	struct xpu_gpu *gpu;		/* NULL for the control node */
 	struct pid *opener;		/* the thread group that opened it */
 	bool doorbell;			/* its mapping context is a usermode region */
+	bool poisoned;			/* a caller cheated: refuse every escape */
 	struct list_head db_link;	/* in slice->dbfiles once mapped */
 	u64 zap_gen;			/* the zap pass that last took it */
 	/* control files: who called RM_ALLOC through it; slice->members_lock */

@@ -414,7 +414,31 @@ static u32 nvstub_ctrl_id_info_v2(struct nvstub_call *call,
 	return NV_ERR_INVALID_ARGUMENT;
 }
 
+/* cliresCtrlCmdClientGetHandleInfo(): an object of the called client */
+static u32 nvstub_ctrl_handle_info(struct nvstub_call *call,
+				   struct nvstub_object *obj, void *params)
+{
+	struct nv0000_ctrl_client_get_handle_info_params *p = params;
+	struct nvstub_object *o = nvstub_object_find(obj->client, p->h_object);
+
+	if (!o)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	switch (p->index) {
+	case NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_PARENT:
+		p->data.i_result = 0;
+		p->data.h_result = o->parent ? o->parent->handle : 0;
+		return NV_OK;
+	case NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_CLASSID:
+		p->data.i_result = o->hclass;
+		return NV_OK;
+	}
+	return NV_ERR_INVALID_ARGUMENT;
+}
+
 static const struct nvstub_ctrl nvstub_ctrls[] = {
+	{ NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO, NV01_ROOT_CLIENT,
+	  sizeof(struct nv0000_ctrl_client_get_handle_info_params),
+	  nvstub_ctrl_handle_info },
 	{ NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS, NV01_ROOT_CLIENT,
 	  sizeof(struct nv0000_ctrl_gpu_get_attached_ids_params),
 	  nvstub_ctrl_attached_ids },

@@ -278,3 +278,37 @@ def test_gpfifo_schedule_skip_flags(dev0, tsg):
     assert st.status == abi.NV_ERR_INVALID_ARGUMENT
     p = sched(bEnable=1, bSkipSubmit=1)
     dev0.client.control(tsg, abi.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, p)
+
+
+# --- NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO (clientresource.c)
+
+
+class HandleInfoParams(ctypes.Structure):
+    """NV0000_CTRL_CLIENT_GET_HANDLE_INFO_PARAMS: hObject, index, then a
+    union of a handle and an 8-aligned NvU64."""
+    _fields_ = [("hObject", ctypes.c_uint32), ("index", ctypes.c_uint32),
+                ("iResult", ctypes.c_uint64)]
+
+
+assert ctypes.sizeof(HandleInfoParams) == 16
+GET_HANDLE_INFO, PARENT, CLASSID = 0xD02, 1, 2
+
+
+def test_client_get_handle_info_answers_class_and_parent(rm, dev0):
+    """What xpu.ko asks RM about a handle: its class and its parent, from
+    the client that holds it; an unknown handle is NV_ERR_OBJECT_NOT_FOUND
+    and an unknown index NV_ERR_INVALID_ARGUMENT."""
+    mem = dev0.alloc_vidmem(1 << 20)
+
+    def ask(h, index):
+        p = HandleInfoParams(hObject=h, index=index)
+        r = rm.control_raw(rm.handle, GET_HANDLE_INFO, p)
+        return r.status, p.iResult
+
+    assert ask(mem.handle, CLASSID) == (abi.NV_OK, abi.NV01_MEMORY_LOCAL_USER)
+    assert ask(mem.handle, PARENT) == (abi.NV_OK, dev0.hdevice)
+    assert ask(dev0.hsubdevice, CLASSID) == (abi.NV_OK, abi.NV20_SUBDEVICE_0)
+    assert ask(dev0.hdevice, PARENT) == (abi.NV_OK, rm.handle)
+    assert ask(0x5c0cdead, CLASSID)[0] == abi.NV_ERR_OBJECT_NOT_FOUND
+    assert ask(mem.handle, 0)[0] == abi.NV_ERR_INVALID_ARGUMENT
+    rm.free(mem.handle)

@@ -1,0 +1,162 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Hostile tenants against xpu.ko's records of channels and usermode objects
+(issue 17, docs/security.md), each failing on an xpu.ko without its fix:
+- class 6: an honest process that frees a TSG (RM frees its channel) and
+  makes a channel again under the same handle was killed as a cheat;
+- class 7: records outlived their RM objects (a TSG's channels stayed
+  counted after the TSG went) and had no bound;
+- class 10: an object made by RM whose copy-back to the caller failed (the
+  struct on a read-only page) was never recorded, so never gated.
+"""
+
+import signal
+import subprocess
+import sys
+
+import nvtest
+import pytest
+import test_xpu_mem
+from test_xpu_mem import Slice
+
+pytestmark = pytest.mark.usefixtures("require_xpu")
+
+admin = test_xpu_mem.admin
+nodedir = test_xpu_mem.nodedir
+
+# Makes a TSG and what a channel needs on it, as nvclient.Channel does.
+PRELUDE = """
+import ctypes, mmap
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+mem = dev.alloc_sysmem(2 * 4096)
+
+def tsg():
+    return rm.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+                    abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                        engineType=abi.NV2080_ENGINE_TYPE_GR0))
+
+def chan_params():
+    p = dev.abi.NV_CHANNEL_ALLOC_PARAMS()
+    p.hObjectBuffer = mem.handle
+    p.gpFifoOffset = 0
+    p.gpFifoEntries = 64
+    p.hUserdMemory[0] = mem.handle
+    p.userdOffset[0] = 4096
+    p.engineType = abi.NV2080_ENGINE_TYPE_GR0
+    return p
+
+def readonly_alloc(hparent, hclass, hnew, params=None):
+    # NVOS21 alone on a page made read-only: RM acts, its copy-back fails.
+    page = mmap.mmap(-1, mmap.PAGESIZE)
+    p = abi.NVOS21_PARAMETERS.from_buffer(page)
+    p.hRoot, p.hObjectParent, p.hObjectNew, p.hClass = (
+        rm.handle, hparent, hnew, hclass)
+    if params is not None:
+        p.pAllocParms = ctypes.addressof(params)
+        p.paramsSize = ctypes.sizeof(params)
+    addr = ctypes.addressof(p)
+    assert libc.mprotect(addr, mmap.PAGESIZE, mmap.PROT_READ) == 0
+    rc = libc.ioctl(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC, ctypes.sizeof(p)),
+                    addr)
+    return rc, ctypes.get_errno()
+"""
+
+
+def run_in(sl, code, check=True):
+    src = (nvtest.CHILD_PRELUDE + PRELUDE + code).replace(
+        "CTL", repr(sl.ctl_node)).replace("GPU", repr(sl.gpu_node))
+    r = subprocess.run([sys.executable, "-c", src], check=False,
+                       capture_output=True,
+                       text=True, cwd="/", timeout=300)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+@pytest.fixture
+def sl(admin, nodedir):
+    heap0 = nvtest.heap_used(0)
+    s = Slice(admin, nodedir, name="objects")
+    yield s
+    assert s.get().channels == 0
+    s.destroy()
+    assert nvtest.heap_used(0) == heap0
+
+
+def test_a_channel_handle_made_again_after_its_tsg_went_is_honest(sl):
+    """Class 6: free the TSG (RM frees its channel with it), make a channel
+    again under the same client-chosen handle, three times: the process
+    lives, and the slice counts one channel."""
+    run_in(sl, """
+for i in range(3):
+    t = tsg()
+    rm.alloc(t, abi.HOPPER_CHANNEL_GPFIFO_A, chan_params(), hnew=0x5c0c0001)
+    rm.free(t)
+t = tsg()
+rm.alloc(t, abi.HOPPER_CHANNEL_GPFIFO_A, chan_params(), hnew=0x5c0c0001)
+from xpu import ctl as xpu_ctl
+with xpu_ctl.Ctl() as a:
+    assert a.slice_get(SLICE).channels == 1, a.slice_get(SLICE)
+""".replace("SLICE", str(sl.id)))
+
+
+def test_a_tsg_takes_its_channels_records_with_it(sl):
+    """Class 7: 40 TSGs with a channel each, freed: the slice counts no
+    channel while the client still lives."""
+    run_in(sl, """
+from xpu import ctl as xpu_ctl
+ts = [tsg() for _ in range(40)]
+for t in ts:
+    rm.alloc(t, abi.HOPPER_CHANNEL_GPFIFO_A, chan_params())
+with xpu_ctl.Ctl() as a:
+    assert a.slice_get(SLICE).channels == 40
+    for t in ts:
+        rm.free(t)
+    assert a.slice_get(SLICE).channels == 0, a.slice_get(SLICE)
+""".replace("SLICE", str(sl.id)))
+
+
+def test_records_are_bounded_with_a_clear_refusal(sl):
+    """Class 7: a slice keeps at most 1024 usermode objects; the next is
+    refused with NV_ERR_INSUFFICIENT_RESOURCES, nothing made; freeing
+    one makes room again."""
+    run_in(sl, """
+hs = [rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A) for _ in range(1024)]
+p = rm.alloc_raw(dev.hsubdevice, abi.HOPPER_USERMODE_A)
+assert p.status == abi.NV_ERR_INSUFFICIENT_RESOURCES, hex(p.status)
+rm.free(hs.pop())
+hs.append(rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A))
+""")
+
+
+def test_a_channel_made_with_a_read_only_struct_is_recorded(sl):
+    """Class 10: the channel's NVOS21 is on a read-only page, so the driver
+    returns EFAULT after RM made the channel.  xpu.ko records it all the
+    same (RM says what the handle is), and the caller, whose handle came
+    back as it went in, is not taken for a cheat."""
+    run_in(sl, """
+import errno
+from xpu import ctl as xpu_ctl
+t = tsg()
+rc, err = readonly_alloc(t, abi.HOPPER_CHANNEL_GPFIFO_A, 0x5c0c0002,
+                         chan_params())
+assert rc == -1 and err == errno.EFAULT, (rc, err)
+rm.parents[0x5c0c0002] = t
+with xpu_ctl.Ctl() as a:
+    assert a.slice_get(SLICE).channels == 1, a.slice_get(SLICE)
+rm.free(t)
+""".replace("SLICE", str(sl.id)))
+
+
+def test_an_object_whose_handle_never_came_back_ends_the_caller(sl):
+    """Class 10: a usermode object made with a read-only struct and a
+    handle RM chose: nobody but RM knows the handle, so xpu.ko cannot gate
+    its mapping.  The caller is killed and its control file refused."""
+    r = run_in(sl, """
+rc, err = readonly_alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A, 0)
+report(survived=True, rc=rc, err=err)
+""", check=False)
+    assert r.returncode == -signal.SIGKILL, (r.stdout, r.stderr)
