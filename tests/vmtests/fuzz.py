@@ -339,6 +339,12 @@ class CtlFuzzer:
             u.XPU_IOC_CGROUP_BIND: u.XpuCgroup,
             u.XPU_IOC_CGROUP_UNBIND: u.XpuCgroup,
         }
+        # Destroy rarely, create and attach often: the slices live long
+        # enough for the calls on them to get past the lookup.
+        often = {u.XPU_IOC_SLICE_CREATE: 3, u.XPU_IOC_SLICE_SET: 2,
+                 u.XPU_IOC_SLICE_DESTROY: 0.5, u.XPU_IOC_NODE_ATTACH: 3,
+                 u.XPU_IOC_CGROUP_BIND: 1.5}
+        self.weights = [often.get(c, 1) for c in self.cmds]
 
     def field(self, cls, name, size, right):
         r = self.rng
@@ -348,9 +354,14 @@ class CtlFuzzer:
             return r.choice([right, right, right, right - 1, right + 8,
                              right + 4096, 0, 8, 0xFFFFFFFF])
         if name == "flags":
-            return r.choice([0, 0, 0, 1, 2, 4, 8, 0xF, 0x10, 0xFFFFFFFF])
+            return r.choice([0] * 6 + [1, 2, 4, 8, 0xF, 0x10, 0xFFFFFFFF])
         if name == "id":
-            return r.choice(self.slice_ids + [0, 1, 1023, 1024, 0xFFFFFFFF])
+            # ids are allocated lowest first: the low ones are likely
+            # live, whichever calls created or destroyed slices before
+            return r.choice(self.slice_ids + list(range(6)) +
+                            [1023, 1024, 0xFFFFFFFF])
+        if name == "role":
+            return r.choice([0, 0, 1, 1, 2, 0xFFFFFFFF])
         if name in ("fd",):
             return r.choice(self.fds + [-1, 0, 1, 2, 1000])
         if name in ("gpu_minor", "minor"):
@@ -376,7 +387,7 @@ class CtlFuzzer:
         a = self.arena
         x = r.random()
         if x < 0.85:
-            cmd = r.choice(list(self.cmds))
+            cmd = r.choices(list(self.cmds), self.weights)[0]
             cls = self.cmds[cmd]
         else:   # a number, direction or size the kernel does not know
             cls = r.choice(list(self.cmds.values()))
@@ -390,6 +401,13 @@ class CtlFuzzer:
                 val = self.field(cls, name, size, right)
                 buf[off:off + size] = (val & ((1 << (8 * size)) - 1)) \
                     .to_bytes(size, "little")
+        if hasattr(cls, "name") and r.random() < 0.7:
+            # a valid name mostly (a slice gets made), else the bytes above
+            n = bytes(r.choice(b"fzFZ09_.-") for _ in range(r.randrange(
+                1, 8))) + bytes(self.uapi.XPU_NAME_LEN)
+            off = cls.name.offset
+            buf[off:off + self.uapi.XPU_NAME_LEN] = \
+                n[:self.uapi.XPU_NAME_LEN]
         a.write(a.inner, r.randbytes(4 * PAGE))
         where = r.random()
         if where < 0.8:

@@ -3,8 +3,8 @@
 docs/testing.md), made by tests/vmtests/fuzz.py: bounded, seeded,
 reproducible.
 
-    XPU_FUZZ_SEED=S XPU_FUZZ_CALLS=N tests/vm/run -- .venv/bin/python -m \\
-        pytest -q tests/vmtests/test_hostile_fuzz.py
+    tests/vm/run -- env XPU_FUZZ_SEED=S XPU_FUZZ_CALLS=N \\
+        .venv/bin/python -m pytest -q -s tests/vmtests/test_hostile_fuzz.py
 
 XPU_FUZZ_CALLS is the number of calls of each fuzzing process (four per
 run); the default keeps the file near 30 s in the VM.  A failure prints the
