@@ -348,7 +348,7 @@ class CtlFuzzer:
 
     def field(self, cls, name, size, right):
         r = self.rng
-        if r.random() < 0.1:
+        if r.random() < 0.05:
             return r.getrandbits(8 * size)
         if name == "argsz":
             return r.choice([right, right, right, right - 1, right + 8,
@@ -365,21 +365,26 @@ class CtlFuzzer:
         if name in ("fd",):
             return r.choice(self.fds + [-1, 0, 1, 2, 1000])
         if name in ("gpu_minor", "minor"):
-            return r.choice([0, 1, 2, 255, 0xFFFFFFFF])
+            return r.choice([0, 1, 0, 1, 2, 255, 0xFFFFFFFF])
         if name == "name":      # bytes of the name, one at a time
             return r.choice(b"fz-._aZ09\0\0\0/ \xff")
         if name in ("gpus", "ids"):
             return self.arena.inner_pointer(self.rng)
         if name == "memory_limit":
-            return r.choice([0, 1 << 20, (1 << 20) - 1, 64 << 20, 1 << 30,
-                             80 << 30, 1 << 40, (1 << 64) - 1])
+            return r.choice([1 << 20, 64 << 20, 1 << 30, 1 << 30, 0,
+                             (1 << 20) - 1, 80 << 30, 1 << 40, (1 << 64) - 1])
         if name in ("count", "gpu_argsz"):
             return r.choice([0, 1, 2, 4, 1024, 1025, 0x10000000, 0xFFFFFFFF,
                              r.randrange(200)])
-        if name in ("compute_share", "weight", "priority", "mode", "policy",
-                    "period_us"):
-            return r.choice([0, 1, 2, 3, 4, 100, 999, 1000, 1001, 10000,
-                             10001, 1000000, 1000001, 0xFFFFFFFF])
+        # Each mostly in range, so that a whole struct is valid often
+        # enough for a create or a set to succeed.
+        ranges = {"compute_share": [0, 0, 100, 1000, 1001],
+                  "weight": [1, 100, 10000, 0, 10001],
+                  "priority": [0, 1, 2, 3, 0xFFFFFFFF],
+                  "mode": [0, 1, 2], "policy": [0, 1, 2, 3, 4],
+                  "period_us": [999, 1000, 20000, 1000000, 1000001]}
+        if name in ranges:
+            return r.choice(ranges[name])
         return r.choice([0, r.getrandbits(8 * size)])
 
     def one(self, i):
