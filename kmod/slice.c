@@ -12,6 +12,7 @@
 #include <linux/fs.h>
 #include <linux/idr.h>
 #include <linux/kdev_t.h>
+#include <linux/path.h>
 #include <linux/pid.h>
 #include <linux/sched/signal.h>
 #include <linux/sizes.h>
@@ -37,11 +38,22 @@ static unsigned int xpu_nr_slices;
 
 #define XPU_MAX_BINDINGS	4096
 
-/* A node or cgroup that names a slice; under xpu_lock. */
+/*
+ * A node or cgroup that names a slice; under xpu_lock.
+ *
+ * A node binding holds the path it was attached through, not the bare
+ * inode: an inode pins neither its mount nor its superblock, and unmounting
+ * the filesystem of a bound node (a tmpfs) would free the superblock under
+ * it ("Busy inodes after unmount", then a crash at the binding's iput).  With
+ * the path held, a plain umount is -EBUSY while the node is bound, and a lazy
+ * one keeps the superblock until the binding goes.  Opens are still matched
+ * by inode: a bind mount of the node, or a hard link, is the same inode.
+ */
 struct xpu_binding {
 	struct list_head link;
 	struct xpu_slice *slice;	/* not counted: unbound before it goes */
-	struct inode *inode;		/* node bindings: held with ihold */
+	struct path path;		/* node bindings: held with path_get */
+	struct inode *inode;		/* node bindings: path's, the key */
 	u32 role;
 	struct cgroup *cgrp;		/* cgroup bindings: held */
 };
@@ -310,7 +322,7 @@ static void xpu_binding_free(struct xpu_binding *b)
 	lockdep_assert_held(&xpu_lock);
 	list_del(&b->link);
 	if (b->inode)
-		iput(b->inode);
+		path_put(&b->path);
 	if (b->cgrp)
 		cgroup_put(b->cgrp);
 	xpu_nr_bindings--;
@@ -321,7 +333,11 @@ static void xpu_binding_free(struct xpu_binding *b)
  * A destroyed slice's node bindings stay as tombstones: a container may have
  * bind-mounted the node, and an open through it must not become an unsliced
  * open of the GPU.  A tombstone goes once nothing but xpu holds the inode
- * (the node is unlinked, unmounted and closed everywhere).
+ * (the node is unlinked, unmounted and closed everywhere): no link names it,
+ * no other dentry holds the inode (the one reference is our dentry's), and
+ * nothing but the binding holds our dentry (an open file, a bind mount of
+ * the node and a cwd all hold the dentry they came through).  Until then it
+ * pins the node's filesystem, as a live binding does.
  */
 static void xpu_reap_tombstones(void)
 {
@@ -330,7 +346,8 @@ static void xpu_reap_tombstones(void)
 	lockdep_assert_held(&xpu_lock);
 	list_for_each_entry_safe(b, tmp, &xpu_nodes, link)
 		if (!b->slice && !b->inode->i_nlink &&
-		    atomic_read(&b->inode->i_count) == 1)
+		    atomic_read(&b->inode->i_count) == 1 &&
+		    d_count(b->path.dentry) == 1)
 			xpu_binding_free(b);
 }
 
@@ -466,11 +483,14 @@ int xpu_slice_ioc_node(const struct xpu_node *arg, bool attach)
 		nb = kzalloc(sizeof(*nb), GFP_KERNEL);
 		if (!nb)
 			goto out_fput;
+		nb->path = file->f_path;
 		nb->inode = inode;
 		nb->role = arg->role;
 	}
 
 	mutex_lock(&xpu_lock);
+	/* Whatever the answer: a tombstone pins its filesystem until reaped. */
+	xpu_reap_tombstones();
 	ret = -ENOENT;
 	slice = xpu_slice_find(arg->id);
 	if (!slice)
@@ -479,10 +499,9 @@ int xpu_slice_ioc_node(const struct xpu_node *arg, bool attach)
 	if (iminor(inode) != (arg->role == XPU_NODE_CTL ? NV_MINOR_CONTROL :
 			      slice->gpu->minor))
 		goto out_unlock;
-	xpu_reap_tombstones();
 	ret = xpu_binding_change(&xpu_nodes, inode, slice, attach, &nb);
 	if (attach && !nb)
-		ihold(inode);	/* the binding keeps the node's identity */
+		path_get(&file->f_path);	/* the node, its mount and superblock */
 out_unlock:
 	mutex_unlock(&xpu_lock);
 	kfree(nb);

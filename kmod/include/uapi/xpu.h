@@ -339,6 +339,11 @@ struct xpu_slice_list {
  * The nodes of a destroyed slice refuse every open (-ENXIO) for as long as
  * anything but xpu.ko holds their inode: a bind mount of /dev/xpuN into a
  * container never turns into an unsliced GPU node.
+ *
+ * A bound node (and a destroyed slice's node until it goes) holds the mount
+ * it was attached through: unmounting that filesystem fails with -EBUSY, and
+ * a lazy unmount keeps it alive until the node is detached, or xpu.ko
+ * unloaded.
  */
 struct xpu_node {
 	__u32	argsz;
