@@ -10,6 +10,9 @@ boot, so that the machine's noise hits both sides alike.
   same call with xpu.ko not loaded.
 - alloc_overhead_ratio: an RM_ALLOC of 2 MiB of video memory and its RM_FREE,
   likewise.
+- alloc_overhead_ratio_64_members: the same with 64 other processes in the
+  slice (each holds its control node open), over the same without xpu: what
+  a slice's size costs each allocation (issue 17 asks <= 1.10).
 """
 
 import ctypes
@@ -58,6 +61,40 @@ def control_loop(ctl_path, gpu_path):
     return t_ctrl, t_alloc
 
 
+MEMBERS = 64
+
+
+def start_members(ctl_path, count=MEMBERS):
+    """COUNT processes in the slice, each holding its control node open
+    until the returned pipe closes; returns (pipe, pids) once all opened."""
+    ready_r, ready_w = os.pipe()
+    hold_r, hold_w = os.pipe()
+    pids = []
+    for _ in range(count):
+        pid = os.fork()
+        if pid == 0:
+            os.close(hold_w)
+            fd = os.open(ctl_path, os.O_RDWR)
+            os.write(ready_w, b"x")
+            os.read(hold_r, 1)          # until the pipe closes
+            os.close(fd)
+            os._exit(0)
+        pids.append(pid)
+    os.close(ready_w)
+    os.close(hold_r)
+    got = 0
+    while got < count:
+        got += len(os.read(ready_r, count - got))
+    os.close(ready_r)
+    return hold_w, pids
+
+
+def stop_members(hold_w, pids):
+    os.close(hold_w)
+    for pid in pids:
+        os.waitpid(pid, 0)
+
+
 def load_xpu():
     subprocess.run(["insmod", os.environ["XPU_KO"]], check=True)
 
@@ -69,6 +106,7 @@ def unload_xpu():
 def main():
     nodedir = tempfile.mkdtemp(prefix="xpubench-", dir="/dev")
     base_ctrl, base_alloc, sl_ctrl, sl_alloc = [], [], [], []
+    many_alloc = []
     for _ in range(ROUNDS):
         unload_xpu()
         c, a = control_loop("/dev/nvidiactl", "/dev/nvidia0")
@@ -86,6 +124,11 @@ def main():
             c, a = control_loop(n, g)
             sl_ctrl.append(c)
             sl_alloc.append(a)
+            hold, pids = start_members(n)
+            try:
+                many_alloc.append(control_loop(n, g)[1])
+            finally:
+                stop_members(hold, pids)
             admin.slice_destroy(s.id, force=False)
             os.unlink(g)
             os.unlink(n)
@@ -95,11 +138,15 @@ def main():
     print(json.dumps({
         "ioctl_overhead_ratio": round(med(sl_ctrl) / med(base_ctrl), 3),
         "alloc_overhead_ratio": round(med(sl_alloc) / med(base_alloc), 3),
+        "alloc_overhead_ratio_64_members":
+            round(med(many_alloc) / med(base_alloc), 3),
         "rounds": ROUNDS,
         "control_us": {"without_xpu": round(med(base_ctrl) * 1e6, 1),
                        "in_slice": round(med(sl_ctrl) * 1e6, 1)},
         "alloc_free_us": {"without_xpu": round(med(base_alloc) * 1e6, 1),
-                          "in_slice": round(med(sl_alloc) * 1e6, 1)},
+                          "in_slice": round(med(sl_alloc) * 1e6, 1),
+                          "in_slice_64_members":
+                              round(med(many_alloc) * 1e6, 1)},
         "note": "software emulation; ratios of medians over alternating rounds",
         **figures,
         **xpud_bench.measure(),
