@@ -214,6 +214,19 @@ def report(**kw):
 """
 
 
+# For children that make escapes by hand on memory they lay out themselves
+# (fcntl.ioctl copies arguments under 1 KiB into a buffer of its own), on the
+# files of a slice's nodes CTL and GPU (replaced by the caller).
+RAW_PRELUDE = """
+import ctypes, mmap
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+"""
+
+
 def run_child(code, timeout=120):
     """Run ``code`` in a fresh Python with no inherited files but stdio;
     returns the dict it passed to report()."""

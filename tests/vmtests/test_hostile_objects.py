@@ -24,13 +24,7 @@ admin = test_xpu_mem.admin
 nodedir = test_xpu_mem.nodedir
 
 # Makes a TSG and what a channel needs on it, as nvclient.Channel does.
-PRELUDE = """
-import ctypes, mmap
-libc = ctypes.CDLL(None, use_errno=True)
-libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
-libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
-rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+PRELUDE = nvtest.RAW_PRELUDE + """
 mem = dev.alloc_sysmem(2 * 4096)
 
 def tsg():
