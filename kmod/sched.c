@@ -198,18 +198,26 @@ static void xpu_recs_forget_gone(struct xpu_sched *s, struct xpu_slice *slice,
 {
 	struct xpu_rec_match one = { .key = XPU_REC_OBJECT };
 	struct xpu_rec *r, *pairs;
-	unsigned int n, i, k;
+	unsigned int n, want, i, k;
 	struct list_head *list;
 
-	pairs = kmalloc_array(XPU_MAX_RECS, sizeof(*pairs), GFP_KERNEL);
-	if (!pairs)
-		return;
 	for (k = 0; k < 2; k++) {
 		list = k ? &slice->uobjs : &slice->chans;
+		/* most calls (a memory object's free) match nothing: no alloc */
+		want = 0;
+		spin_lock(&s->list_lock);
+		list_for_each_entry(r, list, link)
+			want += xpu_rec_matches(r, m);
+		spin_unlock(&s->list_lock);
+		if (!want)
+			continue;
+		pairs = kmalloc_array(want, sizeof(*pairs), GFP_KERNEL);
+		if (!pairs)
+			return;
 		n = 0;
 		spin_lock(&s->list_lock);
 		list_for_each_entry(r, list, link)
-			if (n < XPU_MAX_RECS && xpu_rec_matches(r, m))
+			if (n < want && xpu_rec_matches(r, m))
 				pairs[n++] = *r;
 		spin_unlock(&s->list_lock);
 		for (i = 0; i < n; i++) {
@@ -224,8 +232,8 @@ static void xpu_recs_forget_gone(struct xpu_sched *s, struct xpu_slice *slice,
 				slice->nr_chans -= xpu_recs_drop(list, &one);
 			spin_unlock(&s->list_lock);
 		}
+		kfree(pairs);
 	}
-	kfree(pairs);
 }
 
 static void xpu_forget_stale(struct xpu_sched *s, struct xpu_slice *slice)
