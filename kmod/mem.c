@@ -27,6 +27,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/capability.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/pid.h>
@@ -404,6 +405,44 @@ static long xpu_call_refresh(struct xpu_file *xf, struct file *file,
 	return ret;
 }
 
+/*
+ * Exclusive mode covers the control node too (docs/security.md, class 2).
+ * RM lets any control file make a device on a GPU whose file is in the
+ * caller's fd table (osIsGpuAccessible); on an exclusive GPU with slices
+ * the only such files a tenant can hold are slices' own, so without this an
+ * unsliced control file -- or another slice's -- reaches the GPU past every
+ * limit.  A slice's control file makes devices on its own GPU only; an
+ * unsliced one on an exclusive GPU with slices only for root on the host,
+ * as for the GPU's own node.  deviceId is a claim read before RM reads it
+ * (docs/security.md, the handle race); no params means instance 0, as RM
+ * takes them before 550.
+ */
+static u32 xpu_mem_device_check(struct xpu_file *xf, u64 params)
+{
+	struct nv0080_alloc_parameters __user *up = u64_to_user_ptr(params);
+	struct xpu_gpu *gpu = NULL;
+	u32 inst = 0;
+	unsigned int i;
+	u32 status = NV_OK;
+
+	if (params && get_user(inst, &up->device_id))
+		return NV_OK;		/* RM fails the copy itself */
+	if (xf->slice)
+		return inst == xf->slice->gpu->device_instance ?
+		       NV_OK : NV_ERR_INSUFFICIENT_PERMISSIONS;
+	for (i = 0; i < xpu_nr_gpus; i++)
+		if (xpu_gpus[i].device_instance == inst)
+			gpu = &xpu_gpus[i];
+	if (!gpu)
+		return NV_OK;		/* not a GPU xpu serves: RM says */
+	mutex_lock(&xpu_lock);
+	if (gpu->mode == XPU_MODE_EXCLUSIVE && gpu->nr_slices &&
+	    !capable(CAP_SYS_ADMIN))
+		status = NV_ERR_INSUFFICIENT_PERMISSIONS;
+	mutex_unlock(&xpu_lock);
+	return status;
+}
+
 long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg)
 {
@@ -417,9 +456,21 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 
 	long ret;
 
-	if (!xf->slice || (size != sizeof(*p21) && size != sizeof(*p64)))
+	if (size != sizeof(*p21) && size != sizeof(*p64))
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
 	site.status = size == sizeof(*p21) ? &p21->status : &p64->status;
+	if (!xf->gpu) {
+		if (get_user(h_class, &p21->h_class) ||
+		    get_user(params, &p21->p_alloc_parms))
+			return -EFAULT;
+		if (h_class == NV01_DEVICE_0) {
+			ret = xpu_mem_device_check(xf, params);
+			if (ret)
+				return xpu_put_status(site.status, ret);
+		}
+	}
+	if (!xf->slice)
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
 	if (!xf->gpu) {
 		ret = xpu_mem_creator(xf);
 		if (ret > 0)
@@ -448,6 +499,33 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	site.h_object = &p21->h_object_new;
 	return xpu_admit_call(xf->slice, file, cmd, arg,
 			      xpu_rm_rounded(want, attr, attr2), &site);
+}
+
+/*
+ * RM_ALLOC_OBJECT: an allocation with no parameters (Nv01AllocObject).
+ * CUDA does not send it (gVisor's nvproxy, which runs CUDA, does not pass
+ * it), and xpu.ko tracks objects only by RM_ALLOC's layout, so a slice's
+ * control file refuses it whatever the class: a class read before RM reads
+ * it is only a claim.  Unsliced, it is RM's, but for devices (class 2).
+ */
+long xpu_mem_alloc_object(struct xpu_file *xf, struct file *file,
+			  unsigned int cmd, unsigned long arg)
+{
+	struct nvos05_parameters __user *p = (void __user *)arg;
+	u32 h_class, status;
+
+	if (xf->gpu || _IOC_SIZE(cmd) != sizeof(*p))
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	if (xf->slice)
+		return xpu_put_status(&p->status, NV_ERR_NOT_SUPPORTED);
+	if (get_user(h_class, &p->h_class))
+		return -EFAULT;
+	if (h_class == NV01_DEVICE_0) {
+		status = xpu_mem_device_check(xf, 0);
+		if (status)
+			return xpu_put_status(&p->status, status);
+	}
+	return xpu_drv.unlocked_ioctl(file, cmd, arg);
 }
 
 long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,

@@ -22,6 +22,8 @@ long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg);
 long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
 		    unsigned int cmd, unsigned long arg);
+long xpu_mem_alloc_object(struct xpu_file *xf, struct file *file,
+			  unsigned int cmd, unsigned long arg);
 long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg);
 long xpu_mem_alloc_memory(struct xpu_file *xf, struct file *file,

@@ -209,6 +209,15 @@ struct nvos00_parameters {
 	u32 status;
 };
 
+/* nvos.h: NVOS05 (RM_ALLOC_OBJECT), an allocation with no parameters */
+struct nvos05_parameters {
+	u32 h_root;
+	u32 h_object_parent;
+	u32 h_object_new;
+	u32 h_class;
+	u32 status;
+};
+
 /* nvos.h: NVOS02 (RM_ALLOC_MEMORY), wrapped with an fd (nv-unix-nvos-params-wrappers.h) */
 struct nvos02_parameters {
 	u32 h_root;
@@ -442,8 +451,6 @@ struct nvos32_parameters {
  * Sizes and status offsets of the RM escapes nvstub recognises but does not
  * simulate (nvos.h); RmIoctl still checks their size and device rule.
  */
-#define NVOS05_SIZE			20	/* RM_ALLOC_OBJECT */
-#define NVOS05_STATUS			16
 #define NVOS_I2C_ACCESS_SIZE		32
 #define NVOS_I2C_ACCESS_STATUS		24
 #define NVOS30_SIZE			56	/* RM_IDLE_CHANNELS */
@@ -876,6 +883,7 @@ static inline void nvabi_build_checks(void)
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_status_code) != 12);
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_wait_open_complete) != 8);
 	BUILD_BUG_ON(sizeof(struct nvos00_parameters) != 16);
+	BUILD_BUG_ON(sizeof(struct nvos05_parameters) != 20);
 	BUILD_BUG_ON(sizeof(struct nvos02_parameters) != 48);
 	BUILD_BUG_ON(offsetof(struct nvos02_parameters, limit) != 32);
 	BUILD_BUG_ON(offsetof(struct nvos02_parameters, status) != 40);

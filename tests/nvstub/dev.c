@@ -431,10 +431,27 @@ static u32 nvstub_esc_rm_alloc(struct nvstub_call *call, void *buf, u32 size)
 	return NV_OK;
 }
 
+/*
+ * RM_ALLOC_OBJECT: Nv01AllocObjectWithSecInfo(), an allocation with no
+ * parameters (escape.c); the control node only, like RM_ALLOC.  Classes that
+ * need parameters refuse NULL themselves; a device takes instance 0 before
+ * 550 (nvstub_device_construct).
+ */
+static u32 nvstub_esc_rm_alloc_object(struct nvstub_call *call, void *buf,
+				      u32 size)
+{
+	struct nvos05_parameters *p = buf;
+
+	p->status = nvstub_rm_alloc(call, p->h_root, p->h_object_parent,
+				    &p->h_object_new, p->h_class, 0);
+	return NV_OK;
+}
+
 static const struct nvstub_escape nvstub_escapes[] = {
 	{ NV_ESC_RM_ALLOC_MEMORY, sizeof(struct nvos02_with_fd), NVSTUB_GPU, 0,
 	  nvstub_esc_rm_alloc_memory },
-	{ NV_ESC_RM_ALLOC_OBJECT, NVOS05_SIZE, NVSTUB_CTL, NVOS05_STATUS },
+	{ NV_ESC_RM_ALLOC_OBJECT, sizeof(struct nvos05_parameters), NVSTUB_CTL,
+	  0, nvstub_esc_rm_alloc_object },
 	{ NV_ESC_RM_FREE, sizeof(struct nvos00_parameters), NVSTUB_CTL, 0,
 	  nvstub_esc_rm_free },
 	{ NV_ESC_RM_VID_HEAP_CONTROL, sizeof(struct nvos32_parameters),

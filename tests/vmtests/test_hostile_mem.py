@@ -28,6 +28,7 @@ import time
 import nvtest
 import pytest
 import test_xpu_mem
+from nvclient import abi, client
 from test_xpu_mem import LIMIT, Slice
 
 xpu_ctl = pytest.importorskip("xpu.ctl")
@@ -35,6 +36,7 @@ xpu_ctl = pytest.importorskip("xpu.ctl")
 pytestmark = pytest.mark.usefixtures("require_xpu")
 
 admin = test_xpu_mem.admin
+uapi = test_xpu_mem.uapi
 nodedir = test_xpu_mem.nodedir
 
 MiB = 1 << 20
@@ -107,6 +109,83 @@ def test_a_forked_child_s_client_is_counted(admin, nodedir):
     assert sl.used() == 0
     assert nvtest.heap_used(0) == heap0
     sl.destroy()
+
+
+# --- class 2: exclusive mode and the control node
+
+
+EXCLUSIVE = """
+import ctypes
+os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+def attempt(ctl_path, gpu_path, minor):
+    ctl = client.Ctl(ctl_path); gpu = client.GpuFile(minor, gpu_path)
+    rm = client.RmClient(ctl)
+    try:
+        dev = rm.device(minor, gpu_file=gpu)
+    except client.NvStatusError as e:
+        return {"device": e.status, "held": 0}
+    held = 0
+    for _ in range(16):                 # 256 MiB, past either slice's 64
+        try:
+            dev.alloc_vidmem(16 << 20)
+            held += 16 << 20
+        except client.NvStatusError:
+            break
+    return {"device": 0, "held": held}
+out = {"unsliced": attempt("/dev/nvidiactl", GPU0, 0),
+       "other_slice": attempt(CTL0, GPU1, 1)}
+# RM_ALLOC_OBJECT (no parameters) through a slice's control file
+class NVOS05(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint32) for n in
+                ("hRoot", "hObjectParent", "hObjectNew", "hClass", "status")]
+ctl = client.Ctl(CTL0); gpu = client.GpuFile(0, GPU0)
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+p = NVOS05(rm.handle, dev.hsubdevice, 0x5a5a0001, abi.HOPPER_USERMODE_A, 0xFFFFFFFF)
+client.escape(ctl.fd, abi.NV_ESC_RM_ALLOC_OBJECT, p)
+out["alloc_object"] = p.status
+report(**out)
+"""
+
+
+def test_exclusive_mode_covers_the_control_node(admin, nodedir):
+    """On an exclusive GPU with slices, an unprivileged process holding a
+    slice's GPU file makes no device through the unsliced control node, nor
+    through another GPU's slice's control file: RM would let either reach
+    the GPU (its check wants only a file of the GPU in the fd table), past
+    every limit.  Root on the host still may; a slice's control file makes
+    no parameterless object (RM_ALLOC_OBJECT) at all."""
+    a = Slice(admin, nodedir, name="excl0", gpu=0)
+    b = Slice(admin, nodedir, name="excl1", gpu=1)
+    admin.gpu_set(0, mode=uapi.XPU_MODE_EXCLUSIVE)
+    admin.gpu_set(1, mode=uapi.XPU_MODE_EXCLUSIVE)
+    heap0, heap1 = nvtest.heap_used(0), nvtest.heap_used(1)
+    try:
+        got = nvtest.run_child(EXCLUSIVE.replace("CTL0", repr(a.ctl_node))
+                               .replace("GPU0", repr(a.gpu_node))
+                               .replace("GPU1", repr(b.gpu_node)))
+        denied = {"device": abi.NV_ERR_INSUFFICIENT_PERMISSIONS, "held": 0}
+        assert got["unsliced"] == denied
+        assert got["other_slice"] == denied
+        assert got["alloc_object"] == abi.NV_ERR_NOT_SUPPORTED
+        assert (nvtest.heap_used(0), nvtest.heap_used(1)) == (heap0, heap1)
+        # root on the host: the unsliced control node still reaches it
+        with client.Ctl() as ctl, client.GpuFile(0, a.gpu_node) as gpu, \
+                client.RmClient(ctl) as rm:
+            dev = rm.device(0, gpu_file=gpu)
+            dev.alloc_vidmem(128 * MiB)
+            assert nvtest.heap_used(0) - heap0 == 128 * MiB
+            dev.close()
+        # a slice's own control file, on its own GPU, as before
+        ctl, gpu, rm, dev = b.open()
+        dev.alloc_vidmem(LIMIT)
+        assert b.used() == LIMIT
+        for o in (dev, rm, gpu, ctl):
+            o.close()
+    finally:
+        admin.gpu_set(0, mode=uapi.XPU_MODE_SHARED)
+        admin.gpu_set(1, mode=uapi.XPU_MODE_SHARED)
+        a.destroy()
+        b.destroy()
 
 
 # --- class 9: a planted handle

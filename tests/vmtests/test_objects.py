@@ -103,6 +103,41 @@ def test_alloc_params_required_but_null(rm, gpu0):
     dev.close()
 
 
+class NVOS05(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint32) for n in
+                ("hRoot", "hObjectParent", "hObjectNew", "hClass", "status")]
+
+
+def test_alloc_object_is_an_alloc_with_no_params(ctl, rm, gpu0, config):
+    """RM_ALLOC_OBJECT (escape.c: Nv01AllocObjectWithSecInfo) allocates with
+    pAllocParms NULL: a class that takes none is made, one that needs them
+    refuses, a device takes instance 0 before 550 and is refused from 550
+    (the resource factory's NULL check); GPU files may not use it."""
+    dev = rm.device(0, gpu_file=gpu0)
+
+    def alloc_object(f, hparent, hclass, hnew):
+        p = NVOS05(rm.handle, hparent, hnew, hclass, 0xFFFFFFFF)
+        client.escape(f.fd, abi.NV_ESC_RM_ALLOC_OBJECT, p)
+        return p
+
+    p = alloc_object(ctl, dev.hsubdevice, abi.HOPPER_USERMODE_A, 0x5A000001)
+    assert (p.status, p.hObjectNew) == (abi.NV_OK, 0x5A000001)
+    rm.parents[p.hObjectNew] = dev.hsubdevice
+    rm.free(p.hObjectNew)                 # it exists: RM frees it
+    p = alloc_object(ctl, dev.hdevice, abi.NV01_MEMORY_LOCAL_USER, 0x5A000002)
+    assert p.status == abi.NV_ERR_INVALID_ARGUMENT
+    with client.RmClient(ctl) as bare:         # a client with no device
+        p = NVOS05(bare.handle, bare.handle, 0x5A000003, abi.NV01_DEVICE_0,
+                   0xFFFFFFFF)
+        client.escape(ctl.fd, abi.NV_ESC_RM_ALLOC_OBJECT, p)
+        since_550 = int(config.version.split(".")[0]) >= 550
+        assert p.status == (abi.NV_ERR_INVALID_ARGUMENT if since_550
+                            else abi.NV_OK)
+    with pytest.raises(OSError):
+        alloc_object(gpu0, dev.hdevice, abi.HOPPER_USERMODE_A, 0x5A000004)
+    dev.close()
+
+
 def test_unknown_class(rm):
     p = rm.alloc_raw(rm.handle, 0xBEEF, None)
     assert p.status == abi.NV_ERR_INVALID_CLASS

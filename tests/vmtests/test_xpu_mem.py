@@ -43,6 +43,7 @@ class Slice:
         self.info = admin.slice_create(name, gpu, limit)
         self.id = self.info.id
         self.limit = limit
+        self.gpu = gpu
         self.gpu_node = os.path.join(tmpdir, f"xpu{self.id}")
         self.ctl_node = os.path.join(tmpdir, f"xpu{self.id}-ctl")
         os.mknod(self.gpu_node, 0o20666, os.makedev(195, gpu))
@@ -61,9 +62,9 @@ class Slice:
     def open(self):
         """(ctl, gpu, rm client, device) of a client inside the slice."""
         ctl = client.Ctl(self.ctl_node)
-        gpu = client.GpuFile(0, self.gpu_node)
+        gpu = client.GpuFile(self.gpu, self.gpu_node)
         rm = client.RmClient(ctl)
-        dev = rm.device(0, gpu_file=gpu)
+        dev = rm.device(self.gpu, gpu_file=gpu)
         return ctl, gpu, rm, dev
 
     def destroy(self):

@@ -92,7 +92,9 @@ struct xpu_version {
 #define XPU_MODE_SHARED		0	/* allowed */
 /*
  * XPU_MODE_EXCLUSIVE: refused with EPERM while the GPU has slices, unless the
- * opener has CAP_SYS_ADMIN in the initial user namespace.
+ * opener has CAP_SYS_ADMIN in the initial user namespace; the control node,
+ * shared by all GPUs, then makes no device on the GPU outside a slice for
+ * anyone else (NV_ERR_INSUFFICIENT_PERMISSIONS).
  */
 #define XPU_MODE_EXCLUSIVE	1
 
