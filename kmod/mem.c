@@ -126,25 +126,99 @@ static bool xpu_pid_alive(struct pid *pid)
 	return alive;
 }
 
-/* Read every member's usage anew; forget exited members that hold nothing. */
+/* Members asked of RM per query: bounded by the stack, not by RM's 200. */
+#define XPU_PID_BATCH	32
+
+static noinline_for_stack void xpu_refresh_batch(struct xpu_slice *slice,
+						 struct xpu_member **batch,
+						 u32 n)
+{
+	pid_t pids[XPU_PID_BATCH];
+	u64 bytes[XPU_PID_BATCH];
+	u32 i;
+
+	for (i = 0; i < n; i++)
+		pids[i] = pid_nr(batch[i]->pid);
+	if (xpu_rm_pid_usage(slice->gpu, pids, bytes, n))
+		return;			/* keep what we knew */
+	for (i = 0; i < n; i++)
+		batch[i]->usage = bytes[i];
+}
+
+/*
+ * Read every member's usage anew, XPU_PID_BATCH members per RM query; forget
+ * exited members that hold nothing.
+ */
 static void xpu_refresh_locked(struct xpu_slice *slice)
 {
+	struct xpu_member *batch[XPU_PID_BATCH];
 	struct xpu_member *m, *tmp;
-	u64 used = 0, bytes;
+	u64 used = 0;
+	u32 n = 0;
 
 	lockdep_assert_held(&slice->mem_lock);
 	WRITE_ONCE(slice->stale, false);
+	list_for_each_entry(m, &slice->members, link) {
+		batch[n++] = m;
+		if (n == XPU_PID_BATCH) {
+			xpu_refresh_batch(slice, batch, n);
+			n = 0;
+		}
+	}
+	if (n)
+		xpu_refresh_batch(slice, batch, n);
 	list_for_each_entry_safe(m, tmp, &slice->members, link) {
-		if (xpu_rm_pid_usage(slice->gpu, pid_nr(m->pid), &bytes))
-			bytes = m->usage;	/* keep what we knew */
-		m->usage = bytes;
-		if (!bytes && !atomic_read(&m->pins) &&
+		if (!m->usage && !atomic_read(&m->pins) &&
 		    !xpu_pid_alive(m->pid)) {
 			xpu_member_free(slice, m);
 			continue;
 		}
-		used += bytes;
+		used += m->usage;
 	}
+	WRITE_ONCE(slice->used, used);
+	if (used > slice->peak)
+		WRITE_ONCE(slice->peak, used);
+}
+
+/*
+ * After an allocation through XF, a control file of the slice: RM charges
+ * a client's memory to the process that made the client, every client
+ * reached through XF was made through it (RM ties a client to its control
+ * file; a slice's control file cannot be REGISTER_FD'd), and whoever made
+ * one is among XF's creators.  So only their figures can have grown: ask
+ * RM for those (one query, at most XPU_MAX_CREATORS processes) rather than
+ * for every member.  Frees can move ownership to another member's
+ * duplicate, so they read the whole slice.
+ */
+static void xpu_refresh_creators(struct xpu_slice *slice, struct xpu_file *xf)
+{
+	struct xpu_member *batch[XPU_MAX_CREATORS];
+	struct xpu_member *m;
+	u64 before = 0, after = 0, used;
+	u32 n = 0, i;
+
+	BUILD_BUG_ON(XPU_MAX_CREATORS > XPU_PID_BATCH);
+	lockdep_assert_held(&slice->mem_lock);
+	if (READ_ONCE(slice->stale)) {
+		xpu_refresh_locked(slice);
+		return;
+	}
+	/* members go only under mem_lock, which we hold */
+	spin_lock(&slice->members_lock);
+	for (i = 0; i < xf->nr_creators; i++) {
+		m = xpu_member_find(slice, xf->creators[i]);
+		if (m)
+			batch[n++] = m;
+	}
+	spin_unlock(&slice->members_lock);
+	if (!n)
+		return;
+	for (i = 0; i < n; i++)
+		before += batch[i]->usage;
+	xpu_refresh_batch(slice, batch, n);
+	for (i = 0; i < n; i++)
+		after += batch[i]->usage;
+	used = slice->used - before + after;
 	WRITE_ONCE(slice->used, used);
 	if (used > slice->peak)
 		WRITE_ONCE(slice->peak, used);
@@ -334,10 +408,11 @@ struct xpu_alloc_site {
 	u32 __user *h_object;
 };
 
-static long xpu_admit_call(struct xpu_slice *slice, struct file *file,
+static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 			   unsigned int cmd, unsigned long arg, u64 want,
 			   const struct xpu_alloc_site *site)
 {
+	struct xpu_slice *slice = xf->slice;
 	u32 hc, hp, ho;
 	long ret;
 
@@ -363,7 +438,7 @@ static long xpu_admit_call(struct xpu_slice *slice, struct file *file,
 	 * RM made the object -- RM's figure below is what counts.
 	 */
 	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
-	xpu_refresh_locked(slice);
+	xpu_refresh_creators(slice, xf);
 	if (slice->used <= READ_ONCE(slice->memory_limit))
 		goto out;
 
@@ -376,7 +451,7 @@ static long xpu_admit_call(struct xpu_slice *slice, struct file *file,
 	if (!get_user(hc, site->h_client) && !get_user(hp, site->h_parent) &&
 	    !get_user(ho, site->h_object)) {
 		xpu_free_as_caller(file, hc, hp, ho);
-		xpu_refresh_locked(slice);
+		xpu_refresh_creators(slice, xf);
 	}
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {
 		slice->denied++;
@@ -497,7 +572,7 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	site.h_client = &p21->h_root;
 	site.h_parent = &p21->h_object_parent;
 	site.h_object = &p21->h_object_new;
-	return xpu_admit_call(xf->slice, file, cmd, arg,
+	return xpu_admit_call(xf, file, cmd, arg,
 			      xpu_rm_rounded(want, attr, attr2), &site);
 }
 
@@ -568,7 +643,7 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		site.h_client = &p->h_root;
 		site.h_parent = &p->h_object_parent;
 		site.h_object = &p->data.alloc_size.h_memory;
-		return xpu_admit_call(xf->slice, file, cmd, arg,
+		return xpu_admit_call(xf, file, cmd, arg,
 				      xpu_rm_rounded(want, attr, attr2), &site);
 	case NVOS32_FUNCTION_INFO:
 		ret = xpu_drv.unlocked_ioctl(file, cmd, arg);

@@ -114,30 +114,45 @@ static void xpu_rm_free_own_client(void)
 	mutex_unlock(&xpu_rm_lock);
 }
 
-int xpu_rm_pid_usage(struct xpu_gpu *gpu, pid_t pid, u64 *bytes)
+/*
+ * The video memory RM charges to each of N processes on GPU, in one
+ * GET_PID_INFO (at most NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT entries):
+ * one call per batch rather than per process keeps the cost of a slice's
+ * refresh nearly independent of its number of members.
+ */
+int xpu_rm_pid_usage(struct xpu_gpu *gpu, const pid_t *pids, u64 *bytes,
+		     u32 n)
 {
 	struct nv2080_ctrl_gpu_pid_info *e;
-	u32 status;
+	u32 status, i;
 	int ret = -EIO;
 
 	if (!xpu_rm_have)
 		return -ENODEV;
+	if (!n || n > NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT)
+		return -EINVAL;
 	mutex_lock(&xpu_rm_lock);
-	memset(xpu_rm_pidinfo, 0, sizeof(*xpu_rm_pidinfo));
-	xpu_rm_pidinfo->pid_info_list_count = 1;
-	e = &xpu_rm_pidinfo->pid_info_list[0];
-	e->pid = pid;
-	e->index = NV2080_CTRL_GPU_PID_INFO_INDEX_VIDEO_MEMORY_USAGE;
+	memset(xpu_rm_pidinfo, 0, offsetof(typeof(*xpu_rm_pidinfo),
+					   pid_info_list[n]));
+	xpu_rm_pidinfo->pid_info_list_count = n;
+	for (i = 0; i < n; i++) {
+		e = &xpu_rm_pidinfo->pid_info_list[i];
+		e->pid = pids[i];
+		e->index = NV2080_CTRL_GPU_PID_INFO_INDEX_VIDEO_MEMORY_USAGE;
+	}
 	status = xpu_rm_control_locked(gpu->h_subdevice,
 				       NV2080_CTRL_CMD_GPU_GET_PID_INFO,
 				       xpu_rm_pidinfo, sizeof(*xpu_rm_pidinfo));
 	if (status == NV_OK) {
-		/* A process RM has never seen has no entry: it holds nothing. */
-		*bytes = e->result != NV_OK ? 0 :
-			 e->vid_mem_usage.mem_private +
-			 e->vid_mem_usage.mem_shared_owned +
-			 e->vid_mem_usage.protected_mem_private +
-			 e->vid_mem_usage.protected_mem_shared_owned;
+		for (i = 0; i < n; i++) {
+			e = &xpu_rm_pidinfo->pid_info_list[i];
+			/* A process RM has never seen has no entry: it holds nothing. */
+			bytes[i] = e->result != NV_OK ? 0 :
+				   e->vid_mem_usage.mem_private +
+				   e->vid_mem_usage.mem_shared_owned +
+				   e->vid_mem_usage.protected_mem_private +
+				   e->vid_mem_usage.protected_mem_shared_owned;
+		}
 		ret = 0;
 	}
 	mutex_unlock(&xpu_rm_lock);

@@ -13,8 +13,12 @@ struct xpu_gpu;
 int xpu_rm_init(void);
 void xpu_rm_exit(void);
 
-/* Bytes of video memory RM attributes to process pid (global tgid) on gpu. */
-int xpu_rm_pid_usage(struct xpu_gpu *gpu, pid_t pid, u64 *bytes);
+/*
+ * Bytes of video memory RM attributes to each of N processes (global tgids)
+ * on gpu, in one query; N at most NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT.
+ */
+int xpu_rm_pid_usage(struct xpu_gpu *gpu, const pid_t *pids, u64 *bytes,
+		     u32 n);
 
 u32 xpu_rm_disable_channels(struct xpu_gpu *gpu, bool disable,
 			    const u32 *clients, const u32 *channels, u32 n);
