@@ -126,6 +126,30 @@ hs.append(rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A))
 """)
 
 
+def test_doorbell_files_are_bounded_with_a_clear_refusal(sl):
+    """Every doorbell file of a waiting slice is zapped, so a slice may map
+    its usermode page through at most 1024 files: the 1025th mmap fails
+    with EMFILE and maps nothing; closing one makes room again."""
+    run_in(sl, """
+import errno, resource
+resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
+h = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
+def bell():
+    return dev.map(h, abi.NVC361_NV_USERMODE__SIZE, hparent=dev.hsubdevice,
+                   node=GPU)
+maps = [bell() for _ in range(1024)]
+try:
+    bell()
+    raise AssertionError("a 1025th doorbell file was mapped")
+except OSError as e:
+    assert e.errno == errno.EMFILE, e
+maps.pop().close()
+maps.append(bell())
+for m in maps:
+    m.close()
+""")
+
+
 def test_a_channel_made_with_a_read_only_struct_is_recorded(sl):
     """Class 10: the channel's NVOS21 is on a read-only page, so the driver
     returns EFAULT after RM made the channel.  xpu.ko records it all the
