@@ -29,7 +29,8 @@ endif
 # passes .vm-cache/build/<kernel>), their sources are copied there, keeping the
 # repository's layout and the sources' times, and built there: each kernel has
 # its own objects and runs for two kernels never overwrite each other's .ko.
-VM_MODULE_DIRS := kmod tests/nvstub tests/vm/selftest tests/vm/planted
+# The stub first: xpu.ko links against its nvidia_get_rm_ops (kmod/Kbuild).
+VM_MODULE_DIRS := tests/nvstub kmod tests/vm/selftest tests/vm/planted
 VM_BUILD_DIR ?=
 
 .PHONY: all modules vm-modules setup check check-host check-vm check-debug demo bench \
@@ -49,7 +50,9 @@ vm-modules:
 			(cd $$src && find . -type f \( -name '*.[ch]' -o -name Kbuild \
 				-o -name Makefile \) ! -name '*.mod.c' -exec cp -p --parents {} $$dst/ \;); \
 		fi; \
-		$(MAKE) -s -C $(KDIR) M=$$dst $(KBUILD_OPTS) modules; \
+		$(MAKE) -s -C $(KDIR) M=$$dst $(KBUILD_OPTS) \
+			NVIDIA_SYMVERS=$(abspath $(or $(VM_BUILD_DIR),$(CURDIR)))/tests/nvstub/Module.symvers \
+			modules; \
 	done
 
 setup:

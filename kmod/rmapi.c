@@ -21,7 +21,7 @@
 #include "rmapi.h"
 #include "xpu.h"
 
-/* The driver's export, looked up at run time: no hard module dependency. */
+/* The driver's export (nv-modeset-interface.c): xpu.ko depends on the driver. */
 extern u32 nvidia_get_rm_ops(struct nvidia_modeset_rm_ops *rm_ops);
 
 static struct nvidia_modeset_rm_ops xpu_rm;
@@ -343,23 +343,21 @@ out:
 
 int xpu_rm_init(void)
 {
-	u32 (*get_ops)(struct nvidia_modeset_rm_ops *ops);
 	struct nv_gpu_info *gi;
 	u32 n, i, status, h = 0;
 	int ret;
 
-	get_ops = symbol_get(nvidia_get_rm_ops);
-	if (!get_ops) {
-		pr_err("the driver exports no nvidia_get_rm_ops; refusing to load\n");
-		return -ENODEV;
-	}
-	/* The driver answers a mismatched version with its own. */
+	/*
+	 * Linked, not symbol_get(): NVIDIA exports it with plain EXPORT_SYMBOL,
+	 * which symbol_get() refuses from 6.6 and in the stable branches that
+	 * took that change.  The driver answers a mismatched version with its
+	 * own.
+	 */
 	xpu_rm.version_string = "";
-	get_ops(&xpu_rm);
+	nvidia_get_rm_ops(&xpu_rm);
 	strscpy(xpu_rm_version, xpu_rm.version_string, sizeof(xpu_rm_version));
 	xpu_rm.version_string = xpu_rm_version;
-	status = get_ops(&xpu_rm);
-	symbol_put(nvidia_get_rm_ops);
+	status = nvidia_get_rm_ops(&xpu_rm);
 	if (status != NV_OK || !xpu_rm.op || !xpu_rm.alloc_stack ||
 	    !xpu_rm.enumerate_gpus) {
 		pr_err("nvidia_get_rm_ops refused version %s; refusing to load\n",

@@ -106,4 +106,5 @@ u32 nvidia_get_rm_ops(struct nvidia_modeset_rm_ops *rm_ops)
 	*rm_ops = ops;
 	return NV_OK;
 }
-EXPORT_SYMBOL_GPL(nvidia_get_rm_ops);
+/* As nv-modeset-interface.c exports it: plain, not _GPL (symbol_get refuses it). */
+EXPORT_SYMBOL(nvidia_get_rm_ops);
