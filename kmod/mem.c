@@ -622,10 +622,20 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 	case NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT:
 		/* The three layouts keep attr and size in different places. */
 		if (function == NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT) {
+			u32 height;
+			s32 pitch;
+
+			/*
+			 * RM ignores size here and takes height * pitch, in
+			 * the same arithmetic (rmapi_deprecated_vidheapctrl.c,
+			 * _nvos32FunctionAllocTiledPitchHeight).
+			 */
 			if (get_user(attr, &p->data.alloc_tiled.attr) ||
 			    get_user(attr2, &p->data.alloc_tiled.attr2) ||
-			    get_user(want, &p->data.alloc_tiled.size))
+			    get_user(height, &p->data.alloc_tiled.height) ||
+			    get_user(pitch, &p->data.alloc_tiled.pitch))
 				return -EFAULT;
+			want = (u64)height * pitch;
 		} else if (function == NVOS32_FUNCTION_ALLOC_SIZE_RANGE) {
 			if (get_user(attr, &p->data.alloc_range.attr) ||
 			    get_user(attr2, &p->data.alloc_range.attr2) ||

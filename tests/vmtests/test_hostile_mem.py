@@ -21,6 +21,7 @@ import json
 import os
 import select
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -186,6 +187,47 @@ def test_exclusive_mode_covers_the_control_node(admin, nodedir):
         admin.gpu_set(1, mode=uapi.XPU_MODE_SHARED)
         a.destroy()
         b.destroy()
+
+
+# --- review finding: a tiled allocation's size is height x pitch
+
+
+def tiled_alloc(dev, height, pitch, size_claimed):
+    """RM_VID_HEAP_CONTROL ALLOC_TILED_PITCH_HEIGHT of video memory, laid out
+    as nvos.h's AllocTiledPitchHeight (owner, hMemory, type, flags, height,
+    pitch, attr, ..., size at 48, ..., attr2 at 104)."""
+    p = dev._heap_params(abi.NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT)
+    raw = memoryview(p.data._raw).cast("B")
+    struct.pack_into("<IIIIIiI", raw, 0, 0x58505521, 0, abi.NVOS32_TYPE_IMAGE, 0,
+                     height, pitch,
+                     abi.nvos32_attr(abi.NVOS32_ATTR_LOCATION_VIDMEM, 0))
+    struct.pack_into("<Q", raw, 48, size_claimed)
+    r = dev.ctl.vid_heap_control(p, check=False)
+    return r.status, struct.unpack_from("<I", raw, 4)[0]
+
+
+def test_a_tiled_allocation_is_admitted_by_height_times_pitch(admin, nodedir):
+    """RM ignores a tiled allocation's size and takes height x pitch: one
+    claiming 0 bytes for 2 x the limit is refused before RM allocates
+    anything (the slice's peak never passes its limit), and one of exactly
+    the limit fits."""
+    sl = Slice(admin, nodedir, name="tiled")
+    ctl, gpu, rm, dev = sl.open()
+    try:
+        status, _ = tiled_alloc(dev, 2 * LIMIT // 65536, 65536, 0)
+        assert status == abi.NV_ERR_NO_MEMORY
+        assert sl.get().memory_peak <= LIMIT
+        assert sl.used() == 0
+        status, h = tiled_alloc(dev, LIMIT // 65536, 65536, 0)
+        assert status == abi.NV_OK
+        assert sl.used() == LIMIT
+        rm.parents[h] = dev.hdevice
+        rm.free(h)
+        assert sl.used() == 0
+    finally:
+        for o in (dev, rm, gpu, ctl):
+            o.close()
+        sl.destroy()
 
 
 # --- class 9: a planted handle
