@@ -21,12 +21,9 @@ def test_true_exits_0():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_false_exits_1():
-    r = vm("--", "false")
-    assert r.returncode == 1, r.stdout + r.stderr
-
-
 def test_command_status_comes_back_and_runs_as_root_in_repo():
+    # a failing command's own status (7 here, 1 for false) comes back; one
+    # boot for both, a boot being the cost of a rig test
     r = vm("--", "sh", "-c",
            'test "$(id -u)" = 0 && test "$PWD" = "$XPU_REPO" && '
            'test -c /dev/nvidiactl && exit 7')
