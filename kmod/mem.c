@@ -133,12 +133,12 @@ static noinline_for_stack void xpu_refresh_batch(struct xpu_slice *slice,
 						 struct xpu_member **batch,
 						 u32 n)
 {
-	pid_t pids[XPU_PID_BATCH];
+	struct pid *pids[XPU_PID_BATCH];
 	u64 bytes[XPU_PID_BATCH];
 	u32 i;
 
 	for (i = 0; i < n; i++)
-		pids[i] = pid_nr(batch[i]->pid);
+		pids[i] = batch[i]->pid;
 	if (xpu_rm_pid_usage(slice->gpu, pids, bytes, n))
 		return;			/* keep what we knew */
 	for (i = 0; i < n; i++)
@@ -800,7 +800,10 @@ static long xpu_rewrite_ids(struct xpu_slice *slice, u32 ctrl,
 	return ret;
 }
 
-/* Whether the process NR of the caller's namespace is a member of SLICE. */
+/*
+ * Whether the process NR, as RM named it to the caller, is a member of
+ * SLICE: a pid of the caller's namespace from 565, a global one before.
+ */
 static bool xpu_nr_is_member(struct xpu_slice *slice, u32 nr)
 {
 	struct pid *pid;
@@ -809,7 +812,8 @@ static bool xpu_nr_is_member(struct xpu_slice *slice, u32 nr)
 	if (!nr || nr > PID_MAX_LIMIT)
 		return false;
 	rcu_read_lock();
-	pid = get_pid(find_vpid(nr));
+	pid = get_pid(xpu_rm_pids_in_caller_ns() ? find_vpid(nr) :
+		      find_pid_ns(nr, &init_pid_ns));
 	rcu_read_unlock();
 	if (!pid)
 		return false;
@@ -820,8 +824,9 @@ static bool xpu_nr_is_member(struct xpu_slice *slice, u32 nr)
 
 /*
  * The process lists (NV2080 GPU_GET_PIDS, GPU_GET_PID_INFO): a sliced client
- * sees its slice's processes alone.  RM names processes in the caller's pid
- * namespace; one outside the slice is dropped from GET_PIDS, and GET_PID_INFO
+ * sees its slice's processes alone.  RM names processes by global pid up
+ * to 560, in the caller's pid namespace from 565 (xpu_nr_is_member); one
+ * outside the slice is dropped from GET_PIDS, and GET_PID_INFO
  * answers for it as RM does for a process that has nothing on the GPU.
  */
 static void xpu_filter_pids(struct xpu_slice *slice,

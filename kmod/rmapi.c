@@ -14,8 +14,11 @@
 #include <linux/kernel.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/pid.h>
+#include <linux/pid_namespace.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+#include <linux/workqueue.h>
 
 #include "nvabi.h"
 #include "rmapi.h"
@@ -114,30 +117,56 @@ static void xpu_rm_free_own_client(void)
 	mutex_unlock(&xpu_rm_lock);
 }
 
+/* From 565, RM names processes as the calling task's pid namespace sees them. */
+bool xpu_rm_pids_in_caller_ns(void)
+{
+	return xpu_rm_ver[0] >= 565;
+}
+
 /*
  * The video memory RM charges to each of N processes on GPU, in one
  * GET_PID_INFO (at most NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT entries):
  * one call per batch rather than per process keeps the cost of a slice's
  * refresh nearly independent of its number of members.
+ *
+ * Which number names a process depends on the driver (docs/memory.md): up
+ * to 560 RM compares the global tgid; from 565 it compares the pid as the
+ * *calling task's* pid namespace sees it (_gpuConvertPid), for xpu's
+ * kernel-privileged calls too, which run in whatever task made the call
+ * that needs the figure -- a tenant in its own pid namespace, another
+ * slice's process, xpud.  So from 565 each pid is translated for current;
+ * a process current's namespace cannot see makes the query run from a work
+ * item, in the initial namespace, which sees them all.  *UNSEEN says so.
  */
-int xpu_rm_pid_usage(struct xpu_gpu *gpu, const pid_t *pids, u64 *bytes,
-		     u32 n)
+static int xpu_rm_pid_query(struct xpu_gpu *gpu, struct pid *const *pids,
+			    u64 *bytes, u32 n, bool *unseen)
 {
+	struct pid_namespace *ns = NULL;
 	struct nv2080_ctrl_gpu_pid_info *e;
 	u32 status, i;
+	pid_t nr;
 	int ret = -EIO;
 
-	if (!xpu_rm_have)
-		return -ENODEV;
-	if (!n || n > NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT)
-		return -EINVAL;
+	if (xpu_rm_pids_in_caller_ns()) {
+		ns = task_active_pid_ns(current);
+		if (!ns) {
+			*unseen = true;
+			return -ESRCH;
+		}
+	}
 	mutex_lock(&xpu_rm_lock);
 	memset(xpu_rm_pidinfo, 0, offsetof(typeof(*xpu_rm_pidinfo),
 					   pid_info_list[n]));
 	xpu_rm_pidinfo->pid_info_list_count = n;
 	for (i = 0; i < n; i++) {
+		nr = ns ? pid_nr_ns(pids[i], ns) : pid_nr(pids[i]);
+		if (!nr) {
+			mutex_unlock(&xpu_rm_lock);
+			*unseen = true;
+			return -ESRCH;
+		}
 		e = &xpu_rm_pidinfo->pid_info_list[i];
-		e->pid = pids[i];
+		e->pid = nr;
 		e->index = NV2080_CTRL_GPU_PID_INFO_INDEX_VIDEO_MEMORY_USAGE;
 	}
 	status = xpu_rm_control_locked(gpu->h_subdevice,
@@ -157,6 +186,46 @@ int xpu_rm_pid_usage(struct xpu_gpu *gpu, const pid_t *pids, u64 *bytes,
 	}
 	mutex_unlock(&xpu_rm_lock);
 	return ret;
+}
+
+struct xpu_pid_work {
+	struct work_struct work;
+	struct xpu_gpu *gpu;
+	struct pid *const *pids;
+	u64 *bytes;
+	u32 n;
+	int ret;
+};
+
+static void xpu_pid_work_fn(struct work_struct *work)
+{
+	struct xpu_pid_work *pw = container_of(work, struct xpu_pid_work, work);
+	bool unseen = false;
+
+	/* a kworker's namespace is the initial one: every process is seen */
+	pw->ret = xpu_rm_pid_query(pw->gpu, pw->pids, pw->bytes, pw->n, &unseen);
+}
+
+int xpu_rm_pid_usage(struct xpu_gpu *gpu, struct pid *const *pids,
+		     u64 *bytes, u32 n)
+{
+	struct xpu_pid_work pw = { .gpu = gpu, .pids = pids, .bytes = bytes,
+				   .n = n };
+	bool unseen = false;
+	int ret;
+
+	if (!xpu_rm_have)
+		return -ENODEV;
+	if (!n || n > NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT)
+		return -EINVAL;
+	ret = xpu_rm_pid_query(gpu, pids, bytes, n, &unseen);
+	if (!unseen)
+		return ret;
+	INIT_WORK_ONSTACK(&pw.work, xpu_pid_work_fn);
+	queue_work(system_unbound_wq, &pw.work);
+	flush_work(&pw.work);
+	destroy_work_on_stack(&pw.work);
+	return pw.ret;
 }
 
 /*

@@ -8,22 +8,26 @@
 
 #include <linux/types.h>
 
+struct pid;
 struct xpu_gpu;
 
 int xpu_rm_init(void);
 void xpu_rm_exit(void);
 
 /*
- * Bytes of video memory RM attributes to each of N processes (global tgids)
- * on gpu, in one query; N at most NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT.
+ * Bytes of video memory RM attributes to each of N processes on gpu, in one
+ * query, whatever the caller's pid namespace; N at most
+ * NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT.
  */
-int xpu_rm_pid_usage(struct xpu_gpu *gpu, const pid_t *pids, u64 *bytes,
-		     u32 n);
+int xpu_rm_pid_usage(struct xpu_gpu *gpu, struct pid *const *pids,
+		     u64 *bytes, u32 n);
 
 u32 xpu_rm_disable_channels(struct xpu_gpu *gpu, bool disable,
 			    const u32 *clients, const u32 *channels, u32 n);
 u32 xpu_rm_object_class(u32 h_client, u32 h_object);
 void xpu_rm_driver_version(u32 *major, u32 *minor, u32 *patch);
+/* Whether RM's process lists speak the caller's pid namespace (565+). */
+bool xpu_rm_pids_in_caller_ns(void);
 /* Struct sizes of the running driver version. */
 u32 xpu_rm_fb_info_v2_size(void);
 u32 xpu_rm_alloc_params_size(void);

@@ -202,13 +202,20 @@ out:
 /* --- NV2080_CTRL_CMD_GPU_GET_PIDS / GET_PID_INFO */
 
 /*
- * _gpuConvertPid(): the client's process as the caller's namespace sees it;
- * a kernel-level caller names processes in the initial namespace.
+ * The pid a client's process is known by in GET_PID_INFO and GET_PIDS, or 0
+ * to skip the client.  Kernel clients (no file: RS_PRIV_LEVEL_KERNEL) are
+ * skipped ("Skip reporting of kernel mode and internal RM clients",
+ * gpu_rmapi.c).  Up to 560 it is the client's global ProcID, whoever asks;
+ * from 565 _gpuConvertPid() translates it into the calling task's pid
+ * namespace (osFindNsPid: pid_vnr), for a kernel-level caller too, and a
+ * process that namespace cannot see is skipped.
  */
 static pid_t nvstub_client_ns_pid(struct nvstub_call *call,
 				  struct nvstub_client *c)
 {
-	if (call->kernel)
+	if (!c->owner)
+		return 0;
+	if (!nvstub_abi->pid_in_caller_ns)
 		return pid_nr(c->pid);
 	return pid_nr_ns(c->pid, task_active_pid_ns(current));
 }

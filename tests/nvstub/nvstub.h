@@ -61,6 +61,12 @@ struct nvstub_abi {
 	 * became a deprecated control, WAIT_OPEN_COMPLETE appeared.
 	 */
 	bool since_550;
+	/*
+	 * From 565 GET_PID_INFO and GET_PIDS speak the calling task's pid
+	 * namespace (gpu_rmapi.c _gpuConvertPid, osFindNsPid), for kernel
+	 * callers too; before, the client's global ProcID.
+	 */
+	bool pid_in_caller_ns;
 };
 
 extern const struct nvstub_abi *nvstub_abi;

@@ -5,7 +5,10 @@ agree on NULL, the object's class must own the control, unknown controls are
 NV_ERR_NOT_SUPPORTED; and the controls the stub serves."""
 
 import ctypes
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 from nvclient import abi, client
@@ -248,6 +251,55 @@ def test_pid_info_rules(dev0):
                         abi.NV2080_CTRL_CMD_GPU_GET_PID_INFO, p)
     assert [e.result for e in p.pidInfoList[:2]] == \
         [abi.NV_ERR_INVALID_ARGUMENT] * 2
+
+
+PIDNS_VIEW = """
+import json, os, sys
+sys.path.insert(0, TESTS)
+from nvclient import client
+with open("/proc/self/status") as f:     # the host's /proc: NSpid global ... 1
+    nspid = [ln.split()[1:] for ln in f if ln.startswith("NSpid:")][0]
+rm = client.RmClient(client.Ctl()); dev = rm.device(0, gpu_file=client.GpuFile(0))
+dev.alloc_vidmem(2 << 20)
+own, glob = int(nspid[-1]), int(nspid[0])
+info = dev.pid_info([own, glob])
+print(json.dumps({"own": own, "pids": dev.pids(),
+                  "by_own": info[own][1], "by_global": info[glob][1],
+                  "global": glob}))
+"""
+
+
+@pytest.mark.parametrize("version", ["535.288.01", "560.35.03", "565.57.01",
+                                     "580.126.20"])
+def test_pid_lists_speak_the_callers_namespace_from_565(version, reload_stub):
+    """A process in its own pid namespace (pid 1 there) asks GET_PIDS and
+    GET_PID_INFO about itself: up to 560 RM knows it by its global pid
+    (ProcID), from 565 as its own namespace sees it (_gpuConvertPid)."""
+    reload_stub(version=version)
+    code = PIDNS_VIEW.replace("TESTS", repr(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))))
+    r = subprocess.run(["unshare", "--pid", "--fork", sys.executable, "-c",
+                        code], check=False, capture_output=True, text=True,
+                       cwd="/")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["own"] == 1
+    if int(version.split(".")[0]) >= 565:
+        assert (out["pids"], out["by_own"], out["by_global"]) == \
+            ([1], 2 << 20, 0), out
+    else:
+        assert (out["pids"], out["by_own"], out["by_global"]) == \
+            ([out["global"]], 0, 2 << 20), out
+
+
+def test_kernel_clients_are_not_in_the_pid_lists(dev0):
+    """xpu.ko's own RM client (a kernel client, with devices on every GPU,
+    made by the insmod that loaded it) is never listed: RM skips kernel
+    clients in GET_PIDS and GET_PID_INFO."""
+    if not os.path.exists("/sys/module/xpu"):
+        pytest.skip("needs xpu.ko's kernel client")
+    for pid in dev0.pids():
+        assert os.path.exists(f"/proc/{pid}"), (pid, dev0.pids())
 
 
 def test_pid_info_shared_and_duped(dev0):

@@ -11,6 +11,7 @@ directory, on the real /dev/xpuctl; every test leaves no slice behind.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -245,3 +246,50 @@ def test_permission_errors(xpud):
     assert r.stderr.startswith("xpuctl: error: xpuctl run needs root "
                                "(CAP_SYS_ADMIN)"), r.stderr
     assert r.stderr.count("\n") == 1
+
+
+# -- a tenant in its own pid namespace (issue 18, rule 3) ----------------------
+
+PIDNS_FILL = """
+import json, os, sys
+sys.path.insert(0, TESTS)
+from nvclient import abi, client
+rm = client.RmClient(client.Ctl()); dev = rm.device(0)
+got, status = 0, None
+for _ in range(32):                       # up to 2 GiB in a 1 GiB slice
+    try:
+        dev.alloc_vidmem(64 << 20)
+        got += 64 << 20
+    except client.NvStatusError as e:
+        status = e.status
+        break
+print(json.dumps({"pid": os.getpid(), "got": got, "status": status}))
+"""
+
+
+@pytest.mark.parametrize("version", ["535.288.01", "580.126.20"])
+def test_a_tenant_in_its_own_pid_namespace_fills_its_slice_exactly(
+        version, reload_stub, tmp_path, nodedir):
+    """`unshare --pid --fork` inside `xpuctl run`: the tenant is pid 1 of its
+    own namespace. Up to 560 RM names processes by global pid, from 565 as
+    the caller's namespace sees them (xpu's queries run in the tenant's own
+    calls): at both, the slice's 1 GiB is filled exactly, then the driver's
+    own out-of-memory status."""
+    reload_stub(version=version)
+    subprocess.run(["insmod", os.environ["XPU_KO"],
+                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    x = xpudtest.Xpud(tmp_path, nodedir).start()
+    try:
+        create(x, name="t-pidns", memory=1 << 30)
+        code = PIDNS_FILL.replace("TESTS", repr(str(xpudtest.TOP / "tests")))
+        r = x.xpuctl("run", "t-pidns", "--", "unshare", "--pid", "--fork",
+                     sys.executable, "-c", code)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        assert out == {"pid": 1, "got": 1 << 30,
+                       "status": abi.NV_ERR_NO_MEMORY}, out
+        k = kernel_slices()["t-pidns"]
+        assert (k.memory_used, k.memory_peak) == (0, 1 << 30)
+        assert x.xpuctl("destroy", "t-pidns").returncode == 0
+    finally:
+        x.cleanup()
