@@ -673,6 +673,11 @@ class Channel:
             p.engineType = abi.NV2080_ENGINE_TYPE_GR0
             self.hchannel = client.alloc(self.htsg, abi.HOPPER_CHANNEL_GPFIFO_A,
                                          p)
+            # The compute object puts the channel on a runlist, which the
+            # work-submit token needs (RM: NV_ERR_INVALID_STATE before), so
+            # it comes first, as CUDA and tinygrad make them.
+            self.hcompute = client.alloc(self.hchannel, abi.HOPPER_COMPUTE_A,
+                                         abi.NV_GR_ALLOCATION_PARAMETERS())
 
             tok = abi.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS()
             client.control(self.hchannel,

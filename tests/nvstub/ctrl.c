@@ -382,6 +382,13 @@ static u32 nvstub_ctrl_work_submit_token(struct nvstub_call *call,
 {
 	struct nvc36f_ctrl_get_work_submit_token_params *p = params;
 
+	/*
+	 * kernel_fifo_ga100.c (535, 580): no runlist yet, no token.  A
+	 * channel gets one with its first engine object, or at allocation in
+	 * a TSG that has one (kernel_channel.c; without SR-IOV, CC or MIG).
+	 */
+	if (!obj->chan->runlist)
+		return NV_ERR_INVALID_STATE;
 	p->work_submit_token = obj->chan->token;
 	return NV_OK;
 }

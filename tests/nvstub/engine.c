@@ -163,6 +163,7 @@ u32 nvstub_chan_create(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg,
 	chan->gpu = gpu;
 	chan->chid = chid;
 	chan->token = (NVSTUB_RUNLIST_ID << NV_VF_DOORBELL_RUNLIST_SHIFT) | chid;
+	chan->runlist = tsg->runlist;
 	chan->tgid = client->tgid;
 	chan->h_client = client->handle;
 	chan->h_channel = h_channel;

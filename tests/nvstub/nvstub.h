@@ -230,6 +230,7 @@ void nvstub_doorbell_put(struct nvstub_doorbell *db);
 struct nvstub_tsg {
 	struct kref ref;		/* the TSG object, its channels */
 	bool scheduled;
+	bool runlist;			/* an engine object was made in it */
 	u64 timeslice_us;
 	u32 engine_type;
 };
@@ -242,6 +243,12 @@ struct nvstub_chan {
 	struct nvstub_proc *proc;
 	u32 chid;
 	u32 token;
+	/*
+	 * On a runlist: from its first engine object (channel_descendant.c),
+	 * or at allocation when its TSG already had one (kernel_channel.c).
+	 * Until then GET_WORK_SUBMIT_TOKEN is NV_ERR_INVALID_STATE.
+	 */
+	bool runlist;
 	pid_t tgid;
 	u32 h_client;
 	u32 h_channel;

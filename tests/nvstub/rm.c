@@ -174,9 +174,20 @@ static u32 nvstub_usermode_construct(struct nvstub_call *call,
 	return NV_OK;
 }
 
-static u32 nvstub_nop_construct(struct nvstub_call *call,
-				struct nvstub_object *obj, void *params)
+/*
+ * An engine object (compute) on a channel: the first one puts the channel,
+ * and so its TSG, on the engine's runlist (channel_descendant.c,
+ * kchannelAllocChannel's runlist assignment), which the work-submit token
+ * needs.  Under nvstub_rm_lock, as the token control.
+ */
+static u32 nvstub_engine_object_construct(struct nvstub_call *call,
+					  struct nvstub_object *obj,
+					  void *params)
 {
+	struct nvstub_chan *chan = obj->parent->chan;
+
+	chan->runlist = true;
+	chan->tsg->runlist = true;
 	return NV_OK;
 }
 
@@ -256,7 +267,7 @@ static const struct nvstub_class nvstub_classes[] = {
 		.hclass = HOPPER_COMPUTE_A,
 		.params_size = sizeof(struct nv_gr_allocation_parameters),
 		.parents = { HOPPER_CHANNEL_GPFIFO_A },
-		.construct = nvstub_nop_construct,
+		.construct = nvstub_engine_object_construct,
 	},
 };
 

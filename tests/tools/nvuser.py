@@ -20,20 +20,17 @@ TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def hold(ctl_path, gpu_path, size):
     sys.path.insert(0, TESTS)
-    from nvclient import abi, client
+    from nvclient import client
 
     with client.Ctl(ctl_path) as ctl, client.GpuFile(0, gpu_path) as gpu:
         rm = client.RmClient(ctl)
         dev = rm.device(0, gpu_file=gpu)
         mem = dev.alloc_vidmem(size)
-        # a channel with a compute object, as a CUDA context has: what
-        # nvidia-smi and NVML list as a compute process
-        with client.Channel(dev) as ch:
-            h = rm.alloc(ch.hchannel, abi.HOPPER_COMPUTE_A,
-                         abi.NV_GR_ALLOCATION_PARAMETERS())
+        # a channel with a compute object (Channel makes one), as a CUDA
+        # context has: what nvidia-smi and NVML list as a compute process
+        with client.Channel(dev):
             print("held", flush=True)
             sys.stdin.read()
-            rm.free(h)
         rm.free(mem.handle)
         dev.close()
         rm.close()

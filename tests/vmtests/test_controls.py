@@ -228,12 +228,10 @@ def test_get_pids_by_compute_class(dev0):
     me = os.getpid()
     assert me in pids(abi.NV20_SUBDEVICE_0)
     assert me not in pids(abi.HOPPER_COMPUTE_A)
-    with Channel(dev0) as ch:
-        h = dev0.client.alloc(ch.hchannel, abi.HOPPER_COMPUTE_A,
-                              abi.NV_GR_ALLOCATION_PARAMETERS())
+    with Channel(dev0) as ch:       # with its compute object
         assert me in pids(abi.HOPPER_COMPUTE_A)
         assert me not in pids(abi.MPS_COMPUTE)
-        dev0.client.free(h)
+        dev0.client.free(ch.hcompute)
         assert me not in pids(abi.HOPPER_COMPUTE_A)
 
 

@@ -165,6 +165,47 @@ def test_token_control_refusals(dev0):
             assert p.status == abi.NV_ERR_INVALID_ARGUMENT
 
 
+def test_token_needs_a_runlist(dev0):
+    """GET_WORK_SUBMIT_TOKEN is NV_ERR_INVALID_STATE until the channel is on
+    a runlist, which its first engine object (compute) puts it on; a second
+    channel of that TSG is on it from its allocation (kernel_channel.c,
+    kernel_fifo_ga100.c; no SR-IOV, CC or MIG here)."""
+    rm = dev0.client
+    tsg = rm.alloc(dev0.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+                   abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                       engineType=abi.NV2080_ENGINE_TYPE_GR0))
+    mem = dev0.alloc_sysmem(4 * 4096)
+
+    def channel(i):
+        p = dev0.abi.NV_CHANNEL_ALLOC_PARAMS()
+        p.hObjectBuffer = mem.handle
+        p.gpFifoOffset = i * 8192
+        p.gpFifoEntries = 64
+        p.hUserdMemory[0] = mem.handle
+        p.userdOffset[0] = i * 8192 + 4096
+        p.engineType = abi.NV2080_ENGINE_TYPE_GR0
+        return rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, p)
+
+    def token(h):
+        tok = abi.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS()
+        p = rm.control_raw(h, abi.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN,
+                           tok)
+        return p.status, tok.workSubmitToken
+
+    try:
+        first = channel(0)
+        assert token(first)[0] == abi.NV_ERR_INVALID_STATE
+        rm.alloc(first, abi.HOPPER_COMPUTE_A, abi.NV_GR_ALLOCATION_PARAMETERS())
+        st, t1 = token(first)
+        assert st == abi.NV_OK and t1 >> 16 == 1
+        second = channel(1)                 # the TSG has a runlist now
+        st, t2 = token(second)
+        assert st == abi.NV_OK and t2 != t1
+    finally:
+        rm.free(tsg)
+        rm.free(mem.handle)
+
+
 def test_channel_freed_with_its_tsg(dev0):
     objs = nvtest.objects_total()
     ch = Channel(dev0)
