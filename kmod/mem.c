@@ -355,11 +355,16 @@ static u64 xpu_rm_rounded(u64 size, u32 attr, u32 attr2)
 	return round_up(size, page);
 }
 
+/*
+ * Whether attr asks for video memory: location VIDMEM only.  RM's class 0x40
+ * refuses any other (vidmemConstruct), and RM_VID_HEAP_CONTROL allocates
+ * system memory for ANY (rmapi_deprecated_vidheapctrl.c).
+ */
 static bool xpu_is_vidmem(u32 attr)
 {
 	u32 loc = (attr & NVOS32_ATTR_LOCATION_MASK) >> NVOS32_ATTR_LOCATION_SHIFT;
 
-	return loc != NVOS32_ATTR_LOCATION_PCI;
+	return loc == NVOS32_ATTR_LOCATION_VIDMEM;
 }
 
 static int xpu_put_status(u32 __user *status, u32 value)
@@ -559,21 +564,28 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		return -EFAULT;
 	if (xpu_sched_tracks_class(h_class))
 		return xpu_sched_rm_alloc(xf, file, cmd, arg, h_class);
-	if (h_class != NV01_MEMORY_LOCAL_USER)
-		return xpu_drv.unlocked_ioctl(file, cmd, arg);
 
+	/*
+	 * The class, the location and the size are claims: RM reads them
+	 * again (the alloc params well after xpu), so a thread can turn a
+	 * system-memory or non-memory allocation into video memory in
+	 * between.  So every other RM_ALLOC of a slice is admitted -- at the
+	 * claimed size for video memory, at 0 bytes otherwise -- and RM's
+	 * figure read back after it, as for any allocation.
+	 */
 	up = u64_to_user_ptr(params);
-	if (get_user(flags, &up->flags) || get_user(attr, &up->attr) ||
-	    get_user(attr2, &up->attr2) || get_user(want, &up->size))
-		return xpu_drv.unlocked_ioctl(file, cmd, arg); /* RM says why */
-	if ((flags & NVOS32_ALLOC_FLAGS_VIRTUAL) || !xpu_is_vidmem(attr))
-		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	if (h_class == NV01_MEMORY_LOCAL_USER &&
+	    !get_user(flags, &up->flags) && !get_user(attr, &up->attr) &&
+	    !get_user(attr2, &up->attr2) && !get_user(want, &up->size) &&
+	    !(flags & NVOS32_ALLOC_FLAGS_VIRTUAL) && xpu_is_vidmem(attr))
+		want = xpu_rm_rounded(want, attr, attr2);
+	else
+		want = 0;
 
 	site.h_client = &p21->h_root;
 	site.h_parent = &p21->h_object_parent;
 	site.h_object = &p21->h_object_new;
-	return xpu_admit_call(xf, file, cmd, arg,
-			      xpu_rm_rounded(want, attr, attr2), &site);
+	return xpu_admit_call(xf, file, cmd, arg, want, &site);
 }
 
 /*
@@ -647,14 +659,13 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 			    get_user(want, &p->data.alloc_size.size))
 				return -EFAULT;
 		}
-		if (!xpu_is_vidmem(attr))
-			return xpu_drv.unlocked_ioctl(file, cmd, arg);
+		/* read back all the same: the location is a claim too */
+		want = xpu_is_vidmem(attr) ? xpu_rm_rounded(want, attr, attr2) : 0;
 		site.status = &p->status;
 		site.h_client = &p->h_root;
 		site.h_parent = &p->h_object_parent;
 		site.h_object = &p->data.alloc_size.h_memory;
-		return xpu_admit_call(xf, file, cmd, arg,
-				      xpu_rm_rounded(want, attr, attr2), &site);
+		return xpu_admit_call(xf, file, cmd, arg, want, &site);
 	case NVOS32_FUNCTION_INFO:
 		ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
 		if (ret || get_user(status, &p->status) || status != NV_OK ||

@@ -56,6 +56,7 @@ static u32 nvstub_device_construct(struct nvstub_call *call,
 				   struct nvstub_object *obj, void *params)
 {
 	struct nv0080_alloc_parameters *p = params;
+	struct nvstub_object *dev;
 	struct nvstub_gpu *gpu;
 	u32 inst;
 
@@ -76,6 +77,13 @@ static u32 nvstub_device_construct(struct nvstub_call *call,
 	/* osIsGpuAccessible(): even root needs a file of that GPU open */
 	if (!call->kernel && !nvstub_fd_table_has_gpu(gpu))
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	/*
+	 * deviceInit(): one device per instance in a client, "keeping existing
+	 * code from CliAllocElement" for the status (device.c).
+	 */
+	list_for_each_entry(dev, &obj->client->root->children, sibling)
+		if (dev != obj && dev->hclass == NV01_DEVICE_0 && dev->gpu == gpu)
+			return NV_ERR_INSUFFICIENT_RESOURCES;
 	obj->gpu = gpu;
 	obj->device = obj;
 	return NV_OK;

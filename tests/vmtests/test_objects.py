@@ -138,6 +138,20 @@ def test_alloc_object_is_an_alloc_with_no_params(ctl, rm, gpu0, config):
     dev.close()
 
 
+def test_one_device_per_gpu_in_a_client(ctl, rm, gpu0):
+    """deviceInit(): a client's second device of one instance is refused
+    (NV_ERR_INSUFFICIENT_RESOURCES, "keeping existing code from
+    CliAllocElement"); another client may have its own."""
+    dev = rm.device(0, gpu_file=gpu0)
+    p = rm.alloc_raw(rm.handle, abi.NV01_DEVICE_0,
+                     abi.NV0080_ALLOC_PARAMETERS(deviceId=0))
+    assert p.status == abi.NV_ERR_INSUFFICIENT_RESOURCES
+    with client.RmClient(ctl) as other:
+        other.device(0, gpu_file=gpu0).close()
+    dev.close()
+    rm.device(0, gpu_file=gpu0).close()     # once freed, again
+
+
 def test_unknown_class(rm):
     p = rm.alloc_raw(rm.handle, 0xBEEF, None)
     assert p.status == abi.NV_ERR_INVALID_CLASS

@@ -224,6 +224,23 @@ def test_system_memory_is_not_counted(inside):
     assert sl.used() == 0
 
 
+def test_vid_heap_location_any_is_system_memory(inside):
+    """RM_VID_HEAP_CONTROL with location ANY allocates system memory
+    (rmapi_deprecated_vidheapctrl.c): a full slice still gets it, and its
+    figure does not move."""
+    sl, dev = inside
+    dev.alloc_vidmem(LIMIT)
+    p = dev._heap_params(abi.NVOS32_FUNCTION_ALLOC_SIZE)
+    a = p.data.AllocSize
+    a.owner, a.type, a.size = 0x58505521, abi.NVOS32_TYPE_IMAGE, 2 * MiB
+    a.attr = abi.nvos32_attr(abi.NVOS32_ATTR_LOCATION_ANY)
+    r = dev.ctl.vid_heap_control(p, check=False)
+    assert r.status == abi.NV_OK
+    assert sl.used() == LIMIT
+    dev.client.parents[a.hMemory] = dev.hdevice
+    dev.client.free(a.hMemory)
+
+
 def test_dup_then_free_of_the_original_keeps_it_counted(inside):
     sl, dev = inside
     m = dev.alloc_vidmem(8 * MiB)
@@ -327,34 +344,43 @@ report(ok=ok[0], denied=denied[0])
 # --- the double read (docs/memory.md)
 
 
-def test_size_rewritten_during_the_double_read_never_exceeds_the_limit(
-        tmp_path, reload_stub):
+@pytest.mark.parametrize("field", ["size", "location"])
+def test_params_rewritten_during_the_double_read_never_exceed_the_limit(
+        tmp_path, reload_stub, field):
     """The stub re-reads NV_MEMORY_ALLOCATION_PARAMS after a 30 ms window;
-    a second thread grows the size inside it.  Whatever the timing, the
-    stub's heap never holds more than the limit once the call has returned,
-    or the process is killed and its memory freed."""
+    a second thread grows the size inside it, or turns a system-memory
+    location (which xpu.ko does not charge) into video memory.  Whatever
+    the timing, the stub's heap never holds more than the limit once the
+    call has returned, or the process is killed and its memory freed."""
     reload_stub(alloc_reread_delay_us=30000)
     subprocess.run(["insmod", os.environ["XPU_KO"],
                     *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
     with xpu_ctl.Ctl() as admin:
-        race_under(admin, tmp_path)
+        race_under(admin, tmp_path, field)
 
 
-def race_under(admin, tmp_path):
+def race_under(admin, tmp_path, field="size"):
     sl = Slice(admin, str(tmp_path), name="race")
     heap0 = nvtest.heap_used(0)
+    if field == "size":
+        start, rewrite = "1 << 20", "p.size = 1 << 30"
+    else:
+        start = "1 << 30"
+        rewrite = "p.attr = abi.nvos32_attr(abi.NVOS32_ATTR_LOCATION_VIDMEM)"
     code = f"""
 import ctypes, threading, time
 ctl = client.Ctl({sl.ctl_node!r}); gpu = client.GpuFile(0, {sl.gpu_node!r})
 rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
 outcomes = []
 for i in range(6):
-    p = dev.memory_params(1 << 20)
+    p = dev.memory_params({start})
+    if {field!r} == "location":
+        p.attr = abi.nvos32_attr(abi.NVOS32_ATTR_LOCATION_PCI)
     go = threading.Event()
     def grow():
         go.wait()
         time.sleep(0.01)
-        p.size = 1 << 30
+        {rewrite}
     t = threading.Thread(target=grow); t.start()
     go.set()
     r = rm.alloc_raw(dev.hdevice, abi.NV01_MEMORY_LOCAL_USER, p)
@@ -374,6 +400,9 @@ report(outcomes=outcomes)
     else:
         assert p.returncode == 0, p.stderr
         assert info.denied_allocs >= 1, p.stdout
+        if field == "location":     # each success would be 1 GiB of video memory
+            outcomes = json.loads(p.stdout.strip().splitlines()[-1])["outcomes"]
+            assert abi.NV_OK not in outcomes, outcomes
     sl.destroy()
     assert nvtest.heap_used(0) == heap0
 
