@@ -43,16 +43,17 @@ modules:
 	$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod $(KBUILD_OPTS) modules
 
 vm-modules:
-	@set -e; for d in $(VM_MODULE_DIRS); do \
-		src=$(CURDIR)/$$d; dst=$$src; \
-		if [ -n "$(VM_BUILD_DIR)" ]; then \
-			dst=$(abspath $(VM_BUILD_DIR))/$$d; mkdir -p $$dst; \
-			(cd $$src && find . -type f \( -name '*.[ch]' -o -name Kbuild \
-				-o -name Makefile \) ! -name '*.mod.c' -exec cp -p --parents {} $$dst/ \;); \
-		fi; \
-		$(MAKE) -s -C $(KDIR) M=$$dst $(KBUILD_OPTS) \
-			NVIDIA_SYMVERS=$(abspath $(or $(VM_BUILD_DIR),$(CURDIR)))/tests/nvstub/Module.symvers \
-			modules; \
+	@set -e; top=$(abspath $(or $(VM_BUILD_DIR),$(CURDIR))); \
+	if [ -n "$(VM_BUILD_DIR)" ]; then \
+		for d in $(VM_MODULE_DIRS); do \
+			mkdir -p $$top/$$d; \
+			(cd $(CURDIR)/$$d && find . -type f \( -name '*.[ch]' -o -name Kbuild \
+				-o -name Makefile \) ! -name '*.mod.c' -exec cp -p --parents {} $$top/$$d/ \;); \
+		done; \
+	fi; \
+	for d in $(VM_MODULE_DIRS); do \
+		$(MAKE) -s -C $(KDIR) M=$$top/$$d $(KBUILD_OPTS) \
+			NVIDIA_SYMVERS=$$top/tests/nvstub/Module.symvers modules; \
 	done
 
 setup:
