@@ -12,6 +12,7 @@
 #include "events.h"
 #include "file.h"
 #include "hook.h"
+#include "ledger.h"
 #include "rmapi.h"
 #include "sched.h"
 #include "slice.h"
@@ -27,9 +28,12 @@ static int __init xpu_init(void)
 	ret = xpu_rm_init();
 	if (ret)
 		goto err_events;
-	ret = xpu_slice_init();
+	ret = xpu_ledger_init();
 	if (ret)
 		goto err_rm;
+	ret = xpu_slice_init();
+	if (ret)
+		goto err_ledger;
 	ret = xpu_sched_init();
 	if (ret)
 		goto err_slice;
@@ -50,9 +54,11 @@ err_hook:
 err_sched:
 	xpu_slice_exit();
 	xpu_sched_exit();
-	goto err_rm;
+	goto err_ledger;
 err_slice:
 	xpu_slice_exit();
+err_ledger:
+	xpu_ledger_exit();
 err_rm:
 	xpu_rm_exit();
 err_events:
@@ -67,6 +73,7 @@ static void __exit xpu_exit(void)
 	xpu_file_exit();
 	xpu_slice_exit();
 	xpu_sched_exit();
+	xpu_ledger_exit();
 	xpu_rm_exit();
 	xpu_events_exit();
 }

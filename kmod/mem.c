@@ -37,6 +37,7 @@
 #include <linux/uaccess.h>
 
 #include "events.h"
+#include "ledger.h"
 #include "mem.h"
 #include "nvabi.h"
 #include "rmapi.h"
@@ -175,6 +176,7 @@ static void xpu_refresh_locked(struct xpu_slice *slice)
 		}
 		used += m->usage;
 	}
+	used += slice->held_bytes;
 	WRITE_ONCE(slice->used, used);
 	if (used > slice->peak)
 		WRITE_ONCE(slice->peak, used);
@@ -243,6 +245,7 @@ void xpu_mem_refresh_all(struct xpu_slice *slice)
 void xpu_mem_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 {
 	if (mutex_trylock(&slice->mem_lock)) {
+		xpu_ledger_reprobe(slice);
 		xpu_refresh_locked(slice);
 		mutex_unlock(&slice->mem_lock);
 	}
@@ -333,6 +336,7 @@ void xpu_mem_slice_release(struct xpu_slice *slice)
 
 	list_for_each_entry_safe(m, tmp, &slice->members, link)
 		xpu_member_free(slice, m);
+	xpu_ledger_slice_release(slice);
 }
 
 /*
@@ -381,24 +385,29 @@ static int xpu_put_status(u32 __user *status, u32 value)
  * tenant's objects -- let xpu free only what the caller could free itself.
  * Whether it worked is read from RM's usage, not from the page.
  */
-static void xpu_free_as_caller(struct file *file, u32 hc, u32 hp, u32 ho)
+u32 xpu_free_as_caller(struct file *file, u32 hc, u32 hp, u32 ho)
 {
-	const struct nvos00_parameters p = {
+	struct nvos00_parameters p = {
 		.h_root = hc, .h_object_parent = hp, .h_object_old = ho,
 	};
+	u32 status = NV_ERR_GENERIC;
 	unsigned long addr;
 
 	if (!current->mm)
-		return;
+		return status;
 	addr = vm_mmap(NULL, 0, PAGE_SIZE, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, 0);
 	if (IS_ERR_VALUE(addr))
-		return;
-	if (!copy_to_user((void __user *)addr, &p, sizeof(p)))
-		xpu_drv.unlocked_ioctl(file, _IOWR(NV_IOCTL_MAGIC, NV_ESC_RM_FREE,
-						   struct nvos00_parameters),
-				       addr);
+		return status;
+	/* the page is the caller's: its status is only what the caller sees */
+	if (!copy_to_user((void __user *)addr, &p, sizeof(p)) &&
+	    !xpu_drv.unlocked_ioctl(file, _IOWR(NV_IOCTL_MAGIC, NV_ESC_RM_FREE,
+						struct nvos00_parameters),
+				    addr) &&
+	    !copy_from_user(&p, (void __user *)addr, sizeof(p)))
+		status = p.status;
 	vm_munmap(addr, PAGE_SIZE);
+	return status;
 }
 
 /*
@@ -429,7 +438,13 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	/* a free or release that could not take the lock left it stale */
 	if (READ_ONCE(slice->stale))
 		xpu_refresh_locked(slice);
-	/* used is RM's figure as of the last change, all of which took mem_lock */
+	/*
+	 * used is RM's figure as of the last change, all of which took
+	 * mem_lock; memory the slice freed and UVM kept may have gone since.
+	 */
+	if (slice->held_bytes && slice->used + want > READ_ONCE(slice->memory_limit) &&
+	    xpu_ledger_reprobe(slice))
+		xpu_refresh_locked(slice);
 	if (want > READ_ONCE(slice->memory_limit) ||
 	    slice->used > READ_ONCE(slice->memory_limit) - want) {
 		slice->denied++;
@@ -615,6 +630,27 @@ long xpu_mem_alloc_object(struct xpu_file *xf, struct file *file,
 	return xpu_drv.unlocked_ioctl(file, cmd, arg);
 }
 
+/*
+ * A slice's free of (hc, hp, ho), made by xpu as the caller once the ledger
+ * stands by (ledger.c); the status goes to STATUS in the caller's struct.
+ */
+static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
+					u32 hc, u32 hp, u32 ho,
+					u32 __user *status)
+{
+	struct xpu_slice *slice = xf->slice;
+	u32 st;
+
+	if (mutex_lock_killable(&slice->mem_lock))
+		return -EINTR;
+	st = xpu_ledger_free(slice, file, hc, hp, ho);
+	xpu_refresh_locked(slice);
+	mutex_unlock(&slice->mem_lock);
+	/* whatever it returned: RM is asked what went (sched.c) */
+	xpu_sched_rm_free(xf, hc, ho);
+	return xpu_put_status(status, st);
+}
+
 long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg)
 {
@@ -678,6 +714,20 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		if (put_user(total, &p->total) || put_user(free, &p->free))
 			return -EFAULT;
 		return 0;
+	case NVOS32_FUNCTION_FREE: {
+		u32 hc, hp, ho, flags;
+
+		/* RM frees the handle as RM_FREE does when it is provided */
+		if (get_user(hc, &p->h_root) ||
+		    get_user(hp, &p->h_object_parent) ||
+		    get_user(ho, &p->data.free.h_memory) ||
+		    get_user(flags, &p->data.free.flags))
+			return -EFAULT;
+		if (!(flags & NVOS32_FREE_FLAGS_MEMORY_HANDLE_PROVIDED) || xf->gpu)
+			return xpu_call_refresh(xf, file, cmd, arg);
+		return xpu_mem_free_through_ledger(xf, file, hc, hp, ho,
+						   &p->status);
+	}
 	default:
 		return xpu_call_refresh(xf, file, cmd, arg);
 	}
@@ -686,16 +736,17 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 long xpu_mem_rm_free(struct xpu_file *xf, struct file *file,
 		     unsigned int cmd, unsigned long arg)
 {
-	struct nvos00_parameters __user *p = (void __user *)arg;
-	u32 h_client, h_object;
-	long ret = xpu_call_refresh(xf, file, cmd, arg);
+	struct nvos00_parameters __user *up = (void __user *)arg;
+	struct nvos00_parameters p;
 
-	/* whatever it returned: RM is asked what went (sched.c) */
-	if (xf->slice && _IOC_SIZE(cmd) == sizeof(*p) &&
-	    !get_user(h_client, &p->h_root) &&
-	    !get_user(h_object, &p->h_object_old))
-		xpu_sched_rm_free(xf, h_client, h_object);
-	return ret;
+	if (!xf->slice || xf->gpu || _IOC_SIZE(cmd) != sizeof(p))
+		return xpu_call_refresh(xf, file, cmd, arg);
+	/* read once: what xpu frees is what RM frees */
+	if (copy_from_user(&p, up, sizeof(p)))
+		return -EFAULT;
+	return xpu_mem_free_through_ledger(xf, file, p.h_root,
+					   p.h_object_parent, p.h_object_old,
+					   &up->status);
 }
 
 long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,

@@ -74,6 +74,7 @@
 #define NV_ERR_INVALID_OBJECT		0x31
 #define NV_ERR_INVALID_OBJECT_HANDLE	0x33
 #define NV_ERR_INVALID_OBJECT_PARENT	0x36
+#define NV_ERR_INVALID_OFFSET		0x37
 #define NV_ERR_INVALID_OWNER		0x39
 #define NV_ERR_INVALID_PARAMETER	0x3B
 #define NV_ERR_INVALID_STATE		0x40
@@ -82,6 +83,9 @@
 #define NV_ERR_OBJECT_NOT_FOUND		0x57
 #define NV_ERR_OUT_OF_RANGE		0x5B
 #define NV_ERR_STATE_IN_USE		0x63
+#define NV_ERR_UVM_ADDRESS_IN_USE	0x68
+#define NV_ERR_GPU_UUID_NOT_FOUND	0x12
+#define NV_ERR_ILLEGAL_ACTION		0x16
 #define NV_ERR_GENERIC			0xFFFF
 
 /* class/cl*.h */
@@ -120,6 +124,9 @@
 #define BLACKWELL_CHANNEL_GPFIFO_A	0xC96F
 #define BLACKWELL_CHANNEL_GPFIFO_B	0xCA6F
 #define HOPPER_COMPUTE_A		0xCBC0
+#define HOPPER_DMA_COPY_A		0xC8B5
+#define FERMI_CONTEXT_SHARE_A		0x9067
+#define FERMI_VASPACE_A			0x90F1
 
 /* nvlimits.h, resserv.h, rs_client.h */
 #define NV_MAX_DEVICES			32
@@ -467,6 +474,94 @@ struct nvos32_parameters {
 #define NVOS57_STATUS			20
 /* NVOS46 (MAP_MEMORY_DMA) and NVOS47 (UNMAP_MEMORY_DMA) moved: status is last */
 
+/* nvos.h: NVOS46_PARAMETERS before 580 (56 B) and from 580 (64 B) */
+struct nvos46_parameters {
+	u32 h_client;
+	u32 h_device;
+	u32 h_dma;
+	u32 h_memory;
+	u64 offset;
+	u64 length;
+	u32 flags;
+	u32 pad0;
+	u64 dma_offset;
+	u32 status;
+	u32 pad1;
+};
+
+struct nvos46_parameters_v580 {
+	u32 h_client;
+	u32 h_device;
+	u32 h_dma;
+	u32 h_memory;
+	u64 offset;
+	u64 length;
+	u32 flags;
+	u32 flags2;
+	u32 kind_override;
+	u32 pad0;
+	u64 dma_offset;
+	u32 status;
+	u32 pad1;
+};
+
+/* NVOS47_PARAMETERS before 550 (40 B) and from 550 (48 B, with size) */
+struct nvos47_parameters {
+	u32 h_client;
+	u32 h_device;
+	u32 h_dma;
+	u32 h_memory;
+	u32 flags;
+	u32 pad0;
+	u64 dma_offset;
+	u64 size;	/* 550+ */
+	u32 status;
+	u32 pad1;
+};
+
+#define NVOS46_FLAGS_DMA_OFFSET_FIXED	BIT(15)	/* 15:15 */
+
+/* nvos.h: NV_VASPACE_ALLOCATION_PARAMETERS (FERMI_VASPACE_A) */
+struct nv_vaspace_allocation_parameters {
+	u32 index;
+	u32 flags;
+	u64 va_size;
+	u64 va_start_internal;
+	u64 va_limit_internal;
+	u32 big_page_size;
+	u32 pad0;
+	u64 va_base;
+	u32 pasid;	/* 580+: 48 bytes before */
+	u32 pad1;
+};
+
+#define NV_VASPACE_ALLOCATION_PARAMETERS_SIZE_OLD	48
+
+#define NV_VASPACE_ALLOCATION_INDEX_GPU_NEW	0x00
+#define NV_VASPACE_ALLOCATION_INDEX_GPU_HOST	0x01
+#define NV_VASPACE_ALLOCATION_INDEX_GPU_DEVICE	0x03
+#define NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED	BIT(3)
+#define NV_VASPACE_ALLOCATION_FLAGS_ALLOW_ZERO_ADDRESS	BIT(8)
+#define NV_VASPACE_BIG_PAGE_SIZE_64K	(64u << 10)
+#define NV_VASPACE_BIG_PAGE_SIZE_128K	(128u << 10)
+
+/* nvos.h: NV_DEVICE_ALLOCATION_VAMODE_* (NV0080_ALLOC_PARAMETERS.vaMode) */
+#define NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES	0
+#define NV_DEVICE_ALLOCATION_VAMODE_SINGLE_VASPACE		1
+#define NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES		2
+
+/* nvos.h: NV_CTXSHARE_ALLOCATION_PARAMETERS (FERMI_CONTEXT_SHARE_A) */
+struct nv_ctxshare_allocation_parameters {
+	u32 h_va_space;
+	u32 flags;
+	u32 subctx_id;
+};
+
+#define NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_MASK	0x3	/* 1:0 */
+#define NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SYNC	0
+#define NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC	1
+#define NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SPECIFIED 2
+
 /* nvos.h: NV_MEMORY_ALLOCATION_PARAMS (120 B before 545, 128 B with numaNode) */
 struct nv_memory_allocation_params {
 	u32 owner;
@@ -515,6 +610,7 @@ struct nv_memory_allocation_params {
 #define NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB	1
 #define NVOS32_ATTR2_PAGE_SIZE_HUGE_512MB 2
 
+#define NVOS32_ALLOC_FLAGS_FIXED_ADDRESS_ALLOCATE 0x00000010
 #define NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED 0x00004000
 #define NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED	0x00008000
 #define NVOS32_ALLOC_FLAGS_USE_BEGIN_END	0x00020000
@@ -723,6 +819,8 @@ struct nv2080_ctrl_gpu_get_pid_info_params {
 #define NVA06C_CTRL_CMD_GPFIFO_SCHEDULE	0xA06C0101
 #define NVA06C_CTRL_CMD_SET_TIMESLICE	0xA06C0103
 #define NVA06C_CTRL_CMD_GET_TIMESLICE	0xA06C0104
+/* ctrl/ctrla06f/ctrla06fgpfifo.h: the same, on one channel */
+#define NVA06F_CTRL_CMD_GPFIFO_SCHEDULE	0xA06F0103
 
 struct nva06c_ctrl_gpfifo_schedule_params {
 	u8 b_enable;
@@ -928,6 +1026,18 @@ static inline void nvabi_build_checks(void)
 	BUILD_BUG_ON(offsetof(struct nv_memory_allocation_params, numa_node) !=
 		     NV_MEMORY_ALLOCATION_PARAMS_SIZE_OLD);
 	BUILD_BUG_ON(sizeof(struct nv0080_alloc_parameters) != 56);
+	BUILD_BUG_ON(offsetof(struct nv0080_alloc_parameters, va_mode) != 48);
+	BUILD_BUG_ON(sizeof(struct nv_vaspace_allocation_parameters) != 56);
+	BUILD_BUG_ON(offsetof(struct nv_vaspace_allocation_parameters, pasid) !=
+		     NV_VASPACE_ALLOCATION_PARAMETERS_SIZE_OLD);
+	BUILD_BUG_ON(offsetof(struct nv_vaspace_allocation_parameters, va_base) != 40);
+	BUILD_BUG_ON(sizeof(struct nv_ctxshare_allocation_parameters) != 12);
+	BUILD_BUG_ON(sizeof(struct nvos46_parameters) != 56);
+	BUILD_BUG_ON(offsetof(struct nvos46_parameters, dma_offset) != 40);
+	BUILD_BUG_ON(sizeof(struct nvos46_parameters_v580) != 64);
+	BUILD_BUG_ON(offsetof(struct nvos46_parameters_v580, dma_offset) != 48);
+	BUILD_BUG_ON(sizeof(struct nvos47_parameters) != 48);
+	BUILD_BUG_ON(offsetof(struct nvos47_parameters, dma_offset) != 24);
 	BUILD_BUG_ON(sizeof(struct nv2080_alloc_parameters) != 4);
 	BUILD_BUG_ON(sizeof(struct nv_channel_group_allocation_parameters) != 20);
 	BUILD_BUG_ON(sizeof(struct nv_channel_alloc_params) != 368);

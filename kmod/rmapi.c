@@ -57,15 +57,16 @@ static u32 xpu_rm_call(void)
 	}
 }
 
-static u32 xpu_rm_alloc_locked(u32 h_parent, u32 *h_new, u32 h_class,
-			       void *params, u32 size)
+static u32 xpu_rm_alloc_in(u32 h_client, u32 h_parent, u32 *h_new,
+			    u32 h_class, void *params, u32 size)
 {
 	struct nvos64_parameters *a = &xpu_rm_ops->params.alloc;
 	u32 status;
 
+	lockdep_assert_held(&xpu_rm_lock);
 	memset(xpu_rm_ops, 0, sizeof(*xpu_rm_ops));
 	xpu_rm_ops->op = NV04_ALLOC;
-	a->h_root = xpu_rm_client;
+	a->h_root = h_client;
 	a->h_object_parent = h_parent;
 	a->h_object_new = *h_new;
 	a->h_class = h_class;
@@ -75,6 +76,13 @@ static u32 xpu_rm_alloc_locked(u32 h_parent, u32 *h_new, u32 h_class,
 	if (status == NV_OK)
 		*h_new = a->h_object_new;
 	return status;
+}
+
+static u32 xpu_rm_alloc_locked(u32 h_parent, u32 *h_new, u32 h_class,
+			       void *params, u32 size)
+{
+	return xpu_rm_alloc_in(xpu_rm_client, h_parent, h_new, h_class, params,
+			       size);
 }
 
 static u32 xpu_rm_control_as(u32 h_client, u32 h_object, u32 cmd,
@@ -117,6 +125,16 @@ static void xpu_rm_free_own_client(void)
 	mutex_unlock(&xpu_rm_lock);
 }
 
+/* open_gpu()'s counterpart, after xpu's devices are gone. */
+static void xpu_rm_close_gpus(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < xpu_nr_gpus; i++)
+		xpu_rm.close_gpu(xpu_gpus[i].gpu_id, xpu_rm_sp);
+	xpu_nr_gpus = 0;
+}
+
 /* From 565, RM names processes as the calling task's pid namespace sees them. */
 bool xpu_rm_pids_in_caller_ns(void)
 {
@@ -139,7 +157,8 @@ bool xpu_rm_pids_in_caller_ns(void)
  * item, in the initial namespace, which sees them all.  *UNSEEN says so.
  */
 static int xpu_rm_pid_query(struct xpu_gpu *gpu, struct pid *const *pids,
-			    u64 *bytes, u32 n, bool *unseen)
+			    u64 *bytes, struct xpu_vidmem_usage *raw, u32 n,
+			    bool *unseen)
 {
 	struct pid_namespace *ns = NULL;
 	struct nv2080_ctrl_gpu_pid_info *e;
@@ -176,11 +195,22 @@ static int xpu_rm_pid_query(struct xpu_gpu *gpu, struct pid *const *pids,
 		for (i = 0; i < n; i++) {
 			e = &xpu_rm_pidinfo->pid_info_list[i];
 			/* A process RM has never seen has no entry: it holds nothing. */
-			bytes[i] = e->result != NV_OK ? 0 :
-				   e->vid_mem_usage.mem_private +
-				   e->vid_mem_usage.mem_shared_owned +
-				   e->vid_mem_usage.protected_mem_private +
-				   e->vid_mem_usage.protected_mem_shared_owned;
+			if (e->result != NV_OK)
+				memset(&e->vid_mem_usage, 0,
+				       sizeof(e->vid_mem_usage));
+			if (bytes)
+				bytes[i] = e->vid_mem_usage.mem_private +
+					   e->vid_mem_usage.mem_shared_owned +
+					   e->vid_mem_usage.protected_mem_private +
+					   e->vid_mem_usage.protected_mem_shared_owned;
+			if (raw) {
+				raw[i].priv = e->vid_mem_usage.mem_private +
+					      e->vid_mem_usage.protected_mem_private;
+				raw[i].owned = e->vid_mem_usage.mem_shared_owned +
+					       e->vid_mem_usage.protected_mem_shared_owned;
+				raw[i].duped = e->vid_mem_usage.mem_shared_duped +
+					       e->vid_mem_usage.protected_mem_shared_duped;
+			}
 		}
 		ret = 0;
 	}
@@ -193,6 +223,7 @@ struct xpu_pid_work {
 	struct xpu_gpu *gpu;
 	struct pid *const *pids;
 	u64 *bytes;
+	struct xpu_vidmem_usage *raw;
 	u32 n;
 	int ret;
 };
@@ -203,14 +234,15 @@ static void xpu_pid_work_fn(struct work_struct *work)
 	bool unseen = false;
 
 	/* a kworker's namespace is the initial one: every process is seen */
-	pw->ret = xpu_rm_pid_query(pw->gpu, pw->pids, pw->bytes, pw->n, &unseen);
+	pw->ret = xpu_rm_pid_query(pw->gpu, pw->pids, pw->bytes, pw->raw, pw->n,
+				   &unseen);
 }
 
-int xpu_rm_pid_usage(struct xpu_gpu *gpu, struct pid *const *pids,
-		     u64 *bytes, u32 n)
+static int xpu_rm_pid_figures(struct xpu_gpu *gpu, struct pid *const *pids,
+			      u64 *bytes, struct xpu_vidmem_usage *raw, u32 n)
 {
 	struct xpu_pid_work pw = { .gpu = gpu, .pids = pids, .bytes = bytes,
-				   .n = n };
+				   .raw = raw, .n = n };
 	bool unseen = false;
 	int ret;
 
@@ -218,7 +250,7 @@ int xpu_rm_pid_usage(struct xpu_gpu *gpu, struct pid *const *pids,
 		return -ENODEV;
 	if (!n || n > NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT)
 		return -EINVAL;
-	ret = xpu_rm_pid_query(gpu, pids, bytes, n, &unseen);
+	ret = xpu_rm_pid_query(gpu, pids, bytes, raw, n, &unseen);
 	if (!unseen)
 		return ret;
 	INIT_WORK_ONSTACK(&pw.work, xpu_pid_work_fn);
@@ -226,6 +258,128 @@ int xpu_rm_pid_usage(struct xpu_gpu *gpu, struct pid *const *pids,
 	flush_work(&pw.work);
 	destroy_work_on_stack(&pw.work);
 	return pw.ret;
+}
+
+int xpu_rm_pid_usage(struct xpu_gpu *gpu, struct pid *const *pids,
+		     u64 *bytes, u32 n)
+{
+	return xpu_rm_pid_figures(gpu, pids, bytes, NULL, n);
+}
+
+/* --- the ledger's client (ledger.c) */
+
+static u32 xpu_rm_ledger;
+static u32 xpu_rm_ledger_dev[XPU_MAX_GPUS];
+static u32 xpu_rm_ledger_sub[XPU_MAX_GPUS];
+static struct pid *xpu_rm_ledger_pid;
+
+/*
+ * The ledger's RM client, made by the calling thread, which must outlive it:
+ * RM names a client's memory by the process that made it (ProcID), and a
+ * kernel client made as NV01_ROOT_NON_PRIV is not an admin, so the process
+ * lists count it (client.c rmclientIsAdmin).  A device and subdevice a GPU.
+ */
+int xpu_rm_ledger_create(void)
+{
+	struct nv0080_alloc_parameters dev = { };
+	struct nv2080_alloc_parameters sub = { };
+	u32 status, h = 0;
+	unsigned int i;
+
+	if (!xpu_rm_have)
+		return -ENODEV;
+	mutex_lock(&xpu_rm_lock);
+	status = xpu_rm_alloc_in(0, 0, &h, NV01_ROOT_NON_PRIV, NULL, 0);
+	if (status)
+		goto out;
+	xpu_rm_ledger = h;
+	for (i = 0; i < xpu_nr_gpus && !status; i++) {
+		dev.device_id = xpu_gpus[i].device_instance;
+		xpu_rm_ledger_dev[i] = 0;
+		xpu_rm_ledger_sub[i] = 0;
+		status = xpu_rm_alloc_in(h, h, &xpu_rm_ledger_dev[i],
+					 NV01_DEVICE_0, &dev, sizeof(dev));
+		if (!status)
+			status = xpu_rm_alloc_in(h, xpu_rm_ledger_dev[i],
+						 &xpu_rm_ledger_sub[i],
+						 NV20_SUBDEVICE_0, &sub,
+						 sizeof(sub));
+	}
+out:
+	mutex_unlock(&xpu_rm_lock);
+	if (status) {
+		pr_err("cannot make the ledger's RM client (status 0x%x)\n",
+		       status);
+		xpu_rm_ledger_destroy();
+		return -EIO;
+	}
+	xpu_rm_ledger_pid = get_task_pid(current, PIDTYPE_TGID);
+	return 0;
+}
+
+/* The ledger's client goes, and every duplicate it holds with it. */
+void xpu_rm_ledger_destroy(void)
+{
+	if (!xpu_rm_ledger)
+		return;
+	xpu_rm_ledger_free(xpu_rm_ledger);
+	xpu_rm_ledger = 0;
+	put_pid(xpu_rm_ledger_pid);
+	xpu_rm_ledger_pid = NULL;
+}
+
+/*
+ * A duplicate of (h_client, h_object), video memory of GPU, under the
+ * ledger's subdevice (SUBDEVICE) or device.  Kernel-privileged: RM applies
+ * no share policy to it; the caller undoes it if the object was not the
+ * caller's to free (ledger.c).
+ */
+u32 xpu_rm_ledger_dup(struct xpu_gpu *gpu, bool subdevice, u32 h_client,
+		      u32 h_object, u32 *h_new)
+{
+	struct nvos55_parameters *d = &xpu_rm_ops->params.dup_object;
+	unsigned int i = gpu - xpu_gpus;
+	u32 status;
+
+	if (!xpu_rm_have || !xpu_rm_ledger)
+		return NV_ERR_INVALID_STATE;
+	mutex_lock(&xpu_rm_lock);
+	memset(xpu_rm_ops, 0, sizeof(*xpu_rm_ops));
+	xpu_rm_ops->op = NV04_DUP_OBJECT;
+	d->h_client = xpu_rm_ledger;
+	d->h_parent = subdevice ? xpu_rm_ledger_sub[i] : xpu_rm_ledger_dev[i];
+	d->h_client_src = h_client;
+	d->h_object_src = h_object;
+	xpu_rm.op(xpu_rm_sp, xpu_rm_ops);
+	status = d->status;
+	if (status == NV_OK)
+		*h_new = d->h_object;
+	mutex_unlock(&xpu_rm_lock);
+	return status;
+}
+
+/* A free in the ledger's own client: nothing a caller names. */
+void xpu_rm_ledger_free(u32 h_object)
+{
+	struct nvos00_parameters *f;
+
+	mutex_lock(&xpu_rm_lock);
+	memset(xpu_rm_ops, 0, sizeof(*xpu_rm_ops));
+	xpu_rm_ops->op = NV01_FREE;
+	f = &xpu_rm_ops->params.free;
+	f->h_root = xpu_rm_ledger;
+	f->h_object_parent = xpu_rm_ledger;
+	f->h_object_old = h_object;
+	xpu_rm_call();
+	mutex_unlock(&xpu_rm_lock);
+}
+
+/* What RM charges the ledger on GPU: private, shared-owned, shared-duped. */
+int xpu_rm_ledger_usage(struct xpu_gpu *gpu, struct xpu_vidmem_usage *u)
+{
+	if (!xpu_rm_ledger_pid)
+		return -ENODEV;
+	return xpu_rm_pid_figures(gpu, &xpu_rm_ledger_pid, NULL, u, 1);
 }
 
 /*
@@ -281,6 +435,25 @@ u32 xpu_rm_object_class(u32 h_client, u32 h_object)
 				   &p, sizeof(p));
 	mutex_unlock(&xpu_rm_lock);
 	return status == NV_OK ? (u32)p.data.i_result : 0;
+}
+
+/* The handle of H_OBJECT's parent in H_CLIENT, as RM says; 0 if none. */
+u32 xpu_rm_object_parent(u32 h_client, u32 h_object)
+{
+	struct nv0000_ctrl_client_get_handle_info_params p = {
+		.h_object = h_object,
+		.index = NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_PARENT,
+	};
+	u32 status;
+
+	if (!xpu_rm_have || !h_client || !h_object)
+		return 0;
+	mutex_lock(&xpu_rm_lock);
+	status = xpu_rm_control_as(h_client, h_client,
+				   NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO,
+				   &p, sizeof(p));
+	mutex_unlock(&xpu_rm_lock);
+	return status == NV_OK ? p.data.h_result : 0;
 }
 
 void xpu_rm_driver_version(u32 *major, u32 *minor, u32 *patch)
@@ -352,16 +525,33 @@ static int xpu_rm_add_gpu(const struct nv_gpu_info *gi)
 	u32 status;
 	int ret;
 
+	/*
+	 * Hold the GPU open, as nvidia-modeset does: without it, the last
+	 * GPU file closing (persistence mode off) shuts the GPU down and RM
+	 * deletes every client's devices on it, xpu's own included
+	 * (RmShutdownAdapter, rmapiDelPendingDevices).
+	 */
+	ret = xpu_rm.open_gpu(gi->gpu_id, xpu_rm_sp);
+	if (ret) {
+		pr_err("GPU %04x:%02x:%02x.%x: the driver cannot open it (%d)\n",
+		       gi->pci_info.domain, gi->pci_info.bus, gi->pci_info.slot,
+		       gi->pci_info.function, ret);
+		return ret;
+	}
+	gpu->gpu_id = gi->gpu_id;
 	ret = xpu_rm_read_procfs(gpu, gi);
 	if (ret) {
+		xpu_rm.close_gpu(gi->gpu_id, xpu_rm_sp);
 		pr_err("GPU %04x:%02x:%02x.%x: no minor number or UUID in /proc/driver/nvidia (%d)\n",
 		       gi->pci_info.domain, gi->pci_info.bus, gi->pci_info.slot,
 		       gi->pci_info.function, ret);
 		return ret;
 	}
 	fbv2 = kzalloc(fbv2_size, GFP_KERNEL);
-	if (!fbv2)
+	if (!fbv2) {
+		xpu_rm.close_gpu(gi->gpu_id, xpu_rm_sp);
 		return -ENOMEM;
+	}
 	mutex_lock(&xpu_rm_lock);
 	status = xpu_rm_control_locked(xpu_rm_client,
 				       NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
@@ -403,6 +593,7 @@ out:
 	if (status) {
 		pr_err("GPU %u: kernel RM call failed with status 0x%x\n",
 		       gpu->minor, status);
+		xpu_rm.close_gpu(gi->gpu_id, xpu_rm_sp);
 		return -EIO;
 	}
 	pr_info("GPU %u (%s): %llu MiB\n", gpu->minor, gpu->uuid,
@@ -428,7 +619,7 @@ int xpu_rm_init(void)
 	xpu_rm.version_string = xpu_rm_version;
 	status = nvidia_get_rm_ops(&xpu_rm);
 	if (status != NV_OK || !xpu_rm.op || !xpu_rm.alloc_stack ||
-	    !xpu_rm.enumerate_gpus) {
+	    !xpu_rm.enumerate_gpus || !xpu_rm.open_gpu || !xpu_rm.close_gpu) {
 		pr_err("nvidia_get_rm_ops refused version %s; refusing to load\n",
 		       xpu_rm_version);
 		return -ENODEV;
@@ -474,7 +665,7 @@ int xpu_rm_init(void)
 
 err_client:
 	xpu_rm_free_own_client();
-	xpu_nr_gpus = 0;
+	xpu_rm_close_gpus();
 err_stack:
 	xpu_rm.free_stack(xpu_rm_sp);
 	xpu_rm_have = false;
@@ -491,6 +682,7 @@ void xpu_rm_exit(void)
 		return;
 	/* Freeing the client frees its devices and subdevices. */
 	xpu_rm_free_own_client();
+	xpu_rm_close_gpus();
 	xpu_rm.free_stack(xpu_rm_sp);
 	xpu_rm_have = false;
 	kfree(xpu_rm_pidinfo);

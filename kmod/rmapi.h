@@ -22,6 +22,22 @@ void xpu_rm_exit(void);
 int xpu_rm_pid_usage(struct xpu_gpu *gpu, struct pid *const *pids,
 		     u64 *bytes, u32 n);
 
+/* GET_PID_INFO's figures for one process, protected memory included. */
+struct xpu_vidmem_usage {
+	u64 priv;		/* memPrivate: its only handle */
+	u64 owned;		/* memSharedOwned: the owner of shared memory */
+	u64 duped;		/* memSharedDuped: a duplicate, not the owner */
+};
+
+/* The ledger's own RM client (ledger.c): made by a thread that outlives it. */
+int xpu_rm_ledger_create(void);
+void xpu_rm_ledger_destroy(void);
+u32 xpu_rm_ledger_dup(struct xpu_gpu *gpu, bool subdevice, u32 h_client,
+		      u32 h_object, u32 *h_new);
+void xpu_rm_ledger_free(u32 h_object);
+int xpu_rm_ledger_usage(struct xpu_gpu *gpu, struct xpu_vidmem_usage *u);
+u32 xpu_rm_object_parent(u32 h_client, u32 h_object);
+
 u32 xpu_rm_disable_channels(struct xpu_gpu *gpu, bool disable,
 			    const u32 *clients, const u32 *channels, u32 n);
 u32 xpu_rm_object_class(u32 h_client, u32 h_object);

@@ -176,6 +176,7 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 	mutex_init(&slice->mem_lock);
 	spin_lock_init(&slice->members_lock);
 	INIT_LIST_HEAD(&slice->members);
+	INIT_LIST_HEAD(&slice->held);
 	memcpy(slice->name, arg->name, XPU_NAME_LEN);
 	slice->memory_limit = arg->memory_limit;
 	slice->share = arg->compute_share;

@@ -83,6 +83,13 @@ struct xpu_slice {
 	u64 used, peak;
 	u64 denied, killed;
 	bool stale;			/* used may be high: read it anew */
+	/*
+	 * The ledger's duplicates of memory the slice freed that something
+	 * else (UVM) still held: charged on top of the members' figure
+	 * (ledger.c).  Under mem_lock.
+	 */
+	struct list_head held;
+	u64 held_bytes;
 
 	atomic_t open_files;
 

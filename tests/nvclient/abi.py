@@ -127,6 +127,8 @@ def nv_gpu_path(minor):
 NV_OK = 0x00000000
 NV_ERR_GENERIC = 0x0000FFFF
 NV_ERR_BUFFER_TOO_SMALL = 0x00000002
+NV_ERR_GPU_UUID_NOT_FOUND = 0x00000012
+NV_ERR_ILLEGAL_ACTION = 0x00000016
 NV_ERR_IN_USE = 0x00000017
 NV_ERR_INSERT_DUPLICATE_NAME = 0x00000019
 NV_ERR_INSUFFICIENT_RESOURCES = 0x0000001A
@@ -164,7 +166,9 @@ NV_ERR_NOT_SUPPORTED = 0x00000056
 NV_ERR_OBJECT_NOT_FOUND = 0x00000057
 NV_ERR_OPERATING_SYSTEM = 0x00000059
 NV_ERR_OUT_OF_RANGE = 0x0000005B
+NV_ERR_OTHER_DEVICE_FOUND = 0x0000005A
 NV_ERR_STATE_IN_USE = 0x00000063
+NV_ERR_UVM_ADDRESS_IN_USE = 0x00000068
 NV_ERR_TIMEOUT = 0x00000065
 
 NV_STATUS = {name: value for name, value in globals().items()
@@ -192,6 +196,8 @@ NV01_MEMORY_VIRTUAL = 0x70
 NV01_MEMORY_LOCAL_PHYSICAL = 0xC2
 NV50_MEMORY_VIRTUAL = 0x50A0
 FERMI_VASPACE_A = 0x90F1
+FERMI_CONTEXT_SHARE_A = 0x9067
+HOPPER_DMA_COPY_A = 0xC8B5
 KEPLER_CHANNEL_GROUP_A = 0xA06C
 VOLTA_CHANNEL_GPFIFO_A = 0xC36F
 HOPPER_CHANNEL_GPFIFO_A = 0xC86F
@@ -226,6 +232,7 @@ NVA06C_CTRL_CMD_GPFIFO_SCHEDULE = 0xA06C0101
 NVA06C_CTRL_CMD_SET_TIMESLICE = 0xA06C0103
 NVA06C_CTRL_CMD_GET_TIMESLICE = 0xA06C0104
 NVA06C_CTRL_CMD_PREEMPT = 0xA06C0105
+NVA06F_CTRL_CMD_GPFIFO_SCHEDULE = 0xA06F0103
 NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN = 0xC36F0108
 
 # ctrl2080fb.h: FB info indices (values are in KiB)
@@ -258,6 +265,7 @@ NVOS32_TYPE_IMAGE = 0
 NVOS32_ALLOC_FLAGS_USE_BEGIN_END = 0x00020000
 NVOS32_ALLOC_FLAGS_VIRTUAL = 0x00080000
 NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED = 0x00004000
+NVOS32_ALLOC_FLAGS_FIXED_ADDRESS_ALLOCATE = 0x00000010
 NVOS32_FREE_FLAGS_MEMORY_HANDLE_PROVIDED = 0x00000001
 
 # NVOS32_ATTR_PAGE_SIZE 24:23, NVOS32_ATTR_LOCATION 26:25
@@ -280,6 +288,22 @@ def nvos32_attr(location=NVOS32_ATTR_LOCATION_VIDMEM,
     return ((location << NVOS32_ATTR_LOCATION_SHIFT)
             | (page_size << NVOS32_ATTR_PAGE_SIZE_SHIFT))
 
+
+# NVOS46_FLAGS_DMA_OFFSET_FIXED 15:15
+NVOS46_FLAGS_DMA_OFFSET_FIXED_SHIFT = 15
+NVOS46_FLAGS_DMA_OFFSET_FIXED_TRUE = 0x00000001
+
+# nvos.h: FERMI_VASPACE_A, the device's vaMode, FERMI_CONTEXT_SHARE_A
+NV_VASPACE_ALLOCATION_INDEX_GPU_NEW = 0x00
+NV_VASPACE_ALLOCATION_INDEX_GPU_HOST = 0x01
+NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED = 0x8
+NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING = 0x40
+NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES = 0x0
+NV_DEVICE_ALLOCATION_VAMODE_SINGLE_VASPACE = 0x1
+NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES = 0x2
+NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SYNC = 0x0
+NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC = 0x1
+NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SPECIFIED = 0x2
 
 NVOS54_FLAGS_IRQL_RAISED = 0x00000001
 NVOS54_FLAGS_LOCK_BYPASS = 0x00000002
@@ -488,6 +512,31 @@ class NV2080_ALLOC_PARAMETERS(_Struct):
     _fields_ = [("subDeviceId", c_uint32)]
 
 
+# --- nvos.h: VA spaces and context shares
+
+# NV_VASPACE_ALLOCATION_PARAMETERS: 580 added pasid (48 -> 56 bytes).
+_VASPACE_ALLOCATION_FIELDS = [
+    ("index", c_uint32), ("flags", c_uint32), ("vaSize", c_uint64),
+    ("vaStartInternal", c_uint64), ("vaLimitInternal", c_uint64),
+    ("bigPageSize", c_uint32), ("vaBase", c_uint64)]
+
+
+class NV_CTXSHARE_ALLOCATION_PARAMETERS(_Struct):
+    _fields_ = [("hVASpace", NvHandle), ("flags", c_uint32),
+                ("subctxId", c_uint32)]
+
+
+# NVOS46 (RM_MAP_MEMORY_DMA): 580 added flags2 and kindOverride (56 -> 64);
+# NVOS47 (RM_UNMAP_MEMORY_DMA): 550 added size (40 -> 48).
+_NVOS46_HEAD = [("hClient", NvHandle), ("hDevice", NvHandle),
+                ("hDma", NvHandle), ("hMemory", NvHandle),
+                ("offset", c_uint64), ("length", c_uint64),
+                ("flags", c_uint32)]
+_NVOS47_HEAD = [("hClient", NvHandle), ("hDevice", NvHandle),
+                ("hDma", NvHandle), ("hMemory", NvHandle),
+                ("flags", c_uint32), ("dmaOffset", c_uint64)]
+
+
 # --- nvos.h: usermode and graphics/compute object params
 
 class NV_HOPPER_USERMODE_A_PARAMS(_Struct):
@@ -651,6 +700,9 @@ class DriverAbi:
     NV_CHANNEL_ALLOC_PARAMS: type
     NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS: type
     NVOS32_PARAMETERS: type
+    NVOS46_PARAMETERS: type
+    NVOS47_PARAMETERS: type
+    NV_VASPACE_ALLOCATION_PARAMETERS: type
 
     @property
     def mem_alloc_params_size(self):
@@ -680,7 +732,10 @@ class DriverAbi:
                                   self.NV2080_CTRL_FB_GET_INFO_V2_PARAMS,
                                   self.NV_CHANNEL_ALLOC_PARAMS,
                                   self.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS,
-                                  self.NVOS32_PARAMETERS]
+                                  self.NVOS32_PARAMETERS,
+                                  self.NVOS46_PARAMETERS,
+                                  self.NVOS47_PARAMETERS,
+                                  self.NV_VASPACE_ALLOCATION_PARAMETERS]
 
 
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
@@ -710,7 +765,22 @@ def _abi_for_row(row):
     sched = list(_GPFIFO_SCHEDULE_FIELDS)
     if row.schedule_skip_enable:
         sched.append(("bSkipEnable", NvBool))
+    os46 = list(_NVOS46_HEAD)
+    if row.nvos46_size == 64:
+        os46 += [("flags2", c_uint32), ("kindOverride", c_uint32)]
+    os46 += [("dmaOffset", c_uint64), ("status", c_uint32)]
+    os47 = list(_NVOS47_HEAD)
+    if row.nvos47_size == 48:
+        os47.append(("size", c_uint64))
+    os47.append(("status", c_uint32))
+    vas = list(_VASPACE_ALLOCATION_FIELDS)
+    if row.nvos46_size == 64:       # the same release (580)
+        vas.append(("pasid", c_uint32))
     return {
+        "NV_VASPACE_ALLOCATION_PARAMETERS": _make_struct(
+            "NV_VASPACE_ALLOCATION_PARAMETERS", vas, tag),
+        "NVOS46_PARAMETERS": _make_struct("NVOS46_PARAMETERS", os46, tag),
+        "NVOS47_PARAMETERS": _make_struct("NVOS47_PARAMETERS", os47, tag),
         "NV_MEMORY_ALLOCATION_PARAMS": _make_struct(
             "NV_MEMORY_ALLOCATION_PARAMS", mem, tag),
         "NV2080_CTRL_FB_GET_INFO_V2_PARAMS": _make_struct(

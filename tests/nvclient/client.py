@@ -321,6 +321,27 @@ class Ctl(NvFile):
         self.escape(abi.NV_ESC_RM_UNMAP_MEMORY, p)
         return _check(p, f"RM_UNMAP_MEMORY {hmemory:#x}", check)
 
+    def rm_map_memory_dma(self, hclient, hdevice, hdma, hmemory, length,
+                          offset=0, dma_offset=0, flags=0, check=True):
+        """RM_MAP_MEMORY_DMA: map ``hmemory`` into the virtual allocation
+        ``hdma`` at ``dma_offset`` (relative to it, or absolute with
+        DMA_OFFSET_FIXED in ``flags``).  Returns the NVOS46 struct, whose
+        dmaOffset is the GPU virtual address."""
+        p = self.abi.NVOS46_PARAMETERS(hClient=hclient, hDevice=hdevice,
+                                       hDma=hdma, hMemory=hmemory,
+                                       offset=offset, length=length,
+                                       flags=flags, dmaOffset=dma_offset)
+        self.escape(abi.NV_ESC_RM_MAP_MEMORY_DMA, p)
+        return _check(p, f"RM_MAP_MEMORY_DMA {hmemory:#x}", check)
+
+    def rm_unmap_memory_dma(self, hclient, hdevice, hdma, hmemory, dma_offset,
+                            check=True):
+        p = self.abi.NVOS47_PARAMETERS(hClient=hclient, hDevice=hdevice,
+                                       hDma=hdma, hMemory=hmemory,
+                                       dmaOffset=dma_offset)
+        self.escape(abi.NV_ESC_RM_UNMAP_MEMORY_DMA, p)
+        return _check(p, f"RM_UNMAP_MEMORY_DMA {dma_offset:#x}", check)
+
     def client(self, **kw):
         return RmClient(self, **kw)
 
@@ -397,8 +418,8 @@ class RmClient:
         self.parents[p.hObject] = hparent
         return p.hObject
 
-    def device(self, index, gpu_file=None):
-        return Device(self, index, gpu_file)
+    def device(self, index, gpu_file=None, **kw):
+        return Device(self, index, gpu_file, **kw)
 
 
 class Memory(NamedTuple):
@@ -412,7 +433,8 @@ class Device:
     Opens /dev/nvidia<index> unless ``gpu_file`` is given: RM refuses the
     device unless the caller holds a file of that GPU."""
 
-    def __init__(self, client, index, gpu_file=None):
+    def __init__(self, client, index, gpu_file=None,
+                 va_mode=abi.NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES):
         self.client = client
         self.ctl = client.ctl
         self.abi = client.ctl.abi
@@ -422,7 +444,7 @@ class Device:
         try:
             self.hdevice = client.alloc(
                 client.handle, abi.NV01_DEVICE_0,
-                abi.NV0080_ALLOC_PARAMETERS(deviceId=index))
+                abi.NV0080_ALLOC_PARAMETERS(deviceId=index, vaMode=va_mode))
             self.hsubdevice = client.alloc(
                 self.hdevice, abi.NV20_SUBDEVICE_0,
                 abi.NV2080_ALLOC_PARAMETERS(subDeviceId=0))
@@ -472,6 +494,34 @@ class Device:
         p = self.memory_params(size, location=abi.NVOS32_ATTR_LOCATION_PCI)
         h = self.client.alloc(self.hdevice, abi.NV01_MEMORY_SYSTEM, p)
         return Memory(h, p.size)
+
+    # -- GPU virtual memory
+
+    def alloc_virtual(self, size, hvaspace=0, va=None):
+        """A GPU VA range (NV50_MEMORY_VIRTUAL) in VA space ``hvaspace`` (0:
+        the device's default), at ``va`` if given.  Returns (handle, VA)."""
+        flags = abi.NVOS32_ALLOC_FLAGS_VIRTUAL
+        if va is not None:
+            flags |= abi.NVOS32_ALLOC_FLAGS_FIXED_ADDRESS_ALLOCATE
+        p = self.memory_params(size, flags=flags)
+        p.hVASpace = hvaspace
+        p.offset = va or 0
+        h = self.client.alloc(self.hdevice, abi.NV50_MEMORY_VIRTUAL, p)
+        return h, p.offset
+
+    def map_dma(self, hvirtual, hmemory, length, offset=0, dma_offset=0):
+        """RM_MAP_MEMORY_DMA into ``hvirtual`` at ``dma_offset`` within it;
+        returns the GPU virtual address."""
+        return self.ctl.rm_map_memory_dma(
+            self.client.handle, self.hdevice, hvirtual, hmemory, length,
+            offset=offset, dma_offset=dma_offset).dmaOffset
+
+    def vaspace(self, flags=0, va_base=0, va_size=0):
+        """A FERMI_VASPACE_A; returns (handle, its params as RM wrote them)."""
+        p = self.abi.NV_VASPACE_ALLOCATION_PARAMETERS(
+            flags=flags, vaBase=va_base, vaSize=va_size)
+        h = self.client.alloc(self.hdevice, abi.FERMI_VASPACE_A, p)
+        return h, p
 
     # -- memory through RM_VID_HEAP_CONTROL
 
@@ -632,11 +682,13 @@ class Mapping:
 
 
 class Channel:
-    """A TSG with one Hopper GPFIFO channel, ready for work.
-
-    The stub (docs/nvstub.md) reads the ring and USERD from a system-memory
-    object; here both live in one: ``entries`` 8-byte ring entries, then the
-    USERD page.  A work item is {u32 duration_us; u32 reserved}."""
+    """A TSG with one Hopper GPFIFO channel, ready for work, made as NVIDIA's
+    ABI has it (alloc_channel.h): the ring at a GPU virtual address of the
+    device's default VA space (an NV50_MEMORY_VIRTUAL range into which
+    RM_MAP_MEMORY_DMA maps a system-memory object), USERD in that object after
+    the ring, no context share (the TSG's legacy mode).  The stub's engine
+    reads the ring through the VA space; a work item is {u32 duration_us;
+    u32 reserved} (docs/nvstub.md)."""
 
     def __init__(self, device, entries=64, timeslice_us=None, schedule=True):
         self.device = device
@@ -663,10 +715,12 @@ class Channel:
             self._objs.append(self.hmem)
             self.mem = device.map(self.hmem, mem.size)
             self._maps.append(self.mem)
+            self.hvirtual, _ = device.alloc_virtual(mem.size)
+            self._objs.append(self.hvirtual)
+            self.gpu_va = device.map_dma(self.hvirtual, self.hmem, mem.size)
 
             p = device.abi.NV_CHANNEL_ALLOC_PARAMS()
-            p.hObjectBuffer = self.hmem
-            p.gpFifoOffset = 0
+            p.gpFifoOffset = self.gpu_va
             p.gpFifoEntries = entries
             p.hUserdMemory[0] = self.hmem
             p.userdOffset[0] = self.userd_offset

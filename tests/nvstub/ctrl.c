@@ -203,9 +203,9 @@ out:
 
 /*
  * The pid a client's process is known by in GET_PID_INFO and GET_PIDS, or 0
- * to skip the client.  Kernel clients (no file: RS_PRIV_LEVEL_KERNEL) are
- * skipped ("Skip reporting of kernel mode and internal RM clients",
- * gpu_rmapi.c).  Up to 560 it is the client's global ProcID, whoever asks;
+ * to skip the client.  Kernel admin clients (RS_PRIV_LEVEL_KERNEL and
+ * rmclientIsAdmin(): not made as NV01_ROOT_NON_PRIV) are skipped ("Skip
+ * reporting of kernel mode and internal RM clients", gpu_rmapi.c).  Up to 560 it is the client's global ProcID, whoever asks;
  * from 565 _gpuConvertPid() translates it into the calling task's pid
  * namespace (osFindNsPid: pid_vnr), for a kernel-level caller too, and a
  * process that namespace cannot see is skipped.
@@ -213,7 +213,7 @@ out:
 static pid_t nvstub_client_ns_pid(struct nvstub_call *call,
 				  struct nvstub_client *c)
 {
-	if (!c->owner)
+	if (c->kernel_admin)
 		return 0;
 	if (!nvstub_abi->pid_in_caller_ns)
 		return pid_nr(c->pid);
@@ -352,10 +352,41 @@ static u32 nvstub_ctrl_get_pid_info(struct nvstub_call *call,
 
 /* --- KEPLER_CHANNEL_GROUP_A and the channel */
 
+/*
+ * kchannelIsSchedulable(): a graphics/compute channel in an externally owned
+ * VA space runs only once UVM_REGISTER_CHANNEL bound its allocations.
+ */
+static bool nvstub_chan_schedulable(struct nvstub_chan *chan)
+{
+	u32 engine = chan->tsg->engine_type;
+
+	return !chan->vas->external || chan->bound ||
+	       (engine && engine != NV2080_ENGINE_TYPE_GR0);
+}
+
+/* kchangrpapiCtrlCmdGpFifoSchedule(): every channel of the TSG is checked */
 static u32 nvstub_ctrl_schedule(struct nvstub_call *call,
 				 struct nvstub_object *obj, void *params)
 {
+	struct nvstub_object *ch;
+
+	list_for_each_entry(ch, &obj->children, sibling)
+		if (ch->hclass == HOPPER_CHANNEL_GPFIFO_A &&
+		    !nvstub_chan_schedulable(ch->chan))
+			return NV_ERR_INVALID_STATE;
 	return nvstub_tsg_schedule(obj->gpu, obj->tsg, params);
+}
+
+/*
+ * kchannelCtrlCmdGpFifoSchedule(): on one channel; stub: it schedules the
+ * channel's TSG (RM's own for a channel under a device).
+ */
+static u32 nvstub_ctrl_chan_schedule(struct nvstub_call *call,
+				     struct nvstub_object *obj, void *params)
+{
+	if (!nvstub_chan_schedulable(obj->chan))
+		return NV_ERR_INVALID_STATE;
+	return nvstub_tsg_schedule(obj->gpu, obj->chan->tsg, params);
 }
 
 static u32 nvstub_ctrl_set_timeslice(struct nvstub_call *call,
@@ -471,6 +502,8 @@ static const struct nvstub_ctrl nvstub_ctrls[] = {
 	  nvstub_fifo_disable_channels },
 	{ NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, KEPLER_CHANNEL_GROUP_A, 0,
 	  nvstub_ctrl_schedule },
+	{ NVA06F_CTRL_CMD_GPFIFO_SCHEDULE, HOPPER_CHANNEL_GPFIFO_A, 0,
+	  nvstub_ctrl_chan_schedule },
 	{ NVA06C_CTRL_CMD_SET_TIMESLICE, KEPLER_CHANNEL_GROUP_A,
 	  sizeof(struct nva06c_ctrl_timeslice_params), nvstub_ctrl_set_timeslice },
 	{ NVA06C_CTRL_CMD_GET_TIMESLICE, KEPLER_CHANNEL_GROUP_A,
@@ -497,7 +530,8 @@ static u32 nvstub_ctrl_size(const struct nvstub_ctrl *ctrl)
 {
 	if (ctrl->size)
 		return ctrl->size;
-	if (ctrl->cmd == NVA06C_CTRL_CMD_GPFIFO_SCHEDULE)
+	if (ctrl->cmd == NVA06C_CTRL_CMD_GPFIFO_SCHEDULE ||
+	    ctrl->cmd == NVA06F_CTRL_CMD_GPFIFO_SCHEDULE)
 		return nvstub_abi->gpfifo_schedule_size;	/* bSkipEnable: 575 */
 	if (ctrl->cmd == NV0000_CTRL_CMD_GPU_GET_PROBED_IDS)
 		return nvstub_probed_ids_size();		/* gpuFlags: 580 */

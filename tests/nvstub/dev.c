@@ -107,6 +107,11 @@ static int nvidia_open(struct inode *inode, struct file *filp)
 		kfree(nf);
 		return ret;
 	}
+	if (nf->gpu) {
+		mutex_lock(&nvstub_rm_lock);
+		nvstub_gpu_get(nf->gpu);
+		mutex_unlock(&nvstub_rm_lock);
+	}
 	filp->private_data = nf;
 	return 0;
 }
@@ -120,8 +125,10 @@ static void nvstub_detach_gpus(struct nvstub_file *nf, size_t n)
 	for (k = 0; k < n; k++)
 		for (i = 0; i < nvstub_ngpus; i++)
 			if (nf->attached_gpus[k] &&
-			    nvstub_gpus[i].gpu_id == nf->attached_gpus[k])
+			    nvstub_gpus[i].gpu_id == nf->attached_gpus[k]) {
 				nvstub_gpus[i].attach_count--;
+				nvstub_gpu_put(&nvstub_gpus[i]);
+			}
 }
 
 static int nvidia_close(struct inode *inode, struct file *filp)
@@ -133,6 +140,8 @@ static int nvidia_close(struct inode *inode, struct file *filp)
 
 	mutex_lock(&nvstub_rm_lock);
 	nvstub_detach_gpus(nf, nf->nattached);
+	if (nf->gpu)
+		nvstub_gpu_put(nf->gpu);
 	mutex_unlock(&nvstub_rm_lock);
 	kfree(nf->attached_gpus);
 	if (nf->ctl_filp)
@@ -211,6 +220,7 @@ static int nvstub_attach_gpus(struct nvstub_file *nf, u32 *ids, size_t size)
 			goto out;
 		}
 		nvstub_gpus[i].attach_count++;
+		nvstub_gpu_get(&nvstub_gpus[i]);
 	}
 	nf->nattached = n;
 out:
@@ -466,8 +476,9 @@ static const struct nvstub_escape nvstub_escapes[] = {
 	{ NV_ESC_RM_ACCESS_REGISTRY, NVOS38_SIZE, NVSTUB_CTL, NVOS38_STATUS },
 	{ NV_ESC_RM_ALLOC_CONTEXT_DMA2, NVOS39_SIZE, NVSTUB_CTL, NVOS39_STATUS },
 	{ NV_ESC_RM_BIND_CONTEXT_DMA, NVOS49_SIZE, NVSTUB_CTL, NVOS49_STATUS },
-	{ NV_ESC_RM_MAP_MEMORY_DMA, 0, NVSTUB_CTL, 0 },
-	{ NV_ESC_RM_UNMAP_MEMORY_DMA, 0, NVSTUB_CTL, 0 },
+	{ NV_ESC_RM_MAP_MEMORY_DMA, 0, NVSTUB_CTL, 0, nvstub_esc_map_memory_dma },
+	{ NV_ESC_RM_UNMAP_MEMORY_DMA, 0, NVSTUB_CTL, 0,
+	  nvstub_esc_unmap_memory_dma },
 	{ NV_ESC_RM_DUP_OBJECT, sizeof(struct nvos55_parameters), NVSTUB_CTL, 0,
 	  nvstub_esc_rm_dup },
 	{ NV_ESC_RM_SHARE, NVOS57_SIZE, NVSTUB_CTL, NVOS57_STATUS },

@@ -46,7 +46,10 @@ struct nvstub_tsg *nvstub_tsg_create(u32 engine_type)
 
 static void nvstub_tsg_release(struct kref *ref)
 {
-	kfree(container_of(ref, struct nvstub_tsg, ref));
+	struct nvstub_tsg *tsg = container_of(ref, struct nvstub_tsg, ref);
+
+	nvstub_vas_put(tsg->vas);
+	kfree(tsg);
 }
 
 void nvstub_tsg_put(struct nvstub_tsg *tsg)
@@ -88,7 +91,7 @@ u64 nvstub_tsg_get_timeslice(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg)
 
 static u32 *nvstub_userd(struct nvstub_chan *chan, unsigned int reg)
 {
-	return nvstub_mem_ptr(chan->userd, chan->userd_offset + reg);
+	return (u32 *)((u8 *)chan->userd_ptr + reg);
 }
 
 static void nvstub_chan_release(struct kref *ref)
@@ -100,12 +103,17 @@ static void nvstub_chan_release(struct kref *ref)
 	chan->proc->channels--;
 	spin_unlock(&gpu->eng_lock);
 	nvstub_mem_put(chan->userd);
-	nvstub_mem_put(chan->gpfifo);
+	nvstub_vas_put(chan->vas);
 	nvstub_tsg_put(chan->tsg);
 	kfree(chan);
 }
 
-static void nvstub_chan_put(struct nvstub_chan *chan)
+void nvstub_chan_get(struct nvstub_chan *chan)
+{
+	kref_get(&chan->ref);
+}
+
+void nvstub_chan_put(struct nvstub_chan *chan)
 {
 	kref_put(&chan->ref, nvstub_chan_release);
 }
@@ -141,12 +149,18 @@ static struct nvstub_proc *nvstub_proc_get(struct nvstub_gpu *gpu, pid_t tgid,
 u32 nvstub_chan_create(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg,
 		       struct nvstub_client *client, u32 h_channel,
 		       struct nvstub_mem *userd, u64 userd_offset,
-		       struct nvstub_mem *gpfifo, u64 gpfifo_offset,
+		       struct nvstub_vas *vas, u64 gpfifo_va,
 		       u32 entries, struct nvstub_chan **out)
 {
 	struct nvstub_proc *spare;
 	struct nvstub_chan *chan;
+	struct page *page;
 	int chid;
+
+	/* USERD's page exists from here on, whatever memory holds it */
+	page = nvstub_mem_page(userd, userd_offset >> PAGE_SHIFT, true);
+	if (!page)
+		return NV_ERR_NO_MEMORY;
 
 	chan = kzalloc(sizeof(*chan), GFP_KERNEL);
 	spare = kzalloc(sizeof(*spare), GFP_KERNEL);
@@ -173,9 +187,10 @@ u32 nvstub_chan_create(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg,
 	nvstub_mem_get(userd);
 	chan->userd = userd;
 	chan->userd_offset = userd_offset;
-	nvstub_mem_get(gpfifo);
-	chan->gpfifo = gpfifo;
-	chan->gpfifo_offset = gpfifo_offset;
+	chan->userd_ptr = page_address(page) + (userd_offset & ~PAGE_MASK);
+	nvstub_vas_get(vas);
+	chan->vas = vas;
+	chan->gpfifo_va = gpfifo_va;
 	/* RM sets up USERD with the ring empty */
 	WRITE_ONCE(*nvstub_userd(chan, NVC86F_USERD_GP_GET), 0);
 	WRITE_ONCE(*nvstub_userd(chan, NVC86F_USERD_GP_PUT), 0);
@@ -342,7 +357,7 @@ static bool nvstub_chan_runnable(struct nvstub_chan *chan)
 {
 	u32 put;
 
-	return !chan->dead && !chan->disabled && chan->rung &&
+	return !chan->dead && !chan->disabled && !chan->faulted && chan->rung &&
 	       chan->tsg->scheduled && nvstub_chan_has_work(chan, &put);
 }
 
@@ -396,7 +411,7 @@ static void nvstub_run_slice(struct nvstub_gpu *gpu, struct nvstub_chan *chan,
 	u64 poll_ns = (u64)nvstub_doorbell_poll_us * NSEC_PER_USEC;
 	u64 used = 0, run, last, now, elapsed;
 	unsigned int done = 0;
-	u32 put, dur, *entry;
+	u32 put, dur;
 
 	/*
 	 * The channel holds the engine from here until it leaves: the time of
@@ -417,9 +432,14 @@ static void nvstub_run_slice(struct nvstub_gpu *gpu, struct nvstub_chan *chan,
 			break;
 		}
 		if (!chan->item_loaded) {
-			entry = nvstub_mem_ptr(chan->gpfifo, chan->gpfifo_offset +
-					       (u64)chan->gpget * 8);
-			dur = min(READ_ONCE(*entry), NVSTUB_MAX_ITEM_US);
+			/* the ring entry, read through the channel's VA space */
+			if (!nvstub_vas_read32(chan->vas, chan->gpfifo_va +
+					       (u64)chan->gpget * 8, &dur)) {
+				chan->faulted = true;	/* an MMU fault: the channel stops */
+				spin_unlock(&gpu->eng_lock);
+				break;
+			}
+			dur = min(dur, NVSTUB_MAX_ITEM_US);
 			chan->item_left_ns = (u64)dur * NSEC_PER_USEC;
 			chan->item_loaded = true;
 		}
@@ -541,6 +561,7 @@ static int nvstub_channels_show(struct seq_file *s, void *unused)
 			   chan->token, chan->tgid, chan->h_client,
 			   chan->h_channel, chan->busy_ns, chan->items,
 			   chan->gpget, put,
+			   chan->faulted ? "faulted" :
 			   nvstub_chan_runnable(chan) ? "runnable" : "idle");
 	}
 	spin_unlock(&gpu->eng_lock);
@@ -551,15 +572,16 @@ DEFINE_SHOW_ATTRIBUTE(nvstub_channels);
 static int nvstub_heap_show(struct seq_file *s, void *unused)
 {
 	struct nvstub_gpu *gpu = s->private;
+	u32 allocs, users;
 	u64 total, free;
-	u32 allocs;
 
 	mutex_lock(&nvstub_rm_lock);
 	nvstub_heap_info(gpu, &total, &free);
 	allocs = gpu->heap_allocs;
+	users = gpu->users;
 	mutex_unlock(&nvstub_rm_lock);
-	seq_printf(s, "total=%llu used=%llu free=%llu allocations=%u\n",
-		   total, total - free, free, allocs);
+	seq_printf(s, "total=%llu used=%llu free=%llu allocations=%u users=%u\n",
+		   total, total - free, free, allocs, users);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(nvstub_heap);

@@ -37,13 +37,38 @@ static u32 nvstub_kapi_enumerate_gpus(struct nv_gpu_info *info)
 	return i;
 }
 
+static struct nvstub_gpu *nvstub_kapi_gpu(u32 gpu_id)
+{
+	unsigned int i;
+
+	for (i = 0; i < nvstub_ngpus; i++)
+		if (nvstub_gpus[i].gpu_id == gpu_id)
+			return &nvstub_gpus[i];
+	return NULL;
+}
+
+/* nvidia_dev_get(): the GPU stays up while a kernel client holds it */
 static int nvstub_kapi_open_gpu(u32 gpu_id, struct nvidia_stack_s *sp)
 {
+	struct nvstub_gpu *gpu = nvstub_kapi_gpu(gpu_id);
+
+	if (!gpu)
+		return -ENODEV;
+	mutex_lock(&nvstub_rm_lock);
+	nvstub_gpu_get(gpu);
+	mutex_unlock(&nvstub_rm_lock);
 	return 0;
 }
 
 static void nvstub_kapi_close_gpu(u32 gpu_id, struct nvidia_stack_s *sp)
 {
+	struct nvstub_gpu *gpu = nvstub_kapi_gpu(gpu_id);
+
+	if (!gpu)
+		return;
+	mutex_lock(&nvstub_rm_lock);
+	nvstub_gpu_put(gpu);
+	mutex_unlock(&nvstub_rm_lock);
 }
 
 static int nvstub_kapi_set_callbacks(const void *cb)
@@ -61,7 +86,13 @@ static void nvstub_kapi_op(struct nvidia_stack_s *sp, void *ops_cmd)
 
 	switch (ops->op) {
 	case NV04_ALLOC:
-		/* the stub keeps one client class for every privilege level */
+		/*
+		 * The stub keeps one client class for every privilege level;
+		 * a NON_PRIV kernel client is not an admin (client.c
+		 * rmclientIsAdmin: bIsRootNonPriv), so the process lists
+		 * name it by the task that made it.
+		 */
+		call.non_priv = a->h_class == NV01_ROOT_NON_PRIV;
 		if (a->h_class == NV01_ROOT || a->h_class == NV01_ROOT_NON_PRIV)
 			a->h_class = NV01_ROOT_CLIENT;
 		a->status = nvstub_rm_alloc_kparams(&call, a->h_root,
@@ -77,6 +108,13 @@ static void nvstub_kapi_op(struct nvidia_stack_s *sp, void *ops_cmd)
 	case NV04_CONTROL:
 		ops->params.control.status =
 			nvstub_rm_control(&call, &ops->params.control);
+		break;
+	case NV04_DUP_OBJECT:
+		/* with kernel privilege: no share policy applies */
+		mutex_lock(&nvstub_rm_lock);
+		ops->params.dup_object.status =
+			nvstub_rm_dup(&call, &ops->params.dup_object);
+		mutex_unlock(&nvstub_rm_lock);
 		break;
 	default:
 		/* the stub serves no other kernel operation */

@@ -50,31 +50,39 @@ static const struct nvstub_abi nvstub_abis[] = {
 	{ .since = 580, .fb_info_max_list = 0x80, .fb_info_index_max = 0x3B,
 	  .memalloc_size = 128, .channel_alloc_size = 368, .nvos46_size = 64,
 	  .nvos47_size = 48, .gpfifo_schedule_size = 3, .since_550 = true,
-	  .pid_in_caller_ns = true },
+	  .pid_in_caller_ns = true,
+	  .uvm_max_gpus = 256 },
 	{ .since = 575, .fb_info_max_list = 0x39, .fb_info_index_max = 0x38,
 	  .memalloc_size = 128, .channel_alloc_size = 368, .nvos46_size = 56,
 	  .nvos47_size = 48, .gpfifo_schedule_size = 3, .since_550 = true,
-	  .pid_in_caller_ns = true },
+	  .pid_in_caller_ns = true,
+	  .uvm_max_gpus = 256 },
 	{ .since = 570, .fb_info_max_list = 0x39, .fb_info_index_max = 0x38,
 	  .memalloc_size = 128, .channel_alloc_size = 368, .nvos46_size = 56,
 	  .nvos47_size = 48, .gpfifo_schedule_size = 2, .since_550 = true,
-	  .pid_in_caller_ns = true },
+	  .pid_in_caller_ns = true,
+	  .uvm_max_gpus = 256 },
 	{ .since = 565, .fb_info_max_list = 0x39, .fb_info_index_max = 0x38,
 	  .memalloc_size = 128, .channel_alloc_size = 360, .nvos46_size = 56,
 	  .nvos47_size = 48, .gpfifo_schedule_size = 2, .since_550 = true,
-	  .pid_in_caller_ns = true },
+	  .pid_in_caller_ns = true,
+	  .uvm_max_gpus = 256 },
 	{ .since = 560, .fb_info_max_list = 0x39, .fb_info_index_max = 0x38,
 	  .memalloc_size = 128, .channel_alloc_size = 360, .nvos46_size = 56,
-	  .nvos47_size = 48, .gpfifo_schedule_size = 2, .since_550 = true },
+	  .nvos47_size = 48, .gpfifo_schedule_size = 2, .since_550 = true,
+	  .uvm_max_gpus = 256 },
 	{ .since = 550, .fb_info_max_list = 0x37, .fb_info_index_max = 0x36,
 	  .memalloc_size = 128, .channel_alloc_size = 360, .nvos46_size = 56,
-	  .nvos47_size = 48, .gpfifo_schedule_size = 2, .since_550 = true },
+	  .nvos47_size = 48, .gpfifo_schedule_size = 2, .since_550 = true,
+	  .uvm_max_gpus = 256 },
 	{ .since = 545, .fb_info_max_list = 0x37, .fb_info_index_max = 0x36,
 	  .memalloc_size = 128, .channel_alloc_size = 360, .nvos46_size = 56,
-	  .nvos47_size = 40, .gpfifo_schedule_size = 2, .since_550 = false },
+	  .nvos47_size = 40, .gpfifo_schedule_size = 2, .since_550 = false,
+	  .uvm_max_gpus = 32 },
 	{ .since = 535, .fb_info_max_list = 0x36, .fb_info_index_max = 0x35,
 	  .memalloc_size = 120, .channel_alloc_size = 360, .nvos46_size = 56,
-	  .nvos47_size = 40, .gpfifo_schedule_size = 2, .since_550 = false },
+	  .nvos47_size = 40, .gpfifo_schedule_size = 2, .since_550 = false,
+	  .uvm_max_gpus = 32 },
 };
 
 const struct nvstub_abi *nvstub_abi;
@@ -170,6 +178,19 @@ static void nvstub_gpu_init(struct nvstub_gpu *gpu, unsigned int i)
 		 gpu->bus, 0, 0);
 	snprintf(gpu->uuid, sizeof(gpu->uuid),
 		 "GPU-6e767374-7562-4000-8000-%012x", i);
+	/* NvProcessorUuid: the same 16 bytes, as UVM and GID_INFO name them */
+	gpu->uuid_bin[0] = 0x6e;
+	gpu->uuid_bin[1] = 0x76;
+	gpu->uuid_bin[2] = 0x73;
+	gpu->uuid_bin[3] = 0x74;
+	gpu->uuid_bin[4] = 0x75;
+	gpu->uuid_bin[5] = 0x62;
+	gpu->uuid_bin[6] = 0x40;
+	gpu->uuid_bin[8] = 0x80;
+	gpu->uuid_bin[12] = i >> 24;
+	gpu->uuid_bin[13] = i >> 16;
+	gpu->uuid_bin[14] = i >> 8;
+	gpu->uuid_bin[15] = i;
 	gpu->reg_address = 0xa0000000ull + (u64)i * 2 * NVSTUB_BAR0_SIZE;
 	gpu->fb_address = 0x380000000000ull + (u64)i * NVSTUB_BAR1_SIZE;
 	gpu->heap_total = (u64)memory_mib << 20;

@@ -34,8 +34,14 @@ static u32 nvstub_sysmem_seq;		/* under nvstub_rm_lock */
 static void nvstub_mem_release(struct kref *ref)
 {
 	struct nvstub_mem *mem = container_of(ref, struct nvstub_mem, ref);
+	struct page *page;
 	unsigned long i;
 
+	xa_for_each(&mem->backing, i, page) {
+		__free_page(page);
+		atomic_long_dec(&nvstub_sysmem_pages);
+	}
+	xa_destroy(&mem->backing);
 	if (mem->pages) {
 		for (i = 0; i < mem->npages; i++)
 			if (mem->pages[i])
@@ -61,6 +67,41 @@ void *nvstub_mem_ptr(struct nvstub_mem *mem, u64 offset)
 {
 	return page_address(mem->pages[offset >> PAGE_SHIFT]) +
 	       (offset & ~PAGE_MASK);
+}
+
+/*
+ * Page IDX of system memory, or of video memory's backing store: made (zeroed,
+ * counted against NVSTUB_SYSMEM_CAP with system memory) when MAKE, which may
+ * sleep; NULL when there is none or no room.  Without MAKE any context.
+ */
+struct page *nvstub_mem_page(struct nvstub_mem *mem, unsigned long idx,
+			     bool make)
+{
+	struct page *page, *old;
+
+	if (mem->type == NVSTUB_MEM_SYSMEM)
+		return idx < mem->npages ? mem->pages[idx] : NULL;
+	if (mem->type != NVSTUB_MEM_VIDMEM || idx >= mem->size >> PAGE_SHIFT)
+		return NULL;
+	page = xa_load(&mem->backing, idx);
+	if (page || !make)
+		return page;
+
+	if (atomic_long_inc_return(&nvstub_sysmem_pages) >
+	    (long)(NVSTUB_SYSMEM_CAP >> PAGE_SHIFT))
+		goto uncharge;
+	page = alloc_page(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN);
+	if (!page)
+		goto uncharge;
+	old = xa_cmpxchg(&mem->backing, idx, NULL, page, GFP_KERNEL);
+	if (!old)
+		return page;
+	__free_page(page);	/* another fault made it first, or no memory */
+	atomic_long_dec(&nvstub_sysmem_pages);
+	return xa_is_err(old) ? NULL : old;
+uncharge:
+	atomic_long_dec(&nvstub_sysmem_pages);
+	return NULL;
 }
 
 static u32 nvstub_attr_location(u32 attr)
@@ -125,6 +166,7 @@ static struct nvstub_mem *nvstub_mem_alloc(enum nvstub_mem_type type,
 	if (!mem)
 		return NULL;
 	kref_init(&mem->ref);
+	xa_init(&mem->backing);
 	mem->handles = 1;
 	mem->type = type;
 	mem->gpu = gpu;
@@ -158,6 +200,51 @@ static u32 nvstub_sysmem_populate(struct nvstub_mem *mem)
 }
 
 /*
+ * NV50_MEMORY_VIRTUAL: SIZE bytes of GPU VA reserved in the VA space hVASpace
+ * names (0: the device's default), at `offset` with FIXED_ADDRESS_ALLOCATE;
+ * the address comes back in `offset`.  Freeing the VA space frees it.
+ */
+static u32 nvstub_virtual_construct(struct nvstub_object *obj,
+				    struct nv_memory_allocation_params *p,
+				    u64 size, u32 attr, u32 attr2)
+{
+	struct nvstub_object *vas_obj;
+	struct nvstub_va_range *range;
+	struct nvstub_mem *mem;
+	struct nvstub_vas *vas;
+	u64 va = p->offset;
+	u32 status;
+
+	status = nvstub_vas_lookup(obj->client, obj->device, p->h_va_space,
+				   &vas, &vas_obj);
+	if (status)
+		return status;
+	mem = nvstub_mem_alloc(NVSTUB_MEM_VIRTUAL, obj->gpu, size);
+	if (!mem)
+		return NV_ERR_NO_MEMORY;
+	status = nvstub_vas_reserve(vas, size, p->alignment,
+				    p->flags & NVOS32_ALLOC_FLAGS_FIXED_ADDRESS_ALLOCATE,
+				    &va, &range);
+	if (status) {
+		nvstub_mem_put(mem);
+		return status;
+	}
+	mem->range = range;
+	obj->mem.mem = mem;
+	obj->mem.owner = true;
+	obj->mem.attr = attr;
+	obj->mem.attr2 = attr2;
+	INIT_LIST_HEAD(&obj->mem.dups);
+	nvstub_object_depend(obj, vas_obj);
+	p->size = size;
+	p->attr = attr;
+	p->attr2 = attr2;
+	p->limit = size - 1;
+	p->offset = va;
+	return NV_OK;
+}
+
+/*
  * NV01_MEMORY_LOCAL_USER, NV01_MEMORY_SYSTEM, NV50_MEMORY_VIRTUAL, and the
  * parameterless NV01_MEMORY_SYSTEM_DYNAMIC handle of the size query.
  */
@@ -177,6 +264,7 @@ u32 nvstub_mem_construct(struct nvstub_object *obj, void *params)
 			return NV_ERR_NO_MEMORY;
 		obj->mem.mem = mem;
 		obj->mem.owner = true;
+		INIT_LIST_HEAD(&obj->mem.dups);
 		return NV_OK;
 	}
 
@@ -210,7 +298,9 @@ u32 nvstub_mem_construct(struct nvstub_object *obj, void *params)
 			return NV_ERR_INVALID_ARGUMENT;
 		type = NVSTUB_MEM_SYSMEM;
 		break;
-	default:			/* a virtual range reserves nothing */
+	default:			/* virtmemConstruct() */
+		if (!(p->flags & NVOS32_ALLOC_FLAGS_VIRTUAL))
+			return NV_ERR_INVALID_ARGUMENT;
 		type = NVSTUB_MEM_VIRTUAL;
 		break;
 	}
@@ -228,6 +318,9 @@ u32 nvstub_mem_construct(struct nvstub_object *obj, void *params)
 		return NV_ERR_NO_MEMORY;
 	if (type == NVSTUB_MEM_SYSMEM && size > NVSTUB_SYSMEM_CAP)
 		return NV_ERR_NO_MEMORY;
+
+	if (type == NVSTUB_MEM_VIRTUAL)
+		return nvstub_virtual_construct(obj, p, size, attr, attr2);
 
 	mem = nvstub_mem_alloc(type, gpu, size);
 	if (!mem)
@@ -249,6 +342,7 @@ u32 nvstub_mem_construct(struct nvstub_object *obj, void *params)
 	obj->mem.owner = true;
 	obj->mem.attr = attr;
 	obj->mem.attr2 = attr2;
+	INIT_LIST_HEAD(&obj->mem.dups);
 	p->size = size;
 	p->attr = attr;
 	p->attr2 = attr2;
@@ -257,24 +351,38 @@ u32 nvstub_mem_construct(struct nvstub_object *obj, void *params)
 	return NV_OK;
 }
 
-/* Freeing a handle; the memory goes with its last one (DupCount). */
+/*
+ * Freeing a handle; the memory goes with its last one (DupCount).  The
+ * owner's handle passes ownership to the next handle in the ring, the dup
+ * made from it most recently (_memDestructCommonWithDevice, "Choose the new
+ * owner"): a kernel client's (UVM's) ownership is counted for no process.
+ */
 void nvstub_mem_destruct(struct nvstub_object *obj)
 {
 	struct nvstub_mem *mem = obj->mem.mem;
 
 	lockdep_assert_held(&nvstub_rm_lock);
+	if (obj->mem.owner && !list_empty(&obj->mem.dups))
+		list_next_entry(obj, mem.dups)->mem.owner = true;
+	list_del(&obj->mem.dups);
 	if (--mem->handles == 0 && mem->type == NVSTUB_MEM_VIDMEM) {
 		mem->gpu->heap_used -= mem->size;
 		mem->gpu->heap_allocs--;
 	}
+	if (!mem->handles && mem->range) {
+		nvstub_vas_unreserve(mem->range, mem);
+		mem->range = NULL;
+	}
 	nvstub_mem_put(mem);
 }
 
+/* memCopyConstruct(): the dup goes into the ring right after its source. */
 void nvstub_mem_dup(struct nvstub_object *dst, struct nvstub_object *src)
 {
 	lockdep_assert_held(&nvstub_rm_lock);
 	dst->mem = src->mem;
 	dst->mem.owner = false;
+	list_add(&dst->mem.dups, &src->mem.dups);
 	dst->mem.mem->handles++;
 	nvstub_mem_get(dst->mem.mem);
 }
@@ -581,7 +689,7 @@ static u32 nvstub_ctx_add(struct nvstub_object *obj, int fd,
 			status = NV_ERR_NO_MEMORY;
 			goto unlock;
 		}
-	} else if (kind == NVSTUB_CTX_SYSMEM) {
+	} else {
 		ctx->mem = obj->mem.mem;
 		nvstub_mem_get(ctx->mem);
 	}
@@ -754,8 +862,8 @@ static struct page *nvstub_vma_page(struct vm_area_struct *vma,
 	struct nvstub_file *nf = vma->vm_file->private_data;
 	unsigned long idx = nf->ctx.page_index + ((addr - vma->vm_start) >> PAGE_SHIFT);
 
-	if (nf->ctx.kind == NVSTUB_CTX_SYSMEM)
-		return idx < nf->ctx.mem->npages ? nf->ctx.mem->pages[idx] : NULL;
+	if (nf->ctx.kind == NVSTUB_CTX_SYSMEM || nf->ctx.kind == NVSTUB_CTX_VIDMEM)
+		return nvstub_mem_page(nf->ctx.mem, idx, true);
 	if (nf->ctx.kind == NVSTUB_CTX_USERMODE)
 		return idx < NVSTUB_USERMODE_PAGES ? nf->ctx.db->pages[idx] : NULL;
 	return NULL;
@@ -765,25 +873,26 @@ static void nvstub_vma_open(struct vm_area_struct *vma)
 {
 	struct nvstub_file *nf = vma->vm_file->private_data;
 
-	if (nf->ctx.kind == NVSTUB_CTX_SYSMEM)
-		nvstub_mem_get(vma->vm_private_data);
-	else
+	if (nf->ctx.kind == NVSTUB_CTX_USERMODE)
 		kref_get(&((struct nvstub_doorbell *)vma->vm_private_data)->ref);
+	else
+		nvstub_mem_get(vma->vm_private_data);
 }
 
 static void nvstub_vma_close(struct vm_area_struct *vma)
 {
 	struct nvstub_file *nf = vma->vm_file->private_data;
 
-	if (nf->ctx.kind == NVSTUB_CTX_SYSMEM)
-		nvstub_mem_put(vma->vm_private_data);
-	else
+	if (nf->ctx.kind == NVSTUB_CTX_USERMODE)
 		nvstub_doorbell_put(vma->vm_private_data);
+	else
+		nvstub_mem_put(vma->vm_private_data);
 }
 
 /*
  * nvidia_fault(): GPU mappings are re-inserted after a revocation (zap);
- * system-memory mappings on the ctl file are not revocable.
+ * system-memory mappings on the ctl file are not revocable.  stub: a BAR1
+ * page of video memory gets its backing page at its first touch.
  */
 static vm_fault_t nvstub_vma_fault(struct vm_fault *vmf)
 {
@@ -791,7 +900,8 @@ static vm_fault_t nvstub_vma_fault(struct vm_fault *vmf)
 	struct nvstub_file *nf = vma->vm_file->private_data;
 	struct page *page;
 
-	if (vma->vm_pgoff != 0 || nf->ctx.kind != NVSTUB_CTX_USERMODE)
+	if (vma->vm_pgoff != 0 || (nf->ctx.kind != NVSTUB_CTX_USERMODE &&
+				   nf->ctx.kind != NVSTUB_CTX_VIDMEM))
 		return VM_FAULT_SIGBUS;
 	page = nvstub_vma_page(vma, vmf->address);
 	if (!page)
@@ -874,6 +984,19 @@ static int nvstub_mmap_usermode(struct vm_area_struct *vma,
 	return 0;
 }
 
+/* BAR1: a GPU node maps exactly what RM_MAP_MEMORY described; by faults */
+static int nvstub_mmap_vidmem(struct vm_area_struct *vma,
+			      struct nvstub_mmap_ctx *ctx)
+{
+	if (vma_pages(vma) != ctx->npages ||
+	    ctx->page_index + ctx->npages > ctx->mem->size >> PAGE_SHIFT)
+		return -ENXIO;
+	nvstub_vm_flags_set(vma, VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP);
+	nvstub_mem_get(ctx->mem);
+	vma->vm_private_data = ctx->mem;
+	return 0;
+}
+
 int nvstub_mmap(struct file *filp, struct vm_area_struct *vma)
 {
 	struct nvstub_file *nf = filp->private_data;
@@ -906,8 +1029,11 @@ int nvstub_mmap(struct file *filp, struct vm_area_struct *vma)
 	case NVSTUB_CTX_USERMODE:
 		ret = nvstub_mmap_usermode(vma, ctx);
 		break;
+	case NVSTUB_CTX_VIDMEM:
+		ret = nvstub_mmap_vidmem(vma, ctx);
+		break;
 	default:
-		ret = -ENXIO;	/* video memory: no BAR1 in the stub */
+		ret = -ENXIO;
 		break;
 	}
 	if (!ret)

@@ -55,6 +55,8 @@ struct nvstub_abi {
 	u32 nvos46_size;		/* sizeof(NVOS46_PARAMETERS) */
 	u32 nvos47_size;		/* sizeof(NVOS47_PARAMETERS) */
 	u32 gpfifo_schedule_size;	/* NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS */
+	/* UVM_MAX_GPUS: UVM_MAP_EXTERNAL_ALLOCATION's attribute array (550) */
+	u32 uvm_max_gpus;
 	/*
 	 * 550 changed several things at once: the device-allocation fd check
 	 * is by f_op, the device factory checks deviceId, FB_GET_INFO V1
@@ -107,6 +109,7 @@ struct nvstub_gpu {
 	u8 bus;
 	char bus_id[16];		/* 0000:BB:00.0 */
 	char uuid[48];
+	u8 uuid_bin[16];
 	u64 reg_address;
 	u64 fb_address;
 
@@ -116,6 +119,12 @@ struct nvstub_gpu {
 	u64 heap_next;			/* fake offset of the next allocation */
 	u32 heap_allocs;
 	unsigned int attach_count;	/* ATTACH_GPUS_TO_FD references */
+	/*
+	 * nv->usage_count: open GPU files, ATTACH_GPUS_TO_FD references and
+	 * kernel clients' open_gpu().  When it drops to 0 (persistence mode
+	 * is off) RM shuts the GPU down and every client's devices on it go.
+	 */
+	unsigned int users;
 
 	/*
 	 * engine: eng_lock protects channels, doorbells, procs, chans[],
@@ -143,7 +152,7 @@ extern struct nvstub_gpu *nvstub_gpus;
 enum nvstub_ctx_kind {
 	NVSTUB_CTX_NONE,
 	NVSTUB_CTX_SYSMEM,		/* ctl file: pages of a system-memory object */
-	NVSTUB_CTX_VIDMEM,		/* GPU file: BAR1, refused at mmap */
+	NVSTUB_CTX_VIDMEM,		/* GPU file: BAR1, pages made on first touch */
 	NVSTUB_CTX_USERMODE,		/* GPU file: the usermode region */
 };
 
@@ -152,7 +161,7 @@ struct nvstub_doorbell;
 
 struct nvstub_mmap_ctx {
 	enum nvstub_ctx_kind kind;
-	struct nvstub_mem *mem;		/* SYSMEM: holds a reference */
+	struct nvstub_mem *mem;		/* SYSMEM, VIDMEM: holds a reference */
 	struct nvstub_doorbell *db;	/* USERMODE: holds a reference */
 	unsigned long page_index;	/* first page of the mapping */
 	unsigned long npages;		/* page-aligned length */
@@ -199,8 +208,11 @@ enum nvstub_mem_type {
 	NVSTUB_MEM_DUMMY,		/* RM_ALLOC_MEMORY size query handle */
 };
 
+struct nvstub_vas;
+struct nvstub_va_range;
+
 struct nvstub_mem {
-	struct kref ref;		/* handles, contexts, VMAs, channels */
+	struct kref ref;		/* handles, contexts, VMAs, channels, GPU maps */
 	unsigned int handles;		/* DupCount, under nvstub_rm_lock */
 	enum nvstub_mem_type type;
 	struct nvstub_gpu *gpu;
@@ -209,11 +221,58 @@ struct nvstub_mem {
 	u64 cookie;			/* SYSMEM: fake physical base */
 	unsigned long npages;
 	struct page **pages;		/* SYSMEM */
+	/*
+	 * VIDMEM: the pages behind a BAR1 mapping, a GPU mapping the engine
+	 * reads or a channel's USERD, made on first use (stub: video memory
+	 * has no storage until then); index → struct page.
+	 */
+	struct xarray backing;
+	/* VIRTUAL: the VA range it reserved, under nvstub_rm_lock */
+	struct nvstub_va_range *range;
 };
 
 void nvstub_mem_get(struct nvstub_mem *mem);
 void nvstub_mem_put(struct nvstub_mem *mem);
 void *nvstub_mem_ptr(struct nvstub_mem *mem, u64 offset);
+struct page *nvstub_mem_page(struct nvstub_mem *mem, unsigned long idx,
+			     bool make);
+
+/*
+ * A GPU virtual address space: a FERMI_VASPACE_A object's, or a device's
+ * default one (vaspaceGetByHandleOrDeviceDefault).  ranges and the flags are
+ * under nvstub_rm_lock; maps also under lock, which the engine takes (under
+ * eng_lock) to read a ring through its GPU virtual address.
+ */
+struct nvstub_vas {
+	struct kref ref;		/* its object or device, users */
+	struct nvstub_gpu *gpu;
+	u64 start;			/* vasStart */
+	u64 limit;			/* vasLimit, inclusive */
+	bool external;			/* IS_EXTERNALLY_OWNED: UVM's page tables */
+	unsigned int page_dir;		/* external: UVM registrations (SetPageDirectory) */
+	struct list_head ranges;	/* RM's VA heap: nvstub_va_range */
+	unsigned int nranges;
+	spinlock_t lock;
+	struct list_head maps;		/* nvstub_va_map, by owner */
+	unsigned int nmaps;
+};
+
+struct nvstub_va_range {
+	struct list_head node;
+	struct nvstub_vas *vas;		/* holds a reference */
+	u64 va;
+	u64 size;
+};
+
+/* One GPU mapping: VA [va, va + length) → mem at mem_offset. */
+struct nvstub_va_map {
+	struct list_head node;
+	u64 va;
+	u64 length;
+	struct nvstub_mem *mem;		/* holds a reference */
+	u64 mem_offset;
+	const void *owner;		/* the virtual allocation or UVM range */
+};
 
 /* The usermode region one GPU file mapped: its doorbell is polled. */
 struct nvstub_doorbell {
@@ -233,6 +292,12 @@ struct nvstub_tsg {
 	bool runlist;			/* an engine object was made in it */
 	u64 timeslice_us;
 	u32 engine_type;
+	/* RM state, under nvstub_rm_lock */
+	bool internal;			/* made by RM for a channel under a device */
+	bool legacy;			/* channels without a context share */
+	unsigned int nchannels;
+	struct nvstub_vas *vas;		/* legacy mode's VA space, or NULL */
+	u64 subctx_used;		/* VEIDs 0..63 held by context shares */
 };
 
 /* Engine state of a channel. */
@@ -249,17 +314,24 @@ struct nvstub_chan {
 	 * Until then GET_WORK_SUBMIT_TOKEN is NV_ERR_INVALID_STATE.
 	 */
 	bool runlist;
+	/*
+	 * Externally owned VA space: UVM_REGISTER_CHANNEL bound its
+	 * allocations (kchannelIsSchedulable()); under nvstub_rm_lock.
+	 */
+	bool bound;
 	pid_t tgid;
 	u32 h_client;
 	u32 h_channel;
-	struct nvstub_mem *userd;	/* USERD in a system-memory object */
+	struct nvstub_mem *userd;	/* the memory holding USERD */
 	u64 userd_offset;
-	struct nvstub_mem *gpfifo;	/* the ring, ditto */
-	u64 gpfifo_offset;
+	u32 *userd_ptr;			/* USERD's kernel address (its page is made) */
+	struct nvstub_vas *vas;		/* the ring is read through it */
+	u64 gpfifo_va;			/* gpFifoOffset: a GPU virtual address */
 	u32 entries;
 	/* under gpu->eng_lock */
 	struct list_head node;
 	bool dead;
+	bool faulted;			/* the ring's VA was not mapped: MMU fault */
 	bool rung;			/* a doorbell named it; cleared when idle */
 	bool disabled;			/* NV2080 FIFO_DISABLE_CHANNELS */
 	bool item_loaded;
@@ -291,13 +363,36 @@ struct nvstub_object {
 	struct nvstub_object *device;	/* nearest NV01_DEVICE_0 ancestor */
 	struct list_head cpu_maps;	/* RM_MAP_MEMORY records */
 	unsigned int ncpu_maps;
+	/*
+	 * resserv's dependants: objects freed with this one though not its
+	 * children (refAddDependant: a channel on its context share or VA
+	 * space, a context share or virtual allocation on its VA space).
+	 */
+	struct list_head dependants;
+	struct list_head dep_node;	/* in depends_on->dependants */
+	struct nvstub_object *depends_on;
 	union {
 		u32 subdevice_inst;
 		struct {
+			u32 va_mode;
+			struct nvstub_vas *vas;	/* the default VA space, made on use */
+		} dev;
+		struct nvstub_vas *vas;		/* FERMI_VASPACE_A */
+		struct {
+			struct nvstub_vas *vas;
+			u32 subctx_id;
+		} ctxshare;
+		struct {
 			struct nvstub_mem *mem;
-			bool owner;	/* allocated, not dup'ed */
+			/*
+			 * isMemDescOwner: the allocating handle, until it
+			 * is freed; then the next in dups (mem.c "Choose
+			 * the new owner").
+			 */
+			bool owner;
 			u32 attr;
 			u32 attr2;
+			struct list_head dups;	/* the handles of mem, a ring */
 		} mem;
 		struct nvstub_tsg *tsg;
 		struct nvstub_chan *chan;
@@ -307,6 +402,11 @@ struct nvstub_object {
 struct nvstub_client {
 	u32 handle;
 	struct nvstub_file *owner;	/* pOSInfo: freed with this file */
+	/*
+	 * RS_PRIV_LEVEL_KERNEL and rmclientIsAdmin(): left out of the process
+	 * lists.  A kernel client made as NV01_ROOT_NON_PRIV is not an admin.
+	 */
+	bool kernel_admin;
 	struct pid *pid;		/* ProcID, namespace-aware */
 	pid_t tgid;
 	struct xarray objects;		/* handle → nvstub_object */
@@ -324,6 +424,7 @@ struct nvstub_call {
 	 * process ids are those of the initial pid namespace.
 	 */
 	bool kernel;
+	bool non_priv;			/* kernel: allocating NV01_ROOT_NON_PRIV */
 };
 
 /* rm.c */
@@ -338,7 +439,11 @@ u32 nvstub_rm_alloc_kernel(struct nvstub_call *call, u32 h_client,
 			   void *params);
 u32 nvstub_rm_free(struct nvstub_call *call, u32 h_client, u32 h_object);
 u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p);
+u32 nvstub_rm_dup_to_kernel(struct nvstub_client *dst, u32 h_parent,
+			    struct nvstub_object *src, u32 *h_new);
 void nvstub_rm_free_clients_of(struct nvstub_file *nf);
+void nvstub_gpu_get(struct nvstub_gpu *gpu);
+void nvstub_gpu_put(struct nvstub_gpu *gpu);
 u32 nvstub_client_get(struct nvstub_call *call, u32 h_client,
 		      struct nvstub_client **out);
 struct nvstub_object *nvstub_object_find(struct nvstub_client *c, u32 h);
@@ -362,6 +467,34 @@ int nvstub_mmap(struct file *filp, struct vm_area_struct *vma);
 void nvstub_heap_info(struct nvstub_gpu *gpu, u64 *total, u64 *free);
 extern atomic_long_t nvstub_sysmem_pages;
 
+/* va.c */
+struct nvstub_vas *nvstub_vas_create(struct nvstub_gpu *gpu, u64 start,
+				     u64 limit, bool external);
+void nvstub_vas_get(struct nvstub_vas *vas);
+void nvstub_vas_put(struct nvstub_vas *vas);
+u32 nvstub_vas_lookup(struct nvstub_client *c, struct nvstub_object *dev,
+		      u32 h_va_space, struct nvstub_vas **out,
+		      struct nvstub_object **vas_obj);
+u32 nvstub_vas_reserve(struct nvstub_vas *vas, u64 size, u64 align,
+		       bool fixed, u64 *va, struct nvstub_va_range **out);
+void nvstub_vas_unreserve(struct nvstub_va_range *r, const void *owner);
+u32 nvstub_vas_map(struct nvstub_vas *vas, u64 va, u64 length,
+		   struct nvstub_mem *mem, u64 mem_offset, const void *owner);
+unsigned int nvstub_vas_unmap(struct nvstub_vas *vas, u64 va,
+			      const void *owner);
+bool nvstub_vas_read32(struct nvstub_vas *vas, u64 va, u32 *val);
+u32 nvstub_vaspace_construct(struct nvstub_call *call,
+			     struct nvstub_object *obj, void *params);
+void nvstub_vaspace_destruct(struct nvstub_object *obj);
+u32 nvstub_ctxshare_construct(struct nvstub_call *call,
+			      struct nvstub_object *obj, void *params);
+void nvstub_ctxshare_destruct(struct nvstub_object *obj);
+void nvstub_object_depend(struct nvstub_object *obj,
+			  struct nvstub_object *on);
+u32 nvstub_esc_map_memory_dma(struct nvstub_call *call, void *buf, u32 size);
+u32 nvstub_esc_unmap_memory_dma(struct nvstub_call *call, void *buf,
+				u32 size);
+
 /* ctrl.c */
 u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p);
 
@@ -376,9 +509,11 @@ u64 nvstub_tsg_get_timeslice(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg);
 u32 nvstub_chan_create(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg,
 		       struct nvstub_client *client, u32 h_channel,
 		       struct nvstub_mem *userd, u64 userd_offset,
-		       struct nvstub_mem *gpfifo, u64 gpfifo_offset,
+		       struct nvstub_vas *vas, u64 gpfifo_va,
 		       u32 entries, struct nvstub_chan **out);
 void nvstub_chan_destroy(struct nvstub_chan *chan);
+void nvstub_chan_get(struct nvstub_chan *chan);
+void nvstub_chan_put(struct nvstub_chan *chan);
 struct nvstub_doorbell *nvstub_doorbell_create(struct nvstub_gpu *gpu);
 u32 nvstub_fifo_disable_channels(struct nvstub_call *call,
 				 struct nvstub_object *obj, void *params);

@@ -38,6 +38,7 @@ struct nvstub_class {
 
 #define NVSTUB_PARAMS_MEMALLOC	(~0u)	/* NV_MEMORY_ALLOCATION_PARAMS */
 #define NVSTUB_PARAMS_CHANNEL	(~1u)	/* NV_CHANNEL_ALLOC_PARAMS */
+#define NVSTUB_PARAMS_VASPACE	(~2u)	/* NV_VASPACE_ALLOCATION_PARAMETERS */
 #define NVSTUB_ALLOC_PARAMS_MAX	sizeof(struct nv_channel_alloc_params)
 
 static u32 nvstub_class_params_size(const struct nvstub_class *cls)
@@ -47,6 +48,10 @@ static u32 nvstub_class_params_size(const struct nvstub_class *cls)
 		return nvstub_abi->memalloc_size;
 	case NVSTUB_PARAMS_CHANNEL:
 		return nvstub_abi->channel_alloc_size;
+	case NVSTUB_PARAMS_VASPACE:	/* pasid: 580 */
+		return nvstub_abi->since >= 580 ?
+		       sizeof(struct nv_vaspace_allocation_parameters) :
+		       NV_VASPACE_ALLOCATION_PARAMETERS_SIZE_OLD;
 	default:
 		return cls->params_size;
 	}
@@ -86,7 +91,15 @@ static u32 nvstub_device_construct(struct nvstub_call *call,
 			return NV_ERR_INSUFFICIENT_RESOURCES;
 	obj->gpu = gpu;
 	obj->device = obj;
+	/* vaMode: the default VA space is made when first used */
+	obj->dev.va_mode = p ? p->va_mode : NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES;
+	obj->dev.vas = NULL;
 	return NV_OK;
+}
+
+static void nvstub_device_destruct(struct nvstub_object *obj)
+{
+	nvstub_vas_put(obj->dev.vas);
 }
 
 static u32 nvstub_subdevice_construct(struct nvstub_call *call,
@@ -107,13 +120,31 @@ static u32 nvstub_subdevice_construct(struct nvstub_call *call,
 	return NV_OK;
 }
 
+/*
+ * kchangrpapiConstruct(): a TSG may name the VA space its channels use when
+ * they name no context share (legacy mode); else the device's default.
+ */
 static u32 nvstub_tsg_construct(struct nvstub_call *call,
 				struct nvstub_object *obj, void *params)
 {
 	struct nv_channel_group_allocation_parameters *p = params;
+	struct nvstub_vas *vas = NULL;
+	u32 status;
 
+	if (p->h_va_space) {
+		status = nvstub_vas_lookup(obj->client, obj->device,
+					   p->h_va_space, &vas, NULL);
+		if (status)
+			return status;
+	}
 	obj->tsg = nvstub_tsg_create(p->engine_type);
-	return obj->tsg ? NV_OK : NV_ERR_NO_MEMORY;
+	if (!obj->tsg)
+		return NV_ERR_NO_MEMORY;
+	if (vas) {
+		nvstub_vas_get(vas);
+		obj->tsg->vas = vas;
+	}
+	return NV_OK;
 }
 
 static void nvstub_tsg_destruct(struct nvstub_object *obj)
@@ -122,50 +153,151 @@ static void nvstub_tsg_destruct(struct nvstub_object *obj)
 }
 
 /*
- * The stub has no GPU virtual address space: the ring and USERD are named by
- * system-memory handles and byte offsets (docs/nvstub.md).
+ * kchannelCreateUserdMemDesc_GV100(): USERD in a memory object of the client,
+ * system or video memory (in video memory the client writes GPPut through a
+ * BAR1 mapping), 512-aligned within it.
  */
-static struct nvstub_mem *nvstub_chan_buffer(struct nvstub_object *chan,
-					     u32 handle, u64 offset, u64 len,
-					     u64 align)
+static u32 nvstub_chan_userd(struct nvstub_object *chan, u32 handle,
+			     u64 offset, struct nvstub_mem **out)
 {
 	struct nvstub_object *o = nvstub_object_find(chan->client, handle);
 
-	if (!o || o->hclass != NV01_MEMORY_SYSTEM || o->gpu != chan->gpu)
-		return NULL;
-	if (!IS_ALIGNED(offset, align) || offset >= o->mem.mem->size ||
-	    len > o->mem.mem->size - offset)
-		return NULL;
-	return o->mem.mem;
+	if (!o)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	if (o->hclass != NV01_MEMORY_SYSTEM && o->hclass != NV01_MEMORY_LOCAL_USER)
+		return NV_ERR_INVALID_OBJECT_HANDLE;
+	if (o->gpu != chan->gpu)
+		return NV_ERR_INVALID_DEVICE;
+	if (!IS_ALIGNED(offset, NVC86F_USERD_SIZE) || offset >= o->mem.mem->size ||
+	    NVC86F_USERD_SIZE > o->mem.mem->size - offset)
+		return NV_ERR_INVALID_ARGUMENT;	/* memdescCreateSubMem() */
+	*out = o->mem.mem;
+	return NV_OK;
+}
+
+/*
+ * The VA space a channel runs in (kchannelConstruct): its context share's;
+ * without one (legacy mode) the TSG's, which is the TSG's hVASpace, or the
+ * device's default; a channel under a device names its own in hVASpace.
+ * A TSG's channels all have context shares or none.  VAS_OBJ: the object a
+ * channel depends on (its context share or VA space), or NULL.
+ */
+static u32 nvstub_chan_vas(struct nvstub_object *obj,
+			   struct nv_channel_alloc_params *p,
+			   struct nvstub_tsg *tsg, struct nvstub_vas **vas,
+			   struct nvstub_object **dep)
+{
+	struct nvstub_object *cs;
+	u32 status;
+
+	*dep = NULL;
+	if (tsg->nchannels && tsg->legacy != !p->h_context_share)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (p->h_context_share) {
+		cs = nvstub_object_find(obj->client, p->h_context_share);
+		if (!cs)
+			return NV_ERR_OBJECT_NOT_FOUND;
+		if (cs->hclass != FERMI_CONTEXT_SHARE_A)
+			return NV_ERR_INVALID_OBJECT_HANDLE;
+		if (cs->parent != obj->parent)
+			return NV_ERR_INVALID_OBJECT_PARENT;
+		*vas = cs->ctxshare.vas;
+		*dep = cs;
+		return NV_OK;
+	}
+	if (!tsg->vas) {	/* kchangrpapiSetLegacyMode() */
+		status = nvstub_vas_lookup(obj->client, obj->device, 0, vas, NULL);
+		if (status)
+			return status;
+		nvstub_vas_get(*vas);
+		tsg->vas = *vas;
+	}
+	tsg->legacy = true;
+	*vas = tsg->vas;
+	return NV_OK;
 }
 
 static u32 nvstub_channel_construct(struct nvstub_call *call,
 				    struct nvstub_object *obj, void *params)
 {
 	struct nv_channel_alloc_params *p = params;
-	struct nvstub_tsg *tsg = obj->parent->tsg;
-	struct nvstub_mem *userd, *ring;
-	u32 entries = p->gp_fifo_entries;
+	struct nvstub_object *dep, *vas_obj = NULL;
+	struct nvstub_vas *vas = NULL;
+	struct nvstub_tsg *tsg;
+	struct nvstub_mem *userd;
+	u32 entries = p->gp_fifo_entries, status;
+
+	/* "Context share and vaspace handles can't be active at the same time." */
+	if (p->h_context_share && p->h_va_space)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (obj->parent->hclass == KEPLER_CHANNEL_GROUP_A) {
+		tsg = obj->parent->tsg;
+		/* "TSG channels can't use an explicit vaspace" */
+		if (p->h_va_space)
+			return NV_ERR_INVALID_ARGUMENT;
+		kref_get(&tsg->ref);
+	} else {
+		/* "Non-TSG channels can't use context share" */
+		if (p->h_context_share)
+			return NV_ERR_INVALID_ARGUMENT;
+		if (p->h_va_space) {
+			status = nvstub_vas_lookup(obj->client, obj->device,
+						   p->h_va_space, &vas, &vas_obj);
+			if (status)
+				return status;
+		}
+		/*
+		 * RM wraps the channel in a TSG of its own (bAllocatedByRm),
+		 * freed with it.  stub: that TSG is not an RM object here.
+		 */
+		tsg = nvstub_tsg_create(p->engine_type);
+		if (!tsg)
+			return NV_ERR_NO_MEMORY;
+		tsg->internal = true;
+		if (vas) {
+			nvstub_vas_get(vas);
+			tsg->vas = vas;
+		}
+	}
+	p->h_phys_channel_group = 0;	/* "only needed internally" */
 
 	/* kchannelConstruct(): a channel's engine must be its TSG's */
+	status = NV_ERR_INVALID_ARGUMENT;
 	if (p->engine_type && p->engine_type != tsg->engine_type)
-		return NV_ERR_INVALID_ARGUMENT;
+		goto err_put;
 	if (entries < 2 || entries > (1u << 20) || !is_power_of_2(entries))
-		return NV_ERR_INVALID_ARGUMENT;
-	ring = nvstub_chan_buffer(obj, p->h_object_buffer, p->gp_fifo_offset,
-				  (u64)entries * 8, 8);
-	userd = nvstub_chan_buffer(obj, p->h_userd_memory[0], p->userd_offset[0],
-				   NVC86F_USERD_SIZE, NVC86F_USERD_SIZE);
-	if (!ring || !userd)
-		return NV_ERR_INVALID_ARGUMENT;
+		goto err_put;
+	status = nvstub_chan_vas(obj, p, tsg, &vas, &dep);
+	if (status)
+		goto err_put;
+	/* stub: RM allocates USERD itself when hUserdMemory[0] is 0; not here */
+	status = NV_ERR_NOT_SUPPORTED;
+	if (!p->h_userd_memory[0])
+		goto err_put;
+	status = nvstub_chan_userd(obj, p->h_userd_memory[0], p->userd_offset[0],
+				   &userd);
+	if (status)
+		goto err_put;
 
-	return nvstub_chan_create(obj->gpu, tsg, obj->client, obj->handle,
-				  userd, p->userd_offset[0], ring,
-				  p->gp_fifo_offset, entries, &obj->chan);
+	/* gpFifoOffset is a GPU VA: the GPU faults later if it is unmapped */
+	status = nvstub_chan_create(obj->gpu, tsg, obj->client, obj->handle,
+				    userd, p->userd_offset[0], vas,
+				    p->gp_fifo_offset, entries, &obj->chan);
+	if (status)
+		goto err_put;
+	tsg->nchannels++;
+	nvstub_object_depend(obj, dep ? dep : vas_obj);
+	nvstub_tsg_put(tsg);	/* the channel holds its own */
+	return NV_OK;
+
+err_put:
+	nvstub_tsg_put(tsg);
+	return status;
 }
 
 static void nvstub_channel_destruct(struct nvstub_object *obj)
 {
+	obj->chan->tsg->nchannels--;
 	nvstub_chan_destroy(obj->chan);
 }
 
@@ -199,6 +331,18 @@ static u32 nvstub_engine_object_construct(struct nvstub_call *call,
 	return NV_OK;
 }
 
+static u32 nvstub_vaspace_ctor(struct nvstub_call *call,
+			       struct nvstub_object *obj, void *params)
+{
+	return nvstub_vaspace_construct(call, obj, params);
+}
+
+static u32 nvstub_ctxshare_ctor(struct nvstub_call *call,
+				struct nvstub_object *obj, void *params)
+{
+	return nvstub_ctxshare_construct(call, obj, params);
+}
+
 static u32 nvstub_memory_construct(struct nvstub_call *call,
 				   struct nvstub_object *obj, void *params)
 {
@@ -215,6 +359,7 @@ static const struct nvstub_class nvstub_classes[] = {
 		.params_size = sizeof(struct nv0080_alloc_parameters),
 		.parents = { NV01_ROOT_CLIENT },
 		.construct = nvstub_device_construct,
+		.destruct = nvstub_device_destruct,
 	}, {
 		.hclass = NV20_SUBDEVICE_0,
 		.params_size = sizeof(struct nv2080_alloc_parameters),
@@ -262,7 +407,7 @@ static const struct nvstub_class nvstub_classes[] = {
 		.hclass = HOPPER_CHANNEL_GPFIFO_A,
 		.params_size = NVSTUB_PARAMS_CHANNEL,
 		.flags = NVSTUB_CLS_REQUIRED,
-		.parents = { KEPLER_CHANNEL_GROUP_A },
+		.parents = { KEPLER_CHANNEL_GROUP_A, NV01_DEVICE_0 },
 		.construct = nvstub_channel_construct,
 		.destruct = nvstub_channel_destruct,
 	}, {
@@ -276,6 +421,26 @@ static const struct nvstub_class nvstub_classes[] = {
 		.params_size = sizeof(struct nv_gr_allocation_parameters),
 		.parents = { HOPPER_CHANNEL_GPFIFO_A },
 		.construct = nvstub_engine_object_construct,
+	}, {
+		/* NV_DMA_COPY_ALLOCATION_PARAMETERS {version; engineType} */
+		.hclass = HOPPER_DMA_COPY_A,
+		.params_size = 8,
+		.parents = { HOPPER_CHANNEL_GPFIFO_A },
+		.construct = nvstub_engine_object_construct,
+	}, {
+		.hclass = FERMI_VASPACE_A,
+		.params_size = NVSTUB_PARAMS_VASPACE,
+		.flags = NVSTUB_CLS_REQUIRED,
+		.parents = { NV01_DEVICE_0 },
+		.construct = nvstub_vaspace_ctor,
+		.destruct = nvstub_vaspace_destruct,
+	}, {
+		.hclass = FERMI_CONTEXT_SHARE_A,
+		.params_size = sizeof(struct nv_ctxshare_allocation_parameters),
+		.flags = NVSTUB_CLS_REQUIRED,
+		.parents = { KEPLER_CHANNEL_GROUP_A },
+		.construct = nvstub_ctxshare_ctor,
+		.destruct = nvstub_ctxshare_destruct,
 	},
 };
 
@@ -369,6 +534,8 @@ static struct nvstub_object *nvstub_object_new(struct nvstub_client *c,
 	INIT_LIST_HEAD(&obj->children);
 	INIT_LIST_HEAD(&obj->sibling);
 	INIT_LIST_HEAD(&obj->cpu_maps);
+	INIT_LIST_HEAD(&obj->dependants);
+	INIT_LIST_HEAD(&obj->dep_node);
 	if (parent) {
 		obj->gpu = parent->gpu;
 		obj->device = parent->device;
@@ -378,23 +545,30 @@ static struct nvstub_object *nvstub_object_new(struct nvstub_client *c,
 	return obj;
 }
 
-/* Unlink and free one object whose children are gone. */
+/* Unlink and free one object whose children and dependants are gone. */
 static void nvstub_object_drop(struct nvstub_object *obj)
 {
+	list_del(&obj->dep_node);
 	list_del(&obj->sibling);
 	xa_erase(&obj->client->objects, obj->handle);
 	nvstub_nobjects--;
 	kfree(obj);
 }
 
-/* serverFreeResourceTree(): descendants first, then the object itself. */
+/*
+ * serverFreeResourceTree(): dependants and descendants first (the newest
+ * first), then the object itself.  A dependant may sit anywhere in the
+ * client, so each list is re-read after every free.
+ */
 static void nvstub_free_tree(struct nvstub_object *obj)
 {
-	struct nvstub_object *child, *tmp;
-
 	lockdep_assert_held(&nvstub_rm_lock);
-	list_for_each_entry_safe_reverse(child, tmp, &obj->children, sibling)
-		nvstub_free_tree(child);
+	while (!list_empty(&obj->dependants))
+		nvstub_free_tree(list_last_entry(&obj->dependants,
+						 struct nvstub_object, dep_node));
+	while (!list_empty(&obj->children))
+		nvstub_free_tree(list_last_entry(&obj->children,
+						 struct nvstub_object, sibling));
 	nvstub_cpu_maps_free(obj);
 	if (obj->cls && obj->cls->destruct)
 		obj->cls->destruct(obj);
@@ -442,6 +616,7 @@ static u32 nvstub_client_alloc(struct nvstub_call *call, u32 requested,
 		return NV_ERR_INSUFFICIENT_RESOURCES;
 	c->handle = h;
 	c->owner = call->os_info;
+	c->kernel_admin = call->kernel && !call->non_priv;
 	c->pid = get_task_pid(current, PIDTYPE_TGID);
 	c->tgid = task_tgid_nr(current);
 	xa_init(&c->objects);
@@ -652,8 +827,11 @@ u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p)
 	status = nvstub_assign_handle(dst, &h);
 	if (status)
 		return status;
-	/* the default share policy: the same client, or clients of one process */
-	if (src != dst && src->tgid != dst->tgid)
+	/*
+	 * The default share policy: the same client, or clients of one
+	 * process; a kernel caller is not checked (no REJECT_KERNEL_DUP flag).
+	 */
+	if (!call->kernel && src != dst && src->tgid != dst->tgid)
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;
 	if (!nvstub_parent_allowed(sobj->cls, parent) || parent->gpu != sobj->gpu)
 		return NV_ERR_INVALID_OBJECT_PARENT;
@@ -669,6 +847,66 @@ u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p)
 		nvstub_mem_dup(obj, sobj);
 	p->h_object = h;
 	return NV_OK;
+}
+
+/*
+ * A dup into a kernel client (UVM's nvGpuOpsDupMemory): with
+ * NV04_DUP_HANDLE_FLAGS_REJECT_KERNEL_DUP_PRIVILEGE the source client's share
+ * policy still applies, which by default admits only the process that made
+ * the source client (cliresShareCallback, RS_SHARE_TYPE_PID).
+ */
+u32 nvstub_rm_dup_to_kernel(struct nvstub_client *dst, u32 h_parent,
+			    struct nvstub_object *sobj, u32 *h_new)
+{
+	struct nvstub_object *parent, *obj;
+	u32 status, h = 0;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	if (sobj->client->tgid != task_tgid_nr(current))
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	if (!sobj->cls || !(sobj->cls->flags & NVSTUB_CLS_COPYABLE))
+		return NV_ERR_INVALID_ARGUMENT;
+	parent = nvstub_object_find(dst, h_parent);
+	if (!parent)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	status = nvstub_assign_handle(dst, &h);
+	if (status)
+		return status;
+	obj = nvstub_object_new(dst, sobj->cls, sobj->hclass, h, parent);
+	if (!obj)
+		return NV_ERR_INSUFFICIENT_RESOURCES;
+	if (sobj->cls->flags & NVSTUB_CLS_MEMORY)
+		nvstub_mem_dup(obj, sobj);
+	*h_new = h;
+	return NV_OK;
+}
+
+/* nv_open_device() and nvidia_dev_get(): one more user of the GPU */
+void nvstub_gpu_get(struct nvstub_gpu *gpu)
+{
+	lockdep_assert_held(&nvstub_rm_lock);
+	gpu->users++;
+}
+
+/*
+ * nv_close_device() and nvidia_dev_put(): the last user gone and persistence
+ * mode off (the stub has none), RmShutdownAdapter() deletes every client's
+ * devices on the GPU (rmapiDelPendingDevices): a kernel client that never
+ * called open_gpu() loses its device and subdevice handles too.
+ */
+void nvstub_gpu_put(struct nvstub_gpu *gpu)
+{
+	struct nvstub_object *dev, *tmp;
+	struct nvstub_client *c;
+	unsigned long h;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	if (WARN_ON(!gpu->users) || --gpu->users)
+		return;
+	xa_for_each(&nvstub_clients, h, c)
+		list_for_each_entry_safe(dev, tmp, &c->root->children, sibling)
+			if (dev->hclass == NV01_DEVICE_0 && dev->gpu == gpu)
+				nvstub_free_tree(dev);
 }
 
 /* rm_cleanup_file_private(): a closing file frees the clients it owns. */

@@ -21,7 +21,11 @@ Workloads (each work item is {duration_us}, docs/nvstub.md):
   maps it);
 - kwrite: saturate, but before each doorbell write has the kernel read the
   doorbell page (a write into a pipe from it), and counts the writes that
-  failed with EFAULT ("efault" in its result).
+  failed with EFAULT ("efault" in its result);
+- cuda: saturate, from a channel made as CUDA and tinygrad make theirs
+  (nvclient/cudalike.py: an externally owned VA space UVM registers, a
+  context share, the ring and USERD in video memory); /dev/nvidia-uvm must
+  exist.
 """
 
 import json
@@ -43,7 +47,16 @@ ctl = client.Ctl(ctl_node)
 gpu = client.GpuFile(0, gpu_node)
 rm = client.RmClient(ctl)
 dev = rm.device(0, gpu_file=gpu)
-ch = client.Channel(dev, entries=64)
+ctx = uvm = None
+if mode == "cuda":
+    from nvclient.cudalike import CudaChannel, CudaContext
+    from nvclient.uvm import Uvm
+    uvm = Uvm(ctl.abi.version)
+    ctx = CudaContext(dev, uvm)
+    ch = CudaChannel(ctx, entries=64)
+    mode = "saturate"
+else:
+    ch = client.Channel(dev, entries=64)
 print(json.dumps({"pid": os.getpid(), "token": ch.token}), flush=True)
 sys.stdin.readline()                      # go
 
@@ -164,7 +177,11 @@ if mode == "kwrite":
     bell_view.release()
 if mode == "mremap":
     os._exit(0)     # the mapping moved from under Python's mmap: exit frees all
-ch.close(); dev.close(); rm.close(); gpu.close(); ctl.close()
+ch.close()
+if ctx:
+    ctx.close()
+    uvm.close()
+dev.close(); rm.close(); gpu.close(); ctl.close()
 """.replace("TESTS", repr(TESTS))
 
 

@@ -70,6 +70,16 @@ def reload_stub():
 
 
 @pytest.fixture
+def uvm_nodes():
+    """/dev/nvidia-uvm{,-tools}, made for the test and removed after it."""
+    made = nvtest.make_uvm_nodes()
+    yield made
+    for path in made:
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+@pytest.fixture
 def ctl(_require_stub):
     with client.Ctl() as c:
         yield c

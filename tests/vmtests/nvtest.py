@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -159,7 +160,9 @@ def snapshot():
     state = {"objects": stub.objects()}
     gpu = 0
     while os.path.exists(os.path.join(stub.DEBUGFS, f"gpu{gpu}")):
-        state[f"gpu{gpu}.heap"] = stub.heap(gpu)
+        heap = stub.heap(gpu)
+        heap.pop("users", None)     # open files: not the stub's objects
+        state[f"gpu{gpu}.heap"] = heap
         gpu += 1
     return state
 
@@ -202,6 +205,21 @@ def channel_record(gpu, token):
                          f"{stub.channels(gpu)}")
 
 
+def wait_for(cond, timeout, what):
+    """Poll COND until it is true (returned) or TIMEOUT seconds pass
+    (AssertionError naming WHAT): the GPU's own progress has no event."""
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout} s for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.01)
+
+
 # --- child processes
 
 
@@ -236,6 +254,53 @@ def run_child(code, timeout=120):
                        timeout=timeout, close_fds=True, cwd="/")
     assert r.returncode == 0, f"child failed ({r.returncode}):\n{r.stderr}"
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def make_uvm_nodes():
+    """/dev/nvidia-uvm{,-tools} from the stub's dynamic major (made anew:
+    a reloaded stub may have another), as nvidia-modprobe -u makes them.
+    Returns their paths."""
+    with open("/proc/devices") as f:
+        major = [int(line.split()[0]) for line in f
+                 if line.split()[1:] == ["nvidia-uvm"]]
+    assert major, "the stub registers no nvidia-uvm major"
+    made = []
+    for minor, path in enumerate(("/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")):
+        if os.path.exists(path):
+            os.unlink(path)
+        os.mknod(path, 0o20666, os.makedev(major[0], minor))
+        os.chmod(path, 0o666)
+        made.append(path)
+    return made
+
+
+class Child:
+    """A child Python that lives until finish(): report() returns the dict
+    its next report() passed; finish() closes its stdin and waits."""
+
+    def __init__(self, code):
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", CHILD_PRELUDE + textwrap.dedent(code)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, close_fds=True, cwd="/")
+
+    def report(self):
+        line = self.p.stdout.readline()
+        if not line:
+            raise AssertionError(f"child died ({self.p.wait()}): "
+                                 f"{self.p.stderr.read()}")
+        return json.loads(line)
+
+    def finish(self, timeout=60):
+        self.p.stdin.close()
+        rc = self.p.wait(timeout)
+        self.p.stdout.close()
+        self.p.stderr.close()
+        return rc
+
+
+def spawn_child(code):
+    return Child(code)
 
 
 # --- user memory

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Compute: a TSG and a Hopper GPFIFO channel whose ring and USERD live in
-system memory, the work-submit token, the usermode doorbell, and the
+"""Compute: a TSG and a Hopper GPFIFO channel whose ring is a GPU virtual
+address (test_gpu_va.py has the VA spaces), the work-submit token, the usermode doorbell, and the
 simulated engine that runs each work item for its stated duration and
 counts busy time per channel (docs/nvstub.md, "The simulated engine")."""
 
@@ -263,47 +263,3 @@ def test_engine_counts_channels(dev0):
     assert nvtest.stub.engine(0)["channels"] == n0
 
 
-def _channel_params(dev, **kw):
-    p = dev.abi.NV_CHANNEL_ALLOC_PARAMS()
-    p.gpFifoEntries = kw.pop("entries", 16)
-    p.gpFifoOffset = kw.pop("ring_offset", 0)
-    p.userdOffset[0] = kw.pop("userd_offset", 4096)
-    p.engineType = kw.pop("engine", abi.NV2080_ENGINE_TYPE_GR0)
-    return p, kw
-
-
-def test_channel_alloc_checks(dev0):
-    """kchannelConstruct() and the stub's ring/USERD rules: a power-of-two
-    ring of 2..2^20 entries, 8-aligned, USERD 512-aligned, both inside
-    system-memory objects of the client, the TSG's engine."""
-    rm = dev0.client
-    tsg = rm.alloc(dev0.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
-                   abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
-                       engineType=abi.NV2080_ENGINE_TYPE_GR0))
-    mem = dev0.alloc_sysmem(2 * 4096)
-    vid = dev0.alloc_vidmem(64 << 10)
-    objs = nvtest.objects_total()
-    bad = [{"entries": 3}, {"entries": 1}, {"entries": 0},
-           {"entries": 2048},                       # 16 KiB: past the object
-           {"ring_offset": 4}, {"userd_offset": 4096 + 256},
-           {"userd_offset": 8192}, {"engine": 2},
-           {"buffer": vid.handle}, {"userd": vid.handle},
-           {"buffer": 0x0BADF00D}]
-    for case in bad:
-        p, kw = _channel_params(dev0, **dict(case))
-        p.hObjectBuffer = kw.get("buffer", mem.handle)
-        p.hUserdMemory[0] = kw.get("userd", mem.handle)
-        st = rm.alloc_raw(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, p)
-        assert st.status == abi.NV_ERR_INVALID_ARGUMENT, case
-    assert nvtest.objects_total() == objs
-    p, _ = _channel_params(dev0)
-    p.hObjectBuffer = p.hUserdMemory[0] = mem.handle
-    h = rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, p)
-    # the channel's parent is the TSG, not the device
-    p.hObjectBuffer = p.hUserdMemory[0] = mem.handle
-    st = rm.alloc_raw(dev0.hdevice, abi.HOPPER_CHANNEL_GPFIFO_A, p)
-    assert st.status == abi.NV_ERR_INVALID_OBJECT_PARENT
-    rm.free(h)
-    rm.free(tsg)
-    rm.free(mem.handle)
-    rm.free(vid.handle)

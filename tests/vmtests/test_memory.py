@@ -117,6 +117,10 @@ def test_virtual_reserves_nothing(dev0):
     used0 = nvtest.heap_used(0)
     heap = dev0.heap_alloc(64 * MiB, flags=abi.NVOS32_ALLOC_FLAGS_VIRTUAL)
     p = dev0.memory_params(64 * MiB)
+    # virtmemConstruct(): a virtual allocation says so in its flags
+    st = dev0.client.alloc_raw(dev0.hdevice, abi.NV50_MEMORY_VIRTUAL, p)
+    assert st.status == abi.NV_ERR_INVALID_ARGUMENT
+    p = dev0.memory_params(64 * MiB, flags=abi.NVOS32_ALLOC_FLAGS_VIRTUAL)
     virt = dev0.client.alloc(dev0.hdevice, abi.NV50_MEMORY_VIRTUAL, p)
     assert dev0.heap_info()[1] == free0
     assert nvtest.heap_used(0) == used0
@@ -365,12 +369,24 @@ def test_mmap_without_a_mapping_context_fails(ctl):
         os.close(fd)
 
 
-def test_video_memory_cannot_be_mapped(dev0):
-    """No BAR1 in the stub: video memory never reaches the CPU."""
+def test_video_memory_maps_through_bar1(dev0):
+    """RM_MAP_MEMORY of video memory on a file of its GPU, then mmap: BAR1.
+    Two mappings see the same bytes; the heap is what it was (stub: the
+    pages behind the mapping are made on first touch, not taken from it)."""
     mem = dev0.alloc_vidmem(MiB)
-    with pytest.raises((OSError, client.NvStatusError)):
-        m = dev0.map(mem.handle, MiB, node=dev0.gpu.path)
-        m.close()
+    used = nvtest.heap_used(0)
+    a = dev0.map(mem.handle, MiB, node=dev0.gpu.path)
+    b = dev0.map(mem.handle, MiB, node=dev0.gpu.path)
+    a.write32(MiB - 4, 0x5A5A1234)
+    assert b.read32(MiB - 4) == 0x5A5A1234
+    assert b.read32(0) == 0         # never written: zeroed
+    assert nvtest.heap_used(0) == used
+    # a ctl file maps system memory only
+    with pytest.raises(client.NvStatusError) as e:
+        dev0.map(mem.handle, MiB)
+    assert e.value.status == abi.NV_ERR_INVALID_ARGUMENT
+    a.close()
+    b.close()
     dev0.client.free(mem.handle)
 
 

@@ -286,26 +286,6 @@ CUDA_ERROR_NO_DEVICE = 100
 NV2080_CTRL_CMD_GR_GET_INFO = 0x20801201
 
 
-@pytest.fixture
-def uvm_nodes():
-    """/dev/nvidia-uvm{,-tools} from the stub's dynamic major, as
-    nvidia-modprobe -u makes them."""
-    with open("/proc/devices") as f:
-        major = [int(line.split()[0]) for line in f
-                 if line.split()[1:] == ["nvidia-uvm"]]
-    assert major, "the stub registers no nvidia-uvm major"
-    made = []
-    for minor, path in enumerate(("/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")):
-        if os.path.exists(path):
-            os.unlink(path)
-        os.mknod(path, 0o20666, os.makedev(major[0], minor))
-        os.chmod(path, 0o666)
-        made.append(path)
-    yield
-    for path in made:
-        os.unlink(path)
-
-
 def test_libcuda_cuinit(uvm_nodes, stub_535, tmp_path):
     """cuInit gets through RM's inventory and the UVM device's
     initialization; it then reads NV2080_CTRL_CMD_GR_GET_INFO, which the stub

@@ -129,6 +129,17 @@ def test_fixed_holds_each_slice_to_its_share(admin, slices):
     assert near(shares[1], 0.70), shares
 
 
+def test_a_cuda_like_client_is_held_to_its_share(admin, slices, uvm_nodes):
+    """A channel made to NVIDIA's ABI as CUDA makes it (an externally owned
+    VA space with UVM, a context share, the ring at a GPU VA, USERD in video
+    memory; issue 18): gated like any other, and never killed."""
+    policy(admin, uapi.XPU_POLICY_FIXED)
+    slices.make(250, mode="cuda")
+    shares, _, results = run(slices)
+    assert near(shares[0], 0.25), shares
+    assert results[0]["items"] > 0
+
+
 def test_fixed_caps_a_slice_on_an_idle_gpu(admin, slices):
     policy(admin, uapi.XPU_POLICY_FIXED)
     slices.make(250)

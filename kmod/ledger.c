@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The ledger: video memory a slice freed that RM still keeps, charged to the
+ * slice until RM shows that nothing else holds it (docs/memory.md, "Memory
+ * UVM keeps").
+ *
+ * RM charges memory to the process of its owning handle.  When the owner's
+ * handle is freed while another handle duplicates the memory, ownership
+ * passes to the next duplicate (mem.c, "Choose the new owner"), and UVM
+ * duplicates every allocation it maps (UVM_MAP_EXTERNAL_ALLOCATION) into its
+ * kernel client, which GET_PID_INFO charges to no process.  A tenant could
+ * RM_FREE a mapped allocation, keep the memory through UVM and allocate
+ * again, with its slice reading 0.
+ *
+ * So before a slice's free of a video-memory object reaches RM, xpu takes a
+ * duplicate of it into the ledger's client: a kernel client made as
+ * NV01_ROOT_NON_PRIV by the ledger's own thread, which GET_PID_INFO counts
+ * under that thread's pid.  After the free, RM says whether the ledger's
+ * handle holds the memory alone; if so xpu lets go of it and the memory goes,
+ * if not the slice keeps paying for it ("held") until a later probe finds it
+ * alone.
+ *
+ * The probe: RM exposes no duplicate count, but GET_PID_INFO sorts each
+ * handle as private (the memory's only handle), shared-owned or shared-duped.
+ * One more duplicate of the ledger's handle turns it from private to shared
+ * exactly when it was alone, so the ledger's private figure drops by its
+ * size.  Nothing but xpu acts on the ledger's client (the ledger lock
+ * serialises it), and other clients' frees only ever make its handles more
+ * private, so a drop by the size means alone; anything else means "ask again
+ * later", which errs on the side of charging.
+ *
+ * The duplicate is made with xpu's privilege on a handle the caller named,
+ * but it only adds a reference: if the caller's free was not the caller's
+ * to make (RM refused it: the object is still there), the duplicate goes
+ * again at once, whoever's the object was.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/completion.h>
+#include <linux/kthread.h>
+#include <linux/mutex.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+
+#include "ledger.h"
+#include "mem.h"
+#include "nvabi.h"
+#include "rmapi.h"
+#include "xpu.h"
+
+/* A duplicate the ledger keeps for a slice: memory someone else holds too. */
+struct xpu_held {
+	struct list_head link;		/* slice->held, under the slice's mem_lock */
+	u32 h_dup;			/* in the ledger's client */
+	bool subdevice;			/* its parent is the ledger's subdevice */
+	u64 size;			/* as RM counts it */
+};
+
+/*
+ * Serialises everything done to the ledger's client and every reading of
+ * RM's figures for it.  Taken under a slice's mem_lock, never across a call
+ * that touches user memory.
+ */
+static DEFINE_MUTEX(xpu_ledger_lock);
+static struct task_struct *xpu_ledger_thread;
+static DECLARE_COMPLETION(xpu_ledger_ready);
+static int xpu_ledger_status;
+
+/*
+ * The thread whose pid RM names the ledger's memory by: it makes the client
+ * and lives as long as the client does, so the pid is never reused.
+ */
+static int xpu_ledger_fn(void *unused)
+{
+	xpu_ledger_status = xpu_rm_ledger_create();
+	complete(&xpu_ledger_ready);
+	while (!kthread_should_stop()) {
+		set_current_state(TASK_INTERRUPTIBLE);
+		if (!kthread_should_stop())
+			schedule();
+	}
+	__set_current_state(TASK_RUNNING);
+	return 0;
+}
+
+int xpu_ledger_init(void)
+{
+	struct task_struct *t;
+
+	t = kthread_run(xpu_ledger_fn, NULL, "xpu-ledger");
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	wait_for_completion(&xpu_ledger_ready);
+	if (xpu_ledger_status) {
+		kthread_stop(t);
+		return xpu_ledger_status;
+	}
+	xpu_ledger_thread = t;
+	return 0;
+}
+
+/* After every slice is gone: the client goes with what it still holds. */
+void xpu_ledger_exit(void)
+{
+	if (!xpu_ledger_thread)
+		return;
+	xpu_rm_ledger_destroy();
+	kthread_stop(xpu_ledger_thread);
+	xpu_ledger_thread = NULL;
+}
+
+/*
+ * RM's size of the memory a new ledger handle duplicates: each of two
+ * duplicates adds it to the ledger's shared-duped figure (the caller's
+ * handle still owns the memory).  Two equal steps, or 0 when a concurrent
+ * change elsewhere made them differ.
+ */
+static u64 xpu_ledger_measure(struct xpu_gpu *gpu, bool sub, u32 h,
+			      const struct xpu_vidmem_usage *before,
+			      const struct xpu_vidmem_usage *after)
+{
+	struct xpu_vidmem_usage third;
+	u64 step = after->duped - before->duped;
+	u32 h2 = 0;
+
+	lockdep_assert_held(&xpu_ledger_lock);
+	if (after->duped <= before->duped)
+		return 0;
+	if (xpu_rm_ledger_dup(gpu, sub, 0, h, &h2))
+		return 0;
+	if (xpu_rm_ledger_usage(gpu, &third) ||
+	    third.duped - after->duped != step)
+		step = 0;
+	xpu_rm_ledger_free(h2);
+	return step;
+}
+
+/* Whether the ledger's handle H, SIZE bytes, is its memory's only one. */
+static bool xpu_ledger_alone(struct xpu_gpu *gpu, bool sub, u32 h, u64 size)
+{
+	struct xpu_vidmem_usage a, b;
+	bool alone = false;
+	u32 h2 = 0;
+
+	lockdep_assert_held(&xpu_ledger_lock);
+	if (xpu_rm_ledger_usage(gpu, &a))
+		return false;
+	if (xpu_rm_ledger_dup(gpu, sub, 0, h, &h2))
+		return false;
+	if (!xpu_rm_ledger_usage(gpu, &b))
+		alone = a.priv >= size && a.priv - b.priv == size;
+	xpu_rm_ledger_free(h2);
+	return alone;
+}
+
+/*
+ * RM_FREE of (hc, hp, ho) for a caller of SLICE: through FILE, as the caller
+ * (xpu_free_as_caller), with the ledger's duplicate standing by when RM says
+ * the object is video memory.  Called under the slice's mem_lock.  Returns
+ * the status RM gave the caller's free.
+ */
+u32 xpu_ledger_free(struct xpu_slice *slice, struct file *file,
+		    u32 hc, u32 hp, u32 ho)
+{
+	struct xpu_gpu *gpu = slice->gpu;
+	struct xpu_vidmem_usage a, b;
+	struct xpu_held *held;
+	u32 h = 0, status;
+	u64 size = 0;
+	bool sub;
+
+	lockdep_assert_held(&slice->mem_lock);
+	if (!xpu_ledger_thread ||
+	    xpu_rm_object_class(hc, ho) != NV01_MEMORY_LOCAL_USER)
+		return xpu_free_as_caller(file, hc, hp, ho);
+	held = kzalloc(sizeof(*held), GFP_KERNEL);
+	if (!held)
+		return NV_ERR_NO_MEMORY;
+	sub = xpu_rm_object_class(hc, xpu_rm_object_parent(hc, ho)) ==
+	      NV20_SUBDEVICE_0;
+
+	mutex_lock(&xpu_ledger_lock);
+	if (!xpu_rm_ledger_usage(gpu, &a) &&
+	    !xpu_rm_ledger_dup(gpu, sub, hc, ho, &h) &&
+	    !xpu_rm_ledger_usage(gpu, &b))
+		size = xpu_ledger_measure(gpu, sub, h, &a, &b);
+	if (!size && h)
+		xpu_rm_ledger_free(h);
+	mutex_unlock(&xpu_ledger_lock);
+	if (!size) {
+		/* RM would not say: the free goes ahead, charged by RM alone */
+		kfree(held);
+		pr_warn_ratelimited("slice %u: no ledger for a free of 0x%x\n",
+				    slice->id, ho);
+		return xpu_free_as_caller(file, hc, hp, ho);
+	}
+
+	/* may sleep on the caller's own memory: no ledger lock across it */
+	status = xpu_free_as_caller(file, hc, hp, ho);
+
+	mutex_lock(&xpu_ledger_lock);
+	if (xpu_rm_object_class(hc, ho) == NV01_MEMORY_LOCAL_USER ||
+	    xpu_ledger_alone(gpu, sub, h, size)) {
+		/* not freed (not the caller's), or the memory goes with ours */
+		xpu_rm_ledger_free(h);
+		kfree(held);
+	} else {
+		held->h_dup = h;
+		held->subdevice = sub;
+		held->size = size;
+		list_add_tail(&held->link, &slice->held);
+		slice->held_bytes += size;
+	}
+	mutex_unlock(&xpu_ledger_lock);
+	return status;
+}
+
+/*
+ * Let go of every held duplicate of SLICE whose memory nothing else holds
+ * any more: the slice stops paying for it.  Under the slice's mem_lock.
+ * Returns whether any went.
+ */
+bool xpu_ledger_reprobe(struct xpu_slice *slice)
+{
+	struct xpu_held *held, *tmp;
+	bool any = false;
+
+	lockdep_assert_held(&slice->mem_lock);
+	if (list_empty(&slice->held))
+		return false;
+	mutex_lock(&xpu_ledger_lock);
+	list_for_each_entry_safe(held, tmp, &slice->held, link) {
+		if (!xpu_ledger_alone(slice->gpu, held->subdevice, held->h_dup,
+				      held->size))
+			continue;
+		xpu_rm_ledger_free(held->h_dup);
+		slice->held_bytes -= held->size;
+		list_del(&held->link);
+		kfree(held);
+		any = true;
+	}
+	mutex_unlock(&xpu_ledger_lock);
+	return any;
+}
+
+/* The slice goes: its held duplicates go too (the memory, if nobody else's). */
+void xpu_ledger_slice_release(struct xpu_slice *slice)
+{
+	struct xpu_held *held, *tmp;
+
+	mutex_lock(&xpu_ledger_lock);
+	list_for_each_entry_safe(held, tmp, &slice->held, link) {
+		xpu_rm_ledger_free(held->h_dup);
+		list_del(&held->link);
+		kfree(held);
+	}
+	slice->held_bytes = 0;
+	mutex_unlock(&xpu_ledger_lock);
+}

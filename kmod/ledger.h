@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The ledger (ledger.c): video memory a slice freed that something else
+ * still holds stays charged to the slice.
+ */
+#ifndef XPU_LEDGER_H
+#define XPU_LEDGER_H
+
+#include <linux/types.h>
+
+struct file;
+struct xpu_slice;
+
+int xpu_ledger_init(void);
+void xpu_ledger_exit(void);
+u32 xpu_ledger_free(struct xpu_slice *slice, struct file *file,
+		    u32 hc, u32 hp, u32 ho);
+bool xpu_ledger_reprobe(struct xpu_slice *slice);
+void xpu_ledger_slice_release(struct xpu_slice *slice);
+
+#endif /* XPU_LEDGER_H */

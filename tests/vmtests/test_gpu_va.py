@@ -1,0 +1,454 @@
+# SPDX-License-Identifier: Apache-2.0
+"""GPU virtual memory as NVIDIA's RM has it (issue 18, rule 6): VA spaces
+(FERMI_VASPACE_A), virtual allocations in them, RM_MAP_MEMORY_DMA, context
+shares (FERMI_CONTEXT_SHARE_A), a channel whose ring is a GPU virtual address
+and whose USERD may be video memory written through BAR1, a channel under a
+device, and objects freed with what they depend on (docs/nvstub.md)."""
+
+
+import nvtest
+import pytest
+from nvclient import abi
+from nvclient.client import PAGE_SIZE
+
+MS = 1000
+KIB = 1024
+VA_START_MIN = 1 << 20          # gvaspaceGetReservedVaspaceBase()
+VA_LIMIT_MAX = (1 << 57) - 1    # Hopper: virtAddrBitHi 56
+
+
+def status(p):
+    return p.status
+
+
+def test_vaspace_defaults_and_limits(dev0):
+    rm = dev0.client
+    h, p = dev0.vaspace()
+    # "Return the actual VAS base and size": 1 MiB up to the HW limit
+    assert (p.vaBase, p.vaSize) == (VA_START_MIN, VA_LIMIT_MAX + 1)
+    rm.free(h)
+    h, p = dev0.vaspace(va_base=0x1000, va_size=1 << 40)
+    assert (p.vaBase, p.vaSize) == (0x1000, 1 << 40)
+    rm.free(h)
+    for kw in ({"vaSize": VA_LIMIT_MAX + 2}, {"bigPageSize": 4096},
+               {"index": abi.NV_VASPACE_ALLOCATION_INDEX_GPU_HOST}):
+        q = dev0.abi.NV_VASPACE_ALLOCATION_PARAMETERS(**kw)
+        st = rm.alloc_raw(dev0.hdevice, abi.FERMI_VASPACE_A, q)
+        assert st.status == abi.NV_ERR_INVALID_ARGUMENT, kw
+    # the params are required
+    st = rm.alloc_raw(dev0.hdevice, abi.FERMI_VASPACE_A, None)
+    assert st.status == abi.NV_ERR_INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize("mode", ["single", "multiple"])
+def test_va_mode_decides_which_va_spaces_exist(rm, mode):
+    """vaspaceGetByHandleOrDeviceDefault(): SINGLE_VASPACE has only the
+    device's; MULTIPLE_VASPACES none by default, so a virtual allocation or a
+    legacy channel must name one."""
+    va_mode = {"single": abi.NV_DEVICE_ALLOCATION_VAMODE_SINGLE_VASPACE,
+               "multiple": abi.NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES}
+    with rm.device(0, va_mode=va_mode[mode]) as dev:
+        q = dev.abi.NV_VASPACE_ALLOCATION_PARAMETERS()
+        st = rm.alloc_raw(dev.hdevice, abi.FERMI_VASPACE_A, q)
+        p = dev.memory_params(64 * KIB, flags=abi.NVOS32_ALLOC_FLAGS_VIRTUAL)
+        virt = rm.alloc_raw(dev.hdevice, abi.NV50_MEMORY_VIRTUAL, p)
+        if mode == "single":
+            assert st.status == abi.NV_ERR_INVALID_STATE
+            assert virt.status == abi.NV_OK
+        else:
+            assert st.status == abi.NV_OK
+            assert virt.status == abi.NV_ERR_INVALID_STATE
+            p.hVASpace = st.hObjectNew
+            assert rm.alloc_raw(dev.hdevice, abi.NV50_MEMORY_VIRTUAL,
+                                p).status == abi.NV_OK
+            # a legacy channel (no context share) needs the default one
+            tsg = rm.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+                           abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                               engineType=abi.NV2080_ENGINE_TYPE_GR0))
+            mem = dev.alloc_sysmem(8 * KIB)
+            c = _chan_params(dev, userd=mem.handle)
+            st = rm.alloc_raw(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, c)
+            assert st.status == abi.NV_ERR_INVALID_STATE
+
+
+def test_virtual_allocations_are_rms_va_heap(dev0):
+    rm = dev0.client
+    hvas, _ = dev0.vaspace(va_base=1 << 30, va_size=(1 << 30) + (1 << 20))
+    a, va_a = dev0.alloc_virtual(512 * KIB, hvaspace=hvas)
+    b, va_b = dev0.alloc_virtual(256 * KIB, hvaspace=hvas)
+    assert va_a == 1 << 30 and va_b == va_a + 512 * KIB
+    # a fixed address in use, or past the limit, is refused
+    p = dev0.memory_params(64 * KIB, flags=abi.NVOS32_ALLOC_FLAGS_VIRTUAL
+                           | abi.NVOS32_ALLOC_FLAGS_FIXED_ADDRESS_ALLOCATE)
+    p.hVASpace, p.offset = hvas, va_b
+    assert rm.alloc_raw(dev0.hdevice, abi.NV50_MEMORY_VIRTUAL,
+                        p).status == abi.NV_ERR_NO_MEMORY
+    p.offset = (1 << 30) + (1 << 20)
+    assert rm.alloc_raw(dev0.hdevice, abi.NV50_MEMORY_VIRTUAL,
+                        p).status == abi.NV_ERR_NO_MEMORY
+    # the whole space is taken now: 768 KiB of 1 MiB used, 512 KiB asked
+    p = dev0.memory_params(512 * KIB, flags=abi.NVOS32_ALLOC_FLAGS_VIRTUAL)
+    p.hVASpace = hvas
+    assert rm.alloc_raw(dev0.hdevice, abi.NV50_MEMORY_VIRTUAL,
+                        p).status == abi.NV_ERR_NO_MEMORY
+    rm.free(a)                          # its range is free again
+    c, va_c = dev0.alloc_virtual(512 * KIB, hvaspace=hvas)
+    assert va_c == va_a
+    # a virtual allocation needs the VIRTUAL flag (virtmemConstruct)
+    p = dev0.memory_params(64 * KIB)
+    p.hVASpace = hvas
+    assert rm.alloc_raw(dev0.hdevice, abi.NV50_MEMORY_VIRTUAL,
+                        p).status == abi.NV_ERR_INVALID_ARGUMENT
+    # a VA space handle that is not one
+    p = dev0.memory_params(64 * KIB, flags=abi.NVOS32_ALLOC_FLAGS_VIRTUAL)
+    p.hVASpace = b
+    assert rm.alloc_raw(dev0.hdevice, abi.NV50_MEMORY_VIRTUAL,
+                        p).status == abi.NV_ERR_INVALID_OBJECT_HANDLE
+    objs = nvtest.objects_total()
+    rm.free(hvas)       # its virtual allocations are its dependants
+    assert nvtest.objects_total() == objs - 3
+    for h in (b, c):
+        rm.parents.pop(h, None)
+
+
+def test_map_memory_dma(dev0):
+    rm, ctl = dev0.client, dev0.ctl
+    virt, va = dev0.alloc_virtual(256 * KIB)
+    mem = dev0.alloc_sysmem(64 * KIB)
+    other = dev0.alloc_sysmem(64 * KIB)
+
+    def map_(**kw):
+        args = {"length": 64 * KIB, "offset": 0, "dma_offset": 0, "flags": 0}
+        args.update(kw)
+        h = args.pop("hmemory", mem.handle)
+        hdma = args.pop("hdma", virt)
+        return ctl.rm_map_memory_dma(rm.handle, dev0.hdevice, hdma, h,
+                                     check=False, **args)
+
+    p = map_()
+    assert p.status == abi.NV_OK and p.dmaOffset == va
+    # the same VA again, however named
+    assert map_(hmemory=other.handle).status == abi.NV_ERR_STATE_IN_USE
+    fixed = abi.NVOS46_FLAGS_DMA_OFFSET_FIXED_TRUE << \
+        abi.NVOS46_FLAGS_DMA_OFFSET_FIXED_SHIFT
+    assert map_(hmemory=other.handle, dma_offset=va, flags=fixed).status == \
+        abi.NV_ERR_STATE_IN_USE
+    p = map_(hmemory=other.handle, dma_offset=va + 64 * KIB, flags=fixed)
+    assert p.status == abi.NV_OK and p.dmaOffset == va + 64 * KIB
+    # the physical misalignment is added to the address returned
+    p = map_(offset=0x100, length=0x1000, dma_offset=128 * KIB)
+    assert p.status == abi.NV_OK and p.dmaOffset == va + 128 * KIB + 0x100
+    # outside the virtual allocation, past the memory, not a virtual one
+    assert map_(dma_offset=256 * KIB - 4 * KIB).status == \
+        abi.NV_ERR_INVALID_LIMIT
+    assert map_(offset=4 * KIB, dma_offset=192 * KIB).status == \
+        abi.NV_ERR_INVALID_BASE
+    assert map_(length=0, dma_offset=192 * KIB).status == \
+        abi.NV_ERR_INVALID_LIMIT
+    assert map_(hdma=other.handle).status == abi.NV_ERR_INVALID_OBJECT_HANDLE
+    assert map_(hdma=0x0BADF00D).status == abi.NV_ERR_OBJECT_NOT_FOUND
+    # unmapping needs the exact address RM returned
+    st = ctl.rm_unmap_memory_dma(rm.handle, dev0.hdevice, virt, mem.handle,
+                                 va + 4 * KIB, check=False)
+    assert st.status == abi.NV_ERR_INVALID_OBJECT_HANDLE
+    ctl.rm_unmap_memory_dma(rm.handle, dev0.hdevice, virt, mem.handle, va)
+    assert map_().status == abi.NV_OK       # the VA is free again
+    rm.free(virt)       # takes its mappings
+    rm.free(mem.handle)
+    rm.free(other.handle)
+
+
+def test_context_share_veids(dev0):
+    rm = dev0.client
+    tsg = _tsg(dev0)
+
+    def ctxshare(flags, subctx=0, hvas=0):
+        p = abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(hVASpace=hvas, flags=flags,
+                                                  subctxId=subctx)
+        st = rm.alloc_raw(tsg, abi.FERMI_CONTEXT_SHARE_A, p)
+        return st.status, p.subctxId
+
+    assert ctxshare(abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SYNC) == \
+        (abi.NV_OK, 0)
+    assert ctxshare(abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SYNC)[0] == \
+        abi.NV_ERR_NO_MEMORY
+    assert ctxshare(abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC) == \
+        (abi.NV_OK, 63)
+    assert ctxshare(abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC) == \
+        (abi.NV_OK, 62)
+    assert ctxshare(abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SPECIFIED,
+                    5) == (abi.NV_OK, 5)
+    assert ctxshare(abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SPECIFIED,
+                    64)[0] == abi.NV_ERR_NO_MEMORY
+    assert ctxshare(3)[0] == abi.NV_ERR_INVALID_ARGUMENT
+    # an externally owned VA space needs UVM's page directory first
+    hvas, _ = dev0.vaspace(
+        flags=abi.NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED)
+    assert ctxshare(abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC,
+                    hvas=hvas)[0] == abi.NV_ERR_INVALID_STATE
+    rm.free(tsg)
+    rm.free(hvas)
+
+
+def test_a_ring_in_a_va_space_of_its_own_runs(dev0):
+    """The path CUDA and tinygrad take (VA space, context share, ring at a
+    GPU VA), here with RM's own page tables: the ring and USERD in system
+    memory mapped by RM_MAP_MEMORY_DMA."""
+    rm = dev0.client
+    hvas, _ = dev0.vaspace()
+    mem = dev0.alloc_sysmem(2 * PAGE_SIZE)
+    cpu = dev0.map(mem.handle, mem.size)
+    virt, _ = dev0.alloc_virtual(mem.size, hvaspace=hvas)
+    gpu_va = dev0.map_dma(virt, mem.handle, mem.size)
+    tsg = _tsg(dev0)
+    cs = rm.alloc(tsg, abi.FERMI_CONTEXT_SHARE_A,
+                  abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(
+                      hVASpace=hvas,
+                      flags=abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC))
+    c = _chan_params(dev0, userd=mem.handle, userd_offset=PAGE_SIZE,
+                     ring=gpu_va, ctxshare=cs, entries=16)
+    ch = rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, c)
+    _run_one_item(dev0, tsg, ch, cpu, ring_off=0, userd_off=PAGE_SIZE)
+    cpu.close()
+    rm.free(tsg)
+    rm.free(virt)
+    rm.free(hvas)
+    rm.free(mem.handle)
+
+
+def test_usermode_in_video_memory_through_bar1(dev0):
+    """USERD and the ring in video memory, as tinygrad places them: the CPU
+    writes them through a BAR1 mapping of a GPU file (RM_MAP_MEMORY + mmap);
+    the stub backs the pages it touches."""
+    rm = dev0.client
+    vid = dev0.alloc_vidmem(64 * KIB)
+    cpu = dev0.map(vid.handle, vid.size, node=dev0.gpu.path)
+    cpu.write32(0x100, 0xC0FFEE)
+    assert cpu.read32(0x100) == 0xC0FFEE
+    virt, _ = dev0.alloc_virtual(vid.size)
+    gpu_va = dev0.map_dma(virt, vid.handle, vid.size)
+    tsg = _tsg(dev0)
+    c = _chan_params(dev0, userd=vid.handle, userd_offset=32 * KIB,
+                     ring=gpu_va, entries=16)
+    ch = rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, c)
+    _run_one_item(dev0, tsg, ch, cpu, ring_off=0, userd_off=32 * KIB)
+    cpu.close()
+    rm.free(tsg)
+    rm.free(virt)
+    rm.free(vid.handle)
+
+
+def test_an_unmapped_ring_faults_its_channel(dev0):
+    rm = dev0.client
+    mem = dev0.alloc_sysmem(PAGE_SIZE)
+    cpu = dev0.map(mem.handle, mem.size)
+    tsg = _tsg(dev0)
+    c = _chan_params(dev0, userd=mem.handle, userd_offset=0,
+                     ring=0x7f0000000000, entries=16)
+    ch = rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, c)
+    tok = _token(rm, ch)
+    _schedule(rm, tsg)
+    with _Usermode(dev0) as um:
+        cpu.write32(abi.NVC36F_USERD_GP_PUT, 1)
+        um.write32(abi.NVC361_NOTIFY_CHANNEL_PENDING, tok)
+        rec = nvtest.wait_for(lambda: _state(tok) == "faulted", 10,
+                              "the channel to fault")
+        assert rec
+    assert cpu.read32(abi.NVC36F_USERD_GP_GET) == 0
+    cpu.close()
+    rm.free(tsg)
+    rm.free(mem.handle)
+
+
+def test_objects_go_with_what_they_depend_on(dev0):
+    """refAddDependant(): a channel goes with its context share, a context
+    share with its VA space, though neither is their parent."""
+    rm = dev0.client
+    mem = dev0.alloc_sysmem(2 * PAGE_SIZE)
+    for free_first in ("vaspace", "ctxshare"):
+        hvas, _ = dev0.vaspace()
+        tsg = _tsg(dev0)
+        cs = rm.alloc(tsg, abi.FERMI_CONTEXT_SHARE_A,
+                      abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(hVASpace=hvas))
+        ch = rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A,
+                      _chan_params(dev0, userd=mem.handle, ctxshare=cs))
+        objs = nvtest.objects_total()
+        channels = nvtest.stub.engine(0)["channels"]
+        if free_first == "vaspace":
+            rm.free(hvas)
+            gone = 3
+        else:
+            rm.free(cs)
+            gone = 2
+        assert nvtest.objects_total() == objs - gone, free_first
+        assert nvtest.stub.engine(0)["channels"] == channels - 1
+        # the TSG may take channels of its own again, with context shares
+        cs2 = rm.alloc(tsg, abi.FERMI_CONTEXT_SHARE_A,
+                       abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(
+                           flags=abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SYNC))
+        rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A,
+                 _chan_params(dev0, userd=mem.handle, ctxshare=cs2))
+        # the client library forgets what RM freed as dependants
+        for h in (ch, cs) + ((hvas,) if free_first == "vaspace" else ()):
+            rm.parents.pop(h, None)
+        rm.free(tsg)
+        if free_first == "ctxshare":
+            rm.free(hvas)
+    rm.free(mem.handle)
+
+
+def test_channel_shapes(dev0):
+    """kchannelConstruct(): never both a context share and a VA space; a TSG
+    channel names no VA space; a channel under a device gets a TSG of RM's
+    own (and no context share); a TSG's channels all name context shares or
+    none."""
+    rm = dev0.client
+    mem = dev0.alloc_sysmem(2 * PAGE_SIZE)
+    hvas, _ = dev0.vaspace()
+    tsg = _tsg(dev0)
+    cs = rm.alloc(tsg, abi.FERMI_CONTEXT_SHARE_A,
+                  abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(hVASpace=hvas))
+    both = _chan_params(dev0, userd=mem.handle, ctxshare=cs, vaspace=hvas)
+    assert rm.alloc_raw(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, both).status == \
+        abi.NV_ERR_INVALID_ARGUMENT
+    named = _chan_params(dev0, userd=mem.handle, vaspace=hvas)
+    assert rm.alloc_raw(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, named).status == \
+        abi.NV_ERR_INVALID_ARGUMENT
+    with_cs = _chan_params(dev0, userd=mem.handle, ctxshare=cs)
+    assert rm.alloc_raw(dev0.hdevice, abi.HOPPER_CHANNEL_GPFIFO_A,
+                        with_cs).status == abi.NV_ERR_INVALID_ARGUMENT
+    rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, with_cs)
+    legacy = _chan_params(dev0, userd=mem.handle, userd_offset=PAGE_SIZE)
+    assert rm.alloc_raw(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, legacy).status == \
+        abi.NV_ERR_INVALID_ARGUMENT
+    # under the device, in a VA space it names: schedulable on its own
+    ring_cpu = dev0.map(mem.handle, mem.size)
+    virt, _ = dev0.alloc_virtual(mem.size, hvaspace=hvas)
+    gpu_va = dev0.map_dma(virt, mem.handle, mem.size)
+    own = _chan_params(dev0, userd=mem.handle, userd_offset=PAGE_SIZE,
+                       ring=gpu_va, vaspace=hvas, entries=16)
+    ch = rm.alloc(dev0.hdevice, abi.HOPPER_CHANNEL_GPFIFO_A, own)
+    assert own.hPhysChannelGroup == 0       # "only needed internally"
+    _run_one_item(dev0, None, ch, ring_cpu, ring_off=0, userd_off=PAGE_SIZE)
+    ring_cpu.close()
+    rm.free(ch)
+    rm.free(tsg)
+    rm.free(virt)
+    rm.free(hvas)
+    rm.free(mem.handle)
+
+
+def test_channel_alloc_checks(dev0):
+    """kchannelConstruct() and kchannelCreateUserdMemDesc_GV100(): a
+    power-of-two ring of 2..2^20 entries (stub: RM leaves the count to the
+    GPU), USERD 512-aligned inside a memory object of the client, system or
+    video memory, the TSG's engine; hObjectBuffer is "no longer used"; the
+    ring is a GPU VA, not checked at allocation."""
+    rm = dev0.client
+    tsg = _tsg(dev0)
+    mem = dev0.alloc_sysmem(2 * 4096)
+    objs = nvtest.objects_total()
+    bad = [({"entries": 3}, abi.NV_ERR_INVALID_ARGUMENT),
+           ({"entries": 1}, abi.NV_ERR_INVALID_ARGUMENT),
+           ({"entries": 0}, abi.NV_ERR_INVALID_ARGUMENT),
+           ({"userd_offset": 4096 + 256}, abi.NV_ERR_INVALID_ARGUMENT),
+           ({"userd_offset": 8192}, abi.NV_ERR_INVALID_ARGUMENT),
+           ({"engine": 2}, abi.NV_ERR_INVALID_ARGUMENT),
+           ({"userd": 0x0BADF00D}, abi.NV_ERR_OBJECT_NOT_FOUND),
+           ({"userd": tsg}, abi.NV_ERR_INVALID_OBJECT_HANDLE),
+           ({"userd": 0}, abi.NV_ERR_NOT_SUPPORTED)]
+    for case, want in bad:
+        kw = {"userd": mem.handle, "userd_offset": 4096}
+        kw.update(case)
+        st = rm.alloc_raw(tsg, abi.HOPPER_CHANNEL_GPFIFO_A,
+                          _chan_params(dev0, **kw))
+        assert st.status == want, case
+    assert nvtest.objects_total() == objs
+    vid = dev0.alloc_vidmem(64 << 10)
+    for userd in (mem.handle, vid.handle):
+        p = _chan_params(dev0, userd=userd, userd_offset=4096,
+                         ring=0x123456789000)
+        p.hObjectBuffer = 0x0BADF00D
+        rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, p)
+    rm.free(tsg)
+    rm.free(mem.handle)
+    rm.free(vid.handle)
+
+
+# --- helpers
+
+def _tsg(dev):
+    return dev.client.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+                            abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                                engineType=abi.NV2080_ENGINE_TYPE_GR0))
+
+
+def _chan_params(dev, userd, userd_offset=4096, ring=0, entries=16,
+                 ctxshare=0, vaspace=0, engine=abi.NV2080_ENGINE_TYPE_GR0):
+    p = dev.abi.NV_CHANNEL_ALLOC_PARAMS()
+    p.gpFifoOffset = ring
+    p.gpFifoEntries = entries
+    p.hContextShare = ctxshare
+    p.hVASpace = vaspace
+    p.hUserdMemory[0] = userd
+    p.userdOffset[0] = userd_offset
+    p.engineType = engine
+    return p
+
+
+def _token(rm, ch):
+    rm.alloc(ch, abi.HOPPER_COMPUTE_A, abi.NV_GR_ALLOCATION_PARAMETERS())
+    tok = abi.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS()
+    rm.control(ch, abi.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN, tok)
+    return tok.workSubmitToken
+
+
+def _schedule(rm, tsg, ch=None):
+    p = rm.ctl.abi.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=1)
+    if tsg is not None:
+        rm.control(tsg, abi.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, p)
+    else:
+        rm.control(ch, abi.NVA06F_CTRL_CMD_GPFIFO_SCHEDULE, p)
+
+
+def _state(token):
+    for rec in nvtest.stub.channels(0):
+        if rec.get("token") == token:
+            return rec.get("state")
+    return None
+
+
+class _Usermode:
+    def __init__(self, dev):
+        self.dev = dev
+        self.h = dev.client.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
+        self.map = dev.map(self.h, abi.NVC361_NV_USERMODE__SIZE,
+                           hparent=dev.hsubdevice, node=dev.gpu.path)
+
+    def write32(self, off, value):
+        self.map.write32(off, value)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.map.close()
+        self.dev.client.free(self.h)
+
+
+def _run_one_item(dev, tsg, ch, cpu, ring_off, userd_off):
+    """Queue one 1 ms item through the CPU mapping CPU (ring at RING_OFF,
+    USERD at USERD_OFF), ring the doorbell, and wait for GPGet to move."""
+    rm = dev.client
+    tok = _token(rm, ch)
+    _schedule(rm, tsg, ch)
+    item = abi.NvstubWorkItem(duration_us=MS)
+    cpu.mm[ring_off:ring_off + 8] = bytes(item)
+    cpu.write32(userd_off + abi.NVC36F_USERD_GP_PUT, 1)
+    with _Usermode(dev) as um:
+        um.write32(abi.NVC361_NOTIFY_CHANNEL_PENDING, tok)
+        nvtest.wait_for(
+            lambda: cpu.read32(userd_off + abi.NVC36F_USERD_GP_GET) == 1,
+            30, "GPGet to reach 1")
+    assert _state(tok) != "faulted"
+

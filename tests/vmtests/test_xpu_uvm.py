@@ -1,0 +1,109 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Memory UVM keeps stays charged to the slice that allocated it (issue 18,
+rule 4; docs/memory.md, "Memory UVM keeps").
+
+UVM_MAP_EXTERNAL_ALLOCATION duplicates each mapped allocation into UVM's
+kernel client; RM_FREE of the tenant's handle then passes ownership to that
+duplicate, which GET_PID_INFO charges to no process.  xpu takes a duplicate
+of its own (the ledger) before such a free reaches RM, and lets go of it only
+when RM shows it alone."""
+
+import pytest
+
+import nvtest
+from nvclient import abi
+from test_xpu_mem import Slice, admin, nodedir  # noqa: F401
+
+MiB = 1 << 20
+
+pytestmark = pytest.mark.usefixtures("require_xpu")
+
+# A tenant with a CUDA-like context in the slice; ORDER is how it frees:
+# "keep" (RM_FREE, the UVM mapping kept), "cuda" (UVM_FREE, then RM_FREE),
+# "tinygrad" (RM_FREE, then UVM_FREE).
+TENANT = """
+from nvclient.cudalike import CudaContext
+from nvclient.uvm import Uvm
+ctl = client.Ctl({ctl!r}); gpu = client.GpuFile(0, {gpu!r})
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+uvm = Uvm(ctl.abi.version)
+ctx = CudaContext(dev, uvm)
+got, kept = [], []
+for _ in range({rounds}):
+    try:
+        buf = ctx.alloc({size})
+    except client.NvStatusError as e:
+        got.append(e.status)
+        continue
+    got.append(abi.NV_OK)
+    if {order!r} == "keep":
+        rm.free(buf.handle)
+        kept.append((buf.va, buf.size))
+    else:
+        buf.free(rm_first={order!r} == "tinygrad")
+report(got=got, kept=kept)
+import sys
+sys.stdin.readline()
+for va, size in kept:
+    uvm.free(va, size)
+report(freed=len(kept))
+sys.stdin.readline()
+"""
+
+
+def tenant(sl, order, rounds, size=32 * MiB):
+    return nvtest.spawn_child(TENANT.format(ctl=sl.ctl_node, gpu=sl.gpu_node,
+                                            order=order, rounds=rounds,
+                                            size=size))
+
+
+def _go(child):
+    child.p.stdin.write("\n")
+    child.p.stdin.flush()
+
+
+def test_memory_uvm_keeps_after_rm_free_stays_charged(admin, nodedir,  # noqa: F811
+                                                      uvm_nodes):
+    """Allocate 32 MiB, map it through UVM, RM_FREE the handle, again: the
+    64 MiB slice holds two and refuses the third (without the ledger the
+    slice read 0 after each free and RM held 6 x 32 MiB)."""
+    sl = Slice(admin, nodedir)
+    used0 = nvtest.heap_used(0)
+    try:
+        child = tenant(sl, "keep", rounds=6)
+        r = child.report()
+        assert r["got"] == [abi.NV_OK] * 2 + [abi.NV_ERR_NO_MEMORY] * 4
+        assert nvtest.heap_used(0) - used0 <= 64 * MiB + 4 * MiB
+        assert sl.used() >= 64 * MiB
+        _go(child)                      # UVM lets go of the two
+        assert child.report() == {"freed": 2}
+        # a probe finds the ledger's duplicates alone: the slice is free
+        assert nvtest.wait_for(lambda: sl.used() <= 4 * MiB, 30,
+                               "the slice to be charged nothing")
+        _go(child)
+        assert child.finish() == 0
+    finally:
+        sl.destroy()
+    assert nvtest.heap_used(0) == used0
+
+
+@pytest.mark.parametrize("order", ["cuda", "tinygrad"])
+def test_a_tenant_that_frees_may_allocate_again(admin, nodedir,  # noqa: F811
+                                               uvm_nodes, order):
+    """cuMemFree's order (UVM_FREE, then RM_FREE) frees at once; tinygrad's
+    (RM_FREE, then UVM_FREE) leaves the memory held by the ledger until the
+    next allocation that needs the room asks RM again.  Either way a tenant
+    that frees what it allocates allocates 48 MiB eight times in 64 MiB."""
+    sl = Slice(admin, nodedir)
+    used0 = nvtest.heap_used(0)
+    try:
+        child = tenant(sl, order, rounds=8, size=48 * MiB)
+        r = child.report()
+        assert r["got"] == [abi.NV_OK] * 8
+        _go(child)
+        child.report()
+        _go(child)
+        assert child.finish() == 0
+    finally:
+        sl.destroy()
+    assert nvtest.heap_used(0) == used0
