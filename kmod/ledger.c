@@ -153,6 +153,18 @@ static bool xpu_ledger_alone(struct xpu_gpu *gpu, bool sub, u32 h, u64 size)
 	return alone;
 }
 
+/* Whether a held duplicate of SLICE names the memory the ledger's H does. */
+static bool xpu_ledger_holds(struct xpu_slice *slice, u32 h)
+{
+	struct xpu_held *held;
+
+	lockdep_assert_held(&xpu_ledger_lock);
+	list_for_each_entry(held, &slice->held, link)
+		if (xpu_rm_ledger_same(held->h_dup, h))
+			return true;
+	return false;
+}
+
 /*
  * RM_FREE of (hc, hp, ho) for a caller of SLICE: through FILE, as the caller
  * (xpu_free_as_caller), with the ledger's duplicate standing by when RM says
@@ -182,8 +194,20 @@ u32 xpu_ledger_free(struct xpu_slice *slice, struct file *file,
 	mutex_lock(&xpu_ledger_lock);
 	if (!xpu_rm_ledger_usage(gpu, &a) &&
 	    !xpu_rm_ledger_dup(gpu, sub, hc, ho, &h) &&
-	    !xpu_rm_ledger_usage(gpu, &b))
+	    !xpu_rm_ledger_usage(gpu, &b)) {
+		/*
+		 * The ledger holds that memory already (a handle of the
+		 * caller's that duplicates one it freed before): it stays
+		 * charged once, and the ledger keeps one handle of it.
+		 */
+		if (xpu_ledger_holds(slice, h)) {
+			xpu_rm_ledger_free(h);
+			mutex_unlock(&xpu_ledger_lock);
+			kfree(held);
+			return xpu_free_as_caller(file, hc, hp, ho);
+		}
 		size = xpu_ledger_measure(gpu, sub, h, &a, &b);
+	}
 	if (!size && h)
 		xpu_rm_ledger_free(h);
 	mutex_unlock(&xpu_ledger_lock);

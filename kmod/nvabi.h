@@ -939,6 +939,20 @@ struct nv0000_ctrl_client_get_handle_info_params {
 	} data;
 };
 
+/*
+ * ctrl/ctrl0000/ctrl0000client.h: whether two handles of the called client
+ * name the same memory (client_resource.c cliresCtrlCmdObjectsAreDuplicates,
+ * memIsDuplicate: the same memory descriptor); memory objects only.
+ */
+#define NV0000_CTRL_CMD_CLIENT_OBJECTS_ARE_DUPLICATES	0xd07
+
+struct nv0000_ctrl_client_objects_are_duplicates_params {
+	u32 h_object1;
+	u32 h_object2;
+	u8 b_duplicates;
+	u8 pad0[3];
+};
+
 /* ctrl/ctrl0000/ctrl0000gpu.h */
 #define NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS	0x201
 #define NV0000_CTRL_GPU_MAX_ATTACHED_GPUS	32
@@ -1057,6 +1071,7 @@ static inline void nvabi_build_checks(void)
 	BUILD_BUG_ON(sizeof(struct nva06c_ctrl_timeslice_params) != 8);
 	BUILD_BUG_ON(sizeof(struct nvc36f_ctrl_get_work_submit_token_params) != 4);
 	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_client_get_handle_info_params) != 16);
+	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_client_objects_are_duplicates_params) != 12);
 }
 
 #define NV0000_CTRL_CMD_GPU_GET_PROBED_IDS	0x214

@@ -329,8 +329,8 @@ void xpu_rm_ledger_destroy(void)
 }
 
 /*
- * A duplicate of (h_client, h_object), video memory of GPU, under the
- * ledger's subdevice (SUBDEVICE) or device.  Kernel-privileged: RM applies
+ * A duplicate of (h_client, h_object) -- H_CLIENT 0: the ledger's own --,
+ * video memory of GPU, under the ledger's subdevice (SUBDEVICE) or device.  Kernel-privileged: RM applies
  * no share policy to it; the caller undoes it if the object was not the
  * caller's to free (ledger.c).
  */
@@ -348,7 +348,7 @@ u32 xpu_rm_ledger_dup(struct xpu_gpu *gpu, bool subdevice, u32 h_client,
 	xpu_rm_ops->op = NV04_DUP_OBJECT;
 	d->h_client = xpu_rm_ledger;
 	d->h_parent = subdevice ? xpu_rm_ledger_sub[i] : xpu_rm_ledger_dev[i];
-	d->h_client_src = h_client;
+	d->h_client_src = h_client ? h_client : xpu_rm_ledger;
 	d->h_object_src = h_object;
 	xpu_rm.op(xpu_rm_sp, xpu_rm_ops);
 	status = d->status;
@@ -372,6 +372,22 @@ void xpu_rm_ledger_free(u32 h_object)
 	f->h_object_old = h_object;
 	xpu_rm_call();
 	mutex_unlock(&xpu_rm_lock);
+}
+
+/* Whether the ledger's handles H1 and H2 name the same memory. */
+bool xpu_rm_ledger_same(u32 h1, u32 h2)
+{
+	struct nv0000_ctrl_client_objects_are_duplicates_params p = {
+		.h_object1 = h1, .h_object2 = h2,
+	};
+	u32 status;
+
+	mutex_lock(&xpu_rm_lock);
+	status = xpu_rm_control_as(xpu_rm_ledger, xpu_rm_ledger,
+				   NV0000_CTRL_CMD_CLIENT_OBJECTS_ARE_DUPLICATES,
+				   &p, sizeof(p));
+	mutex_unlock(&xpu_rm_lock);
+	return status == NV_OK && p.b_duplicates;
 }
 
 /* What RM charges the ledger on GPU: private, shared-owned, shared-duped. */

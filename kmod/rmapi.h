@@ -35,6 +35,7 @@ void xpu_rm_ledger_destroy(void);
 u32 xpu_rm_ledger_dup(struct xpu_gpu *gpu, bool subdevice, u32 h_client,
 		      u32 h_object, u32 *h_new);
 void xpu_rm_ledger_free(u32 h_object);
+bool xpu_rm_ledger_same(u32 h1, u32 h2);
 int xpu_rm_ledger_usage(struct xpu_gpu *gpu, struct xpu_vidmem_usage *u);
 u32 xpu_rm_object_parent(u32 h_client, u32 h_object);
 

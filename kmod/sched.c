@@ -66,6 +66,11 @@
 struct xpu_rec {
 	struct list_head link;		/* in slice->chans or slice->uobjs */
 	u32 h_client, h_parent, h_object;	/* h_parent: as the caller said */
+	/*
+	 * A channel's context share or VA space, as the caller said: RM
+	 * frees the channel with it (a dependant, not a child).
+	 */
+	u32 h_dep;
 	struct file *ctl;		/* the control file it was made through */
 };
 
@@ -91,10 +96,11 @@ static bool xpu_rec_matches(const struct xpu_rec *r,
 		return true;
 	case XPU_REC_OBJECT:
 		return r->h_client == m->h_client && r->h_object == m->h_object;
-	case XPU_REC_FREED:	/* a client or a parent frees all it has */
+	case XPU_REC_FREED:	/* a client, a parent or what it depends on */
 		return r->h_client == m->h_client &&
 		       (m->h_object == m->h_client || r->h_object == m->h_object ||
-			r->h_parent == m->h_object);
+			r->h_parent == m->h_object ||
+			(r->h_dep && r->h_dep == m->h_object));
 	case XPU_REC_CTL:
 		return r->ctl == m->ctl;
 	}
@@ -580,7 +586,8 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	struct nvos64_parameters __user *p64 = (void __user *)arg;
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_sched *s = slice->gpu->sched;
-	u32 hc_pre, hp_pre, ho_pre, hc, ho, cls, status;
+	u32 hc_pre, hp_pre, ho_pre, hc, ho, cls, status, dep = 0;
+	u64 params;
 	struct xpu_rec_match pre = { .key = XPU_REC_OBJECT };
 	const char *cheat = NULL;
 	bool known, usermode;
@@ -591,8 +598,17 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	ustatus = _IOC_SIZE(cmd) == sizeof(*p21) ? &p21->status : &p64->status;
 	if (get_user(hc_pre, &p21->h_root) ||
 	    get_user(hp_pre, &p21->h_object_parent) ||
-	    get_user(ho_pre, &p21->h_object_new))
+	    get_user(ho_pre, &p21->h_object_new) ||
+	    get_user(params, &p21->p_alloc_parms))
 		return -EFAULT;
+	/* a channel names its context share, or (under a device) a VA space */
+	if (!xpu_is_usermode_class(h_class) && params) {
+		struct nv_channel_alloc_params __user *cp = u64_to_user_ptr(params);
+
+		if (get_user(dep, &cp->h_context_share) ||
+		    (!dep && get_user(dep, &cp->h_va_space)))
+			dep = 0;	/* RM fails its own copy */
+	}
 	/*
 	 * A handle RM freed with a parent (a TSG takes its channels) may be
 	 * made again: forget a record RM no longer has before the call.
@@ -641,6 +657,7 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	r->h_client = hc;
 	r->h_parent = hp_pre;
 	r->h_object = ho;
+	r->h_dep = usermode ? 0 : dep;
 	r->ctl = file;
 	mutex_lock(&s->lock);
 	spin_lock(&s->list_lock);

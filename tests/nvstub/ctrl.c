@@ -480,7 +480,29 @@ static u32 nvstub_ctrl_handle_info(struct nvstub_call *call,
 	return NV_ERR_INVALID_ARGUMENT;
 }
 
+/* cliresCtrlCmdObjectsAreDuplicates(): memIsDuplicate() on two handles */
+static u32 nvstub_ctrl_are_duplicates(struct nvstub_call *call,
+				      struct nvstub_object *obj, void *params)
+{
+	struct nv0000_ctrl_client_objects_are_duplicates_params *p = params;
+	struct nvstub_object *a = nvstub_object_find(obj->client, p->h_object1);
+	struct nvstub_object *b;
+
+	if (!a)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	if (!nvstub_object_is_memory(a))
+		return NV_ERR_NOT_SUPPORTED;	/* resIsDuplicate()'s default */
+	b = nvstub_object_find(obj->client, p->h_object2);
+	if (!b)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	p->b_duplicates = nvstub_object_is_memory(b) && a->mem.mem == b->mem.mem;
+	return NV_OK;
+}
+
 static const struct nvstub_ctrl nvstub_ctrls[] = {
+	{ NV0000_CTRL_CMD_CLIENT_OBJECTS_ARE_DUPLICATES, NV01_ROOT_CLIENT,
+	  sizeof(struct nv0000_ctrl_client_objects_are_duplicates_params),
+	  nvstub_ctrl_are_duplicates },
 	{ NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO, NV01_ROOT_CLIENT,
 	  sizeof(struct nv0000_ctrl_client_get_handle_info_params),
 	  nvstub_ctrl_handle_info },

@@ -447,6 +447,7 @@ void nvstub_gpu_put(struct nvstub_gpu *gpu);
 u32 nvstub_client_get(struct nvstub_call *call, u32 h_client,
 		      struct nvstub_client **out);
 struct nvstub_object *nvstub_object_find(struct nvstub_client *c, u32 h);
+bool nvstub_object_is_memory(const struct nvstub_object *o);
 void nvstub_rm_exit(void);
 u32 nvstub_rm_alloc_kparams(struct nvstub_call *call, u32 h_client,
 			    u32 h_parent, u32 *h_object, u32 h_class,

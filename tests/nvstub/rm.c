@@ -465,6 +465,12 @@ static bool nvstub_parent_allowed(const struct nvstub_class *cls,
 	return false;
 }
 
+/* A Memory object: it has a struct nvstub_mem. */
+bool nvstub_object_is_memory(const struct nvstub_object *o)
+{
+	return o->cls && (o->cls->flags & NVSTUB_CLS_MEMORY);
+}
+
 struct nvstub_object *nvstub_object_find(struct nvstub_client *c, u32 h)
 {
 	lockdep_assert_held(&nvstub_rm_lock);

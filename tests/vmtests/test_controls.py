@@ -362,3 +362,36 @@ def test_client_get_handle_info_answers_class_and_parent(rm, dev0):
     assert ask(0x5c0cdead, CLASSID)[0] == abi.NV_ERR_OBJECT_NOT_FOUND
     assert ask(mem.handle, 0)[0] == abi.NV_ERR_INVALID_ARGUMENT
     rm.free(mem.handle)
+
+
+class DuplicatesParams(ctypes.Structure):
+    """NV0000_CTRL_CLIENT_OBJECTS_ARE_DUPLICATES_PARAMS (ctrl0000client.h)."""
+    _fields_ = [("hObject1", ctypes.c_uint32), ("hObject2", ctypes.c_uint32),
+                ("bDuplicates", ctypes.c_uint8)]
+
+
+assert ctypes.sizeof(DuplicatesParams) == 12
+OBJECTS_ARE_DUPLICATES = 0xD07
+
+
+def test_objects_are_duplicates_compares_two_handles_of_a_client(rm, dev0):
+    """cliresCtrlCmdObjectsAreDuplicates(): whether two memory handles of the
+    called client name the same memory (xpu.ko's ledger asks it of its own
+    client); memory objects only."""
+    a = dev0.alloc_vidmem(1 << 20)
+    b = dev0.alloc_vidmem(1 << 20)
+    a2 = rm.dup(dev0.hdevice, a.handle)
+
+    def same(h1, h2):
+        p = DuplicatesParams(hObject1=h1, hObject2=h2, bDuplicates=7)
+        r = rm.control_raw(rm.handle, OBJECTS_ARE_DUPLICATES, p)
+        return r.status, p.bDuplicates
+
+    assert same(a.handle, a2) == (abi.NV_OK, 1)
+    assert same(a2, a.handle) == (abi.NV_OK, 1)
+    assert same(a.handle, b.handle) == (abi.NV_OK, 0)
+    assert same(a.handle, dev0.hdevice) == (abi.NV_OK, 0)
+    assert same(dev0.hdevice, a.handle)[0] == abi.NV_ERR_NOT_SUPPORTED
+    assert same(a.handle, 0x5c0cdead)[0] == abi.NV_ERR_OBJECT_NOT_FOUND
+    for h in (a2, a.handle, b.handle):
+        rm.free(h)

@@ -6,9 +6,8 @@ RM deletes every client's devices on it (RmShutdownAdapter,
 rmapiDelPendingDevices).  xpu.ko holds each GPU it serves open, so its own
 device handles, and with them its accounting, outlive every tenant's files."""
 
-import pytest
-
 import nvtest
+import pytest
 from nvclient import abi, client, stub
 from test_xpu_mem import LIMIT, Slice, admin, nodedir  # noqa: F401
 

@@ -113,6 +113,31 @@ with xpu_ctl.Ctl() as a:
 """.replace("SLICE", str(sl.id)))
 
 
+def test_a_context_share_or_va_space_takes_its_channels_records(sl):
+    """RM frees a channel with its context share, and a context share with
+    its VA space (dependants, not children: resserv refAddDependant): the
+    slice counts none of those channels once they went (it counted 20
+    before xpu.ko matched what a channel depends on)."""
+    run_in(sl, """
+from xpu import ctl as xpu_ctl
+def share(t, hvas):
+    return rm.alloc(t, abi.FERMI_CONTEXT_SHARE_A,
+                    abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(hVASpace=hvas))
+hvas, _ = dev.vaspace()
+ts = [tsg() for _ in range(20)]
+shares = [share(t, hvas) for t in ts]
+for t, cs in zip(ts, shares):
+    p = chan_params()
+    p.hContextShare = cs
+    rm.alloc(t, abi.HOPPER_CHANNEL_GPFIFO_A, p)
+with xpu_ctl.Ctl() as a:
+    assert a.slice_get(SLICE).channels == 20
+    for cs in shares[:10]:
+        rm.free(cs)
+    assert a.slice_get(SLICE).channels == 10, a.slice_get(SLICE)
+""".replace("SLICE", str(sl.id)))
+
+
 def test_records_are_bounded_with_a_clear_refusal(sl):
     """Class 7: a slice keeps at most 1024 usermode objects; the next is
     refused with NV_ERR_INSUFFICIENT_RESOURCES, nothing made; freeing

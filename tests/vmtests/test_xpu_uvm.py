@@ -8,9 +8,8 @@ duplicate, which GET_PID_INFO charges to no process.  xpu takes a duplicate
 of its own (the ledger) before such a free reaches RM, and lets go of it only
 when RM shows it alone."""
 
-import pytest
-
 import nvtest
+import pytest
 from nvclient import abi
 from test_xpu_mem import Slice, admin, nodedir  # noqa: F401
 
