@@ -202,13 +202,14 @@ BAD_METRICS = [
     (('listen = "127.0.0.1:9400"', "listen = 9400"), 29, "metrics.listen",
      'is not an address: write a string such as "127.0.0.1:9400"'),
     (('listen = "127.0.0.1:9400"', 'listen = "9400"'), 29, "metrics.listen",
-     "'9400' is not IP:PORT: write 127.0.0.1:9400, [::1]:9400, or "
-     "0.0.0.0:9400 for every address"),
+     ("'9400' is not IP:PORT: write 127.0.0.1:9400, [::1]:9400, or "
+      "0.0.0.0:9400 for every address")),
     (('listen = "127.0.0.1:9400"', 'listen = "127.0.0.1"'), 29,
      "metrics.listen", "'127.0.0.1' is not IP:PORT"),
     (('listen = "127.0.0.1:9400"', 'listen = "localhost:9400"'), 29,
-     "metrics.listen", "'localhost:9400': 'localhost' is not an IP address: "
-     "write 127.0.0.1, [::1], or 0.0.0.0 for every address"),
+     "metrics.listen", ("'localhost:9400': 'localhost' is not an IP "
+                        "address: write 127.0.0.1, [::1], or 0.0.0.0 for "
+                        "every address")),
     (('listen = "127.0.0.1:9400"', 'listen = "127.0.0.1:65536"'), 29,
      "metrics.listen", "the port '65536' is not a number from 1 to 65535"),
     (('listen = "127.0.0.1:9400"', 'listen = "127.0.0.1:0"'), 29,

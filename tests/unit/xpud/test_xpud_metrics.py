@@ -318,8 +318,8 @@ def test_attribution_adds_labels(two_slices, exporter, caplog):
           for s in fams["xpu_slice_memory_used_bytes"].samples}
     assert by["a"]["pod"] == "" and by["a"]["slice"] == "a"
     assert [r.getMessage() for r in caplog.records] == [
-        "metrics: the slices' namespace, pod, container labels are empty: "
-        "RuntimeError: kubelet is restarting"]
+        ("metrics: the slices' namespace, pod, container labels are empty: "
+         "RuntimeError: kubelet is restarting")]
     # Taken out: no such labels.
     m.set_attribution(None)
     fams = parse(scrape_text(m.address))
@@ -359,7 +359,6 @@ def test_only_metrics_is_served_and_scrapes_are_bounded(exporter):
             return Health()
 
     m = exporter(Slow())
-    host, port = m.address
     with pytest.raises(urllib.error.HTTPError) as e:
         scrape_text(m.address, "/")
     assert e.value.code == 404
