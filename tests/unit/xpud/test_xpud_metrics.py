@@ -335,13 +335,14 @@ def test_attribution_adds_labels(two_slices, exporter, caplog):
     (("__pod",), "'__pod' is not a Prometheus label name"),
     (("pod", "pod"), "labels named twice"),
 ])
-def test_attribution_label_names_are_checked(two_slices, exporter, names,
-                                             message):
-    m = exporter(two_slices)
+def test_attribution_label_names_are_checked(two_slices, names, message):
+    c = metrics.XpuCollector(two_slices, "node-7")
     bad = Pods()
     bad.label_names = names
     with pytest.raises(ValueError, match=re.escape(message)):
-        m.set_attribution(bad)
+        c.set_attribution(bad)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        metrics.XpuCollector(two_slices, "node-7", bad)
 
 
 def test_only_metrics_is_served_and_scrapes_are_bounded(exporter):
