@@ -257,6 +257,14 @@ def test_kernel_unreadable(two_slices, exporter, caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "metrics: cannot read xpu.ko's slices: /dev/xpuctl: No such device",
         "metrics: xpu.ko's slices are read again"]
+    # A failure of xpud's own is an error, and the scrape still answers.
+    caplog.clear()
+    two_slices.backend.fail["read_usage"] = KeyError("id")
+    with caplog.at_level(logging.INFO, logger="xpu.metrics"):
+        fams = parse(scrape_text(m.address))
+    assert fams["xpu_up"].samples[0].value == 0
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("ERROR", "metrics: reading xpu.ko's slices failed: KeyError: 'id'")]
 
 
 def test_reconcile_errors_and_pending_slices(make_service, exporter):

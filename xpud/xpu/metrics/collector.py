@@ -24,6 +24,7 @@ from typing import Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ..backend import BackendError
 from ..usage import GpuUsage, SliceUsage, Usage
 from .attribution import Attribution, check_label_names
 
@@ -176,9 +177,14 @@ class XpuCollector(Collector):
     def _read(self) -> Usage | None:
         try:
             u = self.source.usage()
-        except Exception as e:  # noqa: BLE001 -- a scrape must answer
+        except BackendError as e:
             self._say("xpu.ko's slices are read", logging.WARNING,
                       f"metrics: cannot read xpu.ko's slices: {e}")
+            return None
+        except Exception as e:  # noqa: BLE001 -- a scrape must answer
+            self._say("xpu.ko's slices are read", logging.ERROR,
+                      f"metrics: reading xpu.ko's slices failed: "
+                      f"{type(e).__name__}: {e}")
             return None
         self._say("xpu.ko's slices are read", logging.INFO, "")
         return u
