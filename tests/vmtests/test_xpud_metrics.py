@@ -236,12 +236,15 @@ def test_metrics_agree_with_the_kernel_xpuctl_and_the_stub(
                 if key[0].startswith("xpu_slice_memory"):
                     assert again[key][0] == v, key
             print(f"\n$ curl -s {URL} | grep -e '^xpu_up' -e 'slice=\"{MEM}\"'"
-                  " -e '^xpu_gpu.*gpu=\"0\"'")
+                  " -e '^xpu_gpu.*gpu=\"0\"' -e 'seconds.*{CPU}'")
             print("\n".join(line for line in out.splitlines()
                             if line.startswith("xpu_up") or
                             f'slice="{MEM}"' in line or
                             (line.startswith("xpu_gpu") and
-                             'gpu="0"' in line)))
+                             'gpu="0"' in line) or
+                            ("seconds" in line and CPU in line)))
+            print(f"({CPU}'s last-second share while its worker ran: "
+                  f"{obtained}; the engine's: {engine_share:.3f})")
     finally:
         if w is not None:
             w.kill()
