@@ -236,7 +236,7 @@ def test_metrics_agree_with_the_kernel_xpuctl_and_the_stub(
                 if key[0].startswith("xpu_slice_memory"):
                     assert again[key][0] == v, key
             print(f"\n$ curl -s {URL} | grep -e '^xpu_up' -e 'slice=\"{MEM}\"'"
-                  " -e '^xpu_gpu.*gpu=\"0\"' -e 'seconds.*{CPU}'")
+                  f" -e '^xpu_gpu.*gpu=\"0\"' -e 'seconds.*{CPU}'")
             print("\n".join(line for line in out.splitlines()
                             if line.startswith("xpu_up") or
                             f'slice="{MEM}"' in line or
