@@ -65,8 +65,9 @@ def test_tree(dest, kver):
     want = {p.format(kver=kver) for p in EXPECTED}
     assert files_under(dest, skip=PYLIB.lstrip("/")) == want
     lib = dest / PYLIB.lstrip("/")
-    for mod in ("xpu/__init__.py", "xpu/daemon.py", "pyudev", "pyroute2",
-                "sdnotify", "pynvml.py", "ioctl_opt"):
+    for mod in ("xpu/__init__.py", "xpu/daemon.py",
+                "xpu/metrics/__init__.py", "pyudev", "pyroute2",
+                "sdnotify", "pynvml.py", "ioctl_opt", "prometheus_client"):
         assert (lib / mod).exists(), mod
     ko = dest / f"lib/modules/{kver}/extra/xpu.ko"
     vermagic = subprocess.run(["modinfo", "-F", "vermagic", str(ko)],

@@ -152,6 +152,9 @@ OPS = {op.name: op for op in (
     Op("unbind", CHANGE,
        (_NAME, Arg("cgroup", "string", True, "as for bind")),
        "undo bind"),
+    Op("top", READ, (),
+       "what each slice uses, from one read of xpu.ko's slice list (the "
+       "figures /metrics exports)"),
     Op("events", READ, (),
        "a stream of slice events: the reply, then one event per line"),
 )}

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from . import ctl
 from .inventory import Inventory
 from .model import Gpu, GpuSettings, SliceSpec
+from .usage import KernelRead
 
 
 class BackendError(Exception):
@@ -157,6 +158,13 @@ class Backend(abc.ABC):
     def unbind_cgroup(self, name: str, cgroup: str) -> None:
         """Undo bind_cgroup."""
 
+    def read_usage(self) -> KernelRead:
+        """One read of the kernel's GPUs and slices with what each slice
+        uses (usage.py).  Unlike the methods above it may be called from
+        any thread, without the service's lock: it touches no state of the
+        backend's.  BackendError when the kernel cannot be read."""
+        raise Unsupported("this backend cannot read the slices' usage")
+
 
 NOT_YET = ("xpu.ko's slice interface is not available (/dev/xpuctl is "
            "missing, or xpu.ko is too old): load xpu.ko, then restart xpud")
@@ -206,4 +214,7 @@ class NullBackend(Backend):
         raise Unsupported(self.reason)
 
     def unbind_cgroup(self, name, cgroup):
+        raise Unsupported(self.reason)
+
+    def read_usage(self):
         raise Unsupported(self.reason)

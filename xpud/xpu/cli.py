@@ -235,25 +235,32 @@ def cmd_run(args, c: Client, out: TextIO) -> int:
     return 0  # not reached: execute() returns only by raising
 
 
-TOP_HEADER = ("NAME", "GPU", "USED", "LIMIT", "USE", "COMPUTE", "GOT",
-              "PROCS", "DENIED", "STATE")
+TOP_HEADER = ("NAME", "GPU", "USED", "PEAK", "LIMIT", "USE", "COMPUTE",
+              "GOT", "GATED", "PROCS", "DENIED")
 
 
 def top_rows(slices: list) -> list:
-    """One row per slice of `xpuctl top`: memory, then compute."""
+    """One row per slice of `xpuctl top`, from the `top` op's figures (the
+    ones /metrics exports): memory, then compute."""
     return [(s["name"], _gpu_label(s), _size(s["memory_used_bytes"]),
-             _size(s["memory_limit_bytes"]), _use(s),
-             f"{s['compute_share']}%",
-             # GOT: the share of the GPU's time the slice obtained; xpu.ko's
-             # per-slice compute counters (issue 4) fill compute_obtained.
-             _percent(s.get("compute_obtained")),
-             _dash(s.get("processes")), _dash(s.get("denied_allocs")),
-             s["state"])
+             _size(s["memory_peak_bytes"]), _size(s["memory_limit_bytes"]),
+             _use(s), _percent(s["compute_share"]),
+             # GOT: the share of the GPU's time it held over the last
+             # second; GATED: of the time it had work, how much it was
+             # held back, since it was made.
+             _percent(s["compute_obtained"]), _gated(s),
+             s["processes"], s["denied_allocs"])
             for s in slices]
 
 
 def _percent(value) -> str:
     return "-" if value is None else f"{value:g}%"
+
+
+def _gated(s: dict) -> str:
+    if not s["runnable_seconds"]:
+        return "-"
+    return f"{100 * s['gated_seconds'] / s['runnable_seconds']:.0f}%"
 
 
 def cmd_top(args, c: Client, out: TextIO) -> int:
@@ -262,14 +269,13 @@ def cmd_top(args, c: Client, out: TextIO) -> int:
     n = 0
     try:
         while True:
-            slices = c.call("list")
+            usage = c.call("top")
             if args.output == "json":
-                print(json.dumps({"time": round(time.time(), 3),
-                                  "slices": slices}), file=out, flush=True)
+                print(json.dumps(usage), file=out, flush=True)
             else:
                 if clear:
                     print("\033[H\033[J", end="", file=out)
-                _table(out, TOP_HEADER, top_rows(slices))
+                _table(out, TOP_HEADER, top_rows(usage["slices"]))
                 out.flush()
             n += 1
             if count and n >= count:
@@ -402,7 +408,8 @@ def build_parser() -> cmdline.ArgumentParser:
     p.add_argument("name", metavar="NAME")
     p.add_argument("cmd", metavar="COMMAND", nargs=argparse.REMAINDER,
                    help="after --: the command and its arguments")
-    p = command("top", cmd_top, "live per-slice memory and compute",
+    p = command("top", cmd_top, "live per-slice memory and compute, as xpu.ko "
+                "measures them (the figures of /metrics)",
                 (late, output))
     p.add_argument("--interval", metavar="SECONDS", default=1.0,
                    type=_arg_type(_interval),

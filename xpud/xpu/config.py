@@ -19,6 +19,10 @@
     weight = 100            # optional, 1 to 10000
     priority = "normal"     # optional, low | normal | high
 
+    [metrics]               # the Prometheus endpoint, /metrics
+    enabled = true          # false: no endpoint
+    listen = "127.0.0.1:9400"   # IP:PORT, [IPv6]:PORT
+
 Every error names the file, the line and the field: ``PATH:LINE: FIELD: what
 is wrong``.  Unknown tables and keys are errors too, so that a misspelt key
 is not silently ignored.
@@ -26,6 +30,7 @@ is not silently ignored.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import sys
 from dataclasses import dataclass, field
@@ -45,7 +50,11 @@ DEFAULT_PATH = "/etc/xpu/xpud.toml"
 _SETTINGS_KEYS = ("mode", "policy", "period_ms")
 _GPU_KEYS = ("gpu",) + _SETTINGS_KEYS
 _SLICE_KEYS = ("name", "gpu", "memory", "compute", "weight", "priority")
-_TOP_KEYS = ("defaults", "gpu", "slice")
+_METRICS_KEYS = ("enabled", "listen")
+_TOP_KEYS = ("defaults", "gpu", "slice", "metrics")
+
+DEFAULT_METRICS_HOST = "127.0.0.1"
+DEFAULT_METRICS_PORT = 9400
 
 
 @dataclass(frozen=True)
@@ -72,11 +81,27 @@ class SliceConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """[metrics]: xpud's Prometheus endpoint (xpu/metrics/).  host is an
+    IP address (IPv6 without brackets), port 1 to 65535."""
+
+    enabled: bool = True
+    host: str = DEFAULT_METRICS_HOST
+    port: int = DEFAULT_METRICS_PORT
+
+    @property
+    def listen(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+@dataclass(frozen=True)
 class Config:
     path: str = DEFAULT_PATH
     defaults: model.GpuSettings = field(default_factory=model.GpuSettings)
     gpus: tuple[GpuConfig, ...] = ()
     slices: tuple[SliceConfig, ...] = ()
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     def settings_for(self, gpu: model.Gpu) -> model.GpuSettings:
         for g in self.gpus:
@@ -227,7 +252,18 @@ class _Checker:
         slices = []
         for i, s in enumerate(self.array(doc, "slice")):
             slices.append(self.slice(s, i, slices))
-        return Config(self.path, defaults, tuple(gpus), tuple(slices))
+        metrics = MetricsConfig()
+        if "metrics" in doc:
+            m = self.table(doc["metrics"], "metrics", "metrics", None,
+                           _METRICS_KEYS)
+            host, port = self.value(m, "metrics", None, "metrics", "listen",
+                                    parse_listen,
+                                    (metrics.host, metrics.port))
+            metrics = MetricsConfig(
+                self.value(m, "metrics", None, "metrics", "enabled",
+                           _bool, True), host, port)
+        return Config(self.path, defaults, tuple(gpus), tuple(slices),
+                      metrics)
 
     def array(self, doc: dict, name: str) -> list:
         value = doc.get(name, [])
@@ -270,6 +306,41 @@ def _size(value: object) -> int:
         raise TypeError(f"{value!r} is not a size: write a string such as "
                         "\"8GiB\", or a whole number of bytes")
     return sizes.parse_size(value)
+
+
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{value!r} is not true or false")
+    return value
+
+
+def parse_listen(value: object) -> tuple[str, int]:
+    """"IP:PORT" or "[IPv6]:PORT" as (IP, PORT).  Only addresses: a host
+    name would be resolved at each start, to whatever it means then."""
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r} is not an address: write a string such "
+                        "as \"127.0.0.1:9400\"")
+    host, sep, port = value.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"'{value}' is not IP:PORT: write 127.0.0.1:9400, "
+                         "[::1]:9400, or 0.0.0.0:9400 for every address")
+    if host.startswith("[") and host.endswith("]"):
+        host, want = host[1:-1], ipaddress.IPv6Address
+    elif ":" in host:
+        raise ValueError(f"'{value}': write an IPv6 address in brackets, "
+                         "as [::1]:9400")
+    else:
+        want = ipaddress.IPv4Address
+    try:
+        ip = want(host)
+    except ValueError:
+        raise ValueError(f"'{value}': '{host}' is not an IP address: write "
+                         "127.0.0.1, [::1], or 0.0.0.0 for every "
+                         "address") from None
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"'{value}': the port '{port}' is not a number "
+                         "from 1 to 65535")
+    return str(ip), int(port)
 
 
 _TOML_POS = re.compile(r"\s*\(at line (\d+), column (\d+)\)")

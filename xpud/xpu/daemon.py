@@ -24,6 +24,7 @@ from typing import ClassVar, Protocol
 from . import __version__, api, cmdline, config, inventory, kernel, netlink, state, udev
 from .auth import Authorizer
 from .errors import ConfigError, XpuError
+from .metrics import MetricsServer, node_name
 from .notify import Notifier
 from .server import Dispatcher, Server
 from .service import Service
@@ -52,13 +53,15 @@ class Daemon:
     def __init__(self, *, config_path: str, config_required: bool,
                  service: Service, server: Server, notifier: Notifier,
                  watchers: Sequence[Watcher] = (),
-                 resync_s: float = RESYNC_S):
+                 resync_s: float = RESYNC_S,
+                 metrics: MetricsServer | None = None):
         self.config_path = config_path
         self.config_required = config_required
         self.service = service
         self.server = server
         self.notifier = notifier
         self.watchers = list(watchers)
+        self.metrics = metrics
         self.resync_s = resync_s
         self.stop_requested = threading.Event()
         self.reload_requested = threading.Event()
@@ -105,6 +108,8 @@ class Daemon:
             return 0
         self.server.start()
         try:
+            if self.metrics:
+                self.metrics.start()
             for w in self.watchers:
                 w.start(self.request_reconcile)
             self.notifier.ready(summary)
@@ -114,6 +119,8 @@ class Daemon:
             self.notifier.stopping()
             for w in self.watchers:
                 w.stop()
+            if self.metrics:
+                self.metrics.stop()
             self.server.stop()
         log.info("stopped; the kernel's slices stay in force")
         return 0
@@ -168,6 +175,8 @@ class Daemon:
             self.notifier.ready(f"reload: {e}")
             return
         log.info("reloaded %s: %s", self.config_path, summary)
+        if self.metrics:
+            self.metrics.configure(cfg.metrics)
         self.notifier.ready(summary)
 
 
@@ -183,9 +192,12 @@ def build(args, environ: Mapping[str, str] = os.environ) -> Daemon:
     service = Service(backend, state.StateStore(args.state_dir), cfg)
     server = Server(args.socket, Dispatcher(service, Authorizer()))
     watchers = [netlink.NetlinkWatcher(service.events), udev.UdevWatcher()]
+    # /metrics: its figures from the service (one kernel read per scrape).
+    metrics = MetricsServer(service, cfg.metrics, node_name(environ))
     return Daemon(config_path=config_path, config_required=required,
                   service=service, server=server,
-                  notifier=Notifier(environ), watchers=watchers)
+                  notifier=Notifier(environ), watchers=watchers,
+                  metrics=metrics)
 
 
 class _Formatter(logging.Formatter):

@@ -33,9 +33,10 @@ import logging
 import os
 import re
 import stat
+import time
 from collections.abc import Iterator
 
-from . import api, ctl, uapi
+from . import api, ctl, uapi, usage
 from .backend import (
     Backend,
     BackendError,
@@ -247,6 +248,14 @@ class KernelBackend(Backend):
         self._sweep_nodes(set(live))
         return [self._kernel_slice(s, uuids.get(s.gpu_minor) or "")
                 for s in infos]
+
+    def read_usage(self) -> usage.KernelRead:
+        # Its own open of the device, nothing of self's but the path: safe
+        # beside a reconcile in another thread.
+        with self._ctl() as c:
+            gpus = c.gpu_list()
+            slices = c.slices()
+        return usage.KernelRead(time.time(), tuple(gpus), tuple(slices))
 
     def create_slice(self, spec: SliceSpec) -> KernelSlice:
         with self._ctl() as c:

@@ -35,7 +35,7 @@ import posixpath
 import threading
 from dataclasses import dataclass
 
-from . import __version__, api, inventory, model, sizes
+from . import __version__, api, inventory, model, sizes, usage
 from .api import API_VERSION, ApiError
 from .backend import Backend, BackendError, GpuState, KernelSlice
 from .config import Config
@@ -82,6 +82,19 @@ class Desired:
                    tuple(cgroups))
 
 
+@dataclass(frozen=True)
+class Health:
+    """How reconciling goes, for /metrics: the passes since xpud started;
+    what they could not apply, summed over the passes (each slice left
+    pending or not removed, each GPU whose settings are not applied, counts
+    once per pass; an unreadable kernel, or a pass that failed with an
+    exception, once); the slices pending after the last pass."""
+
+    reconciles: int = 0
+    reconcile_errors: int = 0
+    slices_pending: int = 0
+
+
 def _invalid(what: str, e: ValueError) -> ApiError:
     return ApiError("invalid", f"{what}: {e}")
 
@@ -103,6 +116,9 @@ class Service:
         self._said: dict[object, str] = {}    # what was logged, per subject
         # xpu.ko's events (netlink.py feeds it), for op_events.
         self.events = EventHub()
+        # Replaced whole after each pass, so read without the lock.
+        self._health = Health()
+        self._failed = 0  # what the running pass could not apply
 
     # -- start, reload, reconcile ------------------------------------------
 
@@ -179,10 +195,32 @@ class Service:
         does not go is logged once and shown as pending.  ADOPT: take kernel
         slices nobody asked for as xpuctl slices (no saved state)."""
         with self._lock:
+            self._failed = 0
+            done = False
+            try:
+                summary = self._reconcile_pass(adopt)
+                done = True
+                return summary
+            finally:
+                h = self._health
+                pending = sum(1 for n in self._desired
+                              if n in self._errors or n not in self._kernel)
+                self._health = Health(
+                    h.reconciles + 1,
+                    h.reconcile_errors + self._failed + (0 if done else 1),
+                    pending)
+
+    def health(self) -> Health:
+        """How reconciling goes; from any thread, without the lock."""
+        return self._health
+
+    def _reconcile_pass(self, adopt: bool) -> str:
+        with self._lock:
             try:
                 self._gpus = self.backend.list_gpus()
                 kernel = self.backend.list_slices()
             except BackendError as e:
+                self._failed += 1
                 self._say("backend", logging.ERROR,
                           f"cannot read the kernel's state: {e}")
                 return f"cannot read the kernel's state: {e}"
@@ -201,6 +239,7 @@ class Service:
                     err = str(e)
                 if err:
                     self._errors[name] = err
+                    self._failed += 1
                 else:
                     self._errors.pop(name, None)
                 self._say(("slice", name), logging.WARNING,
@@ -212,6 +251,7 @@ class Service:
                     self.backend.destroy_slice(name, force=False)
                 except BackendError as e:
                     self._errors[name] = str(e)
+                    self._failed += 1
                     self._say(("slice", name), logging.WARNING,
                               f"slice '{name}' is no longer wanted but "
                               f"stays: {e}")
@@ -262,6 +302,7 @@ class Service:
             key = g.uuid or g.bus_id
             if err:
                 self._gpu_errors[key] = err
+                self._failed += 1
             else:
                 self._gpu_errors.pop(key, None)
             self._say(("gpu", key), logging.WARNING,
@@ -589,6 +630,21 @@ class Service:
             gpus = self._gpu_list()
             self._change(name, new, lambda: self._apply(new, gpus))
             return self._view(name)
+
+    def usage(self) -> usage.Usage:
+        """What each slice uses, from one read of the kernel (usage.py):
+        what `top` answers and /metrics exports.  Any thread; it never
+        takes the lock, so it never waits for a reconcile or a request.
+        Raises BackendError."""
+        gpus = self._gpus  # replaced whole, never changed in place
+        return usage.figures(self.backend.read_usage(),
+                             [gs.gpu for gs in gpus])
+
+    def op_top(self) -> dict:
+        try:
+            return self.usage().to_api()
+        except BackendError as e:
+            raise ApiError(e.code, str(e)) from None
 
     def op_events(self) -> api.Stream:
         why = self.events.unavailable

@@ -44,7 +44,7 @@ def no_groups(name):
 def test_every_op_reads_or_changes():
     reads = {n for n, op in OPS.items() if op.access == READ}
     changes = {n for n, op in OPS.items() if op.access == CHANGE}
-    assert reads == {"version", "gpus", "list", "show", "events"}
+    assert reads == {"version", "gpus", "list", "show", "top", "events"}
     assert changes == {"create", "set", "destroy", "bind", "unbind"}
 
 

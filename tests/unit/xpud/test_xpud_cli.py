@@ -232,30 +232,50 @@ def test_version(xpuctl):
 
 def test_top(xpuctl, served):
     _, svc = served
-    assert xpuctl("create", "a", "--gpu", "0", "--memory", "1GiB")[0] == 0
+    assert xpuctl("create", "a", "--gpu", "0", "--memory", "1GiB",
+                  "--compute", "25")[0] == 0
     status, out, err = xpuctl("top", "--count", "2", "--interval", "0.1",
                               "-o", "json")
     assert (status, err) == (0, "")
     frames = [json.loads(line) for line in out.splitlines()]
     assert len(frames) == 2
-    assert frames[0]["time"] <= frames[1]["time"]
+    assert frames[0]["time"] == svc.backend.read_time
+    # The API's result as it is: the `top` op's, one kernel read each.
+    assert frames[1] == svc.op_top()
     assert [s["name"] for s in frames[1]["slices"]] == ["a"]
+    assert [c[0] for c in svc.backend.calls].count("read_usage") == 3
     status, out, err = xpuctl("top", "--once")
     assert (status, err) == (0, "")
     assert out.splitlines()[0].split() == [
-        "NAME", "GPU", "USED", "LIMIT", "USE", "COMPUTE", "GOT", "PROCS",
-        "DENIED", "STATE"]
-    assert out.splitlines()[1].split() == ["a", "0", "0B", "1GiB", "0%",
-                                           "0%", "-", "-", "-", "ready"]
+        "NAME", "GPU", "USED", "PEAK", "LIMIT", "USE", "COMPUTE", "GOT",
+        "GATED", "PROCS", "DENIED"]
+    assert out.splitlines()[1].split() == ["a", "0", "0B", "0B", "1GiB",
+                                           "0%", "25%", "0%", "-", "0",
+                                           "0"]
     # What the kernel says shows at the next refresh.
     k = svc.backend.slices["a"]
     svc.backend.slices["a"] = dataclasses.replace(
-        k, memory_used_bytes=256 * 2**20, processes=2, denied_allocs=3)
+        k, memory_used_bytes=256 * 2**20, processes=2, denied_allocs=3,
+        share_obtained=248)
+    svc.backend.usage["a"] = {"memory_peak": 512 * 2**20,
+                              "gated_ns": 3 * 10**9,
+                              "runnable_ns": 4 * 10**9}
     status, out, err = xpuctl("top", "--count", "1")
-    assert out.splitlines()[1].split() == ["a", "0", "256MiB", "1GiB",
-                                           "25%", "0%", "-", "2", "3",
-                                           "ready"]
+    assert out.splitlines()[1].split() == ["a", "0", "256MiB", "512MiB",
+                                           "1GiB", "25%", "25%", "24.8%",
+                                           "75%", "2", "3"]
     assert len(out.splitlines()) == 2
+
+
+def test_top_without_xpu_ko(make_service, serve, capsys):
+    from xpu.backend import NullBackend
+    from xpu.inventory import Inventory
+    svc = make_service(start=False)
+    svc.backend = NullBackend(Inventory(), "/nonexistent",
+                              "xpu.ko is not loaded: load it")
+    status, out, err = xpuctl_at(serve(svc), capsys, "top", "--once")
+    assert (status, out) == (1, "")
+    assert one_line(err) == "xpuctl: error: xpu.ko is not loaded: load it"
 
 
 @pytest.mark.parametrize("argv, message", [

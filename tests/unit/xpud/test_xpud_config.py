@@ -40,6 +40,12 @@ memory = 536870912
 compute = 12.5
 """
 
+WITH_METRICS = EXAMPLE + """
+[metrics]
+enabled = true
+listen = "127.0.0.1:9400"
+"""
+
 
 def test_the_example():
     cfg = config.parse(EXAMPLE, "/etc/xpu/xpud.toml")
@@ -54,6 +60,27 @@ def test_the_example():
     assert infer == config.SliceConfig("infer", 1, 512 * MIB, 125,
                                        model.DEFAULT_WEIGHT, "normal",
                                        "/etc/xpu/xpud.toml:21")
+    assert cfg.metrics == config.MetricsConfig()
+    cfg = config.parse(WITH_METRICS, "/etc/xpu/xpud.toml")
+    assert cfg.metrics == config.MetricsConfig(True, "127.0.0.1", 9400)
+
+
+@pytest.mark.parametrize("table, want", [
+    ("", config.MetricsConfig(True, "127.0.0.1", 9400)),
+    ("[metrics]\nenabled = false\n",
+     config.MetricsConfig(False, "127.0.0.1", 9400)),
+    ('[metrics]\nlisten = "0.0.0.0:9500"\n',
+     config.MetricsConfig(True, "0.0.0.0", 9500)),
+    ('[metrics]\nlisten = "[::]:9400"\n',
+     config.MetricsConfig(True, "::", 9400)),
+    ('[metrics]\nlisten = "[0:0::1]:1"\n',
+     config.MetricsConfig(True, "::1", 1)),
+])
+def test_metrics(table, want):
+    cfg = config.parse(table)
+    assert cfg.metrics == want
+    assert config.parse(f'[metrics]\nlisten = "{want.listen}"\n').metrics \
+        == config.MetricsConfig(True, want.host, want.port)
 
 
 def test_the_example_in_the_docs_is_valid():
@@ -159,16 +186,50 @@ BAD = [
     (('name = "infer"', 'name = "train"'), 22, "slice[1].name",
      "slice 'train' is already defined at /etc/xpu/xpud.toml:13"),
     (("[defaults]", "[default]"), 2, "default",
-     "unknown key (known: defaults, gpu, slice)"),
+     "unknown key (known: defaults, gpu, slice, metrics)"),
     (("[defaults]", "debug = true\n[defaults]"), 2, "debug",
-     "unknown key (known: defaults, gpu, slice)"),
+     "unknown key (known: defaults, gpu, slice, metrics)"),
+    (("# xpud's configuration\n", "metrics = 1\n"), 1, "metrics",
+     "must be a table"),
 ]
 
 
-@pytest.mark.parametrize("edit, line, field, message", BAD,
-                         ids=[f"{b[2]}:{b[1]}" for b in BAD])
-def test_errors_name_file_line_and_field(edit, line, field, message):
-    text = _replace(EXAMPLE, *edit)
+BAD_METRICS = [
+    (("enabled = true", 'enabled = "yes"'), 28, "metrics.enabled",
+     "'yes' is not true or false"),
+    (("enabled = true", "enabled = true\nport = 9400"), 29, "metrics.port",
+     "unknown key (known: enabled, listen)"),
+    (('listen = "127.0.0.1:9400"', "listen = 9400"), 29, "metrics.listen",
+     'is not an address: write a string such as "127.0.0.1:9400"'),
+    (('listen = "127.0.0.1:9400"', 'listen = "9400"'), 29, "metrics.listen",
+     ("'9400' is not IP:PORT: write 127.0.0.1:9400, [::1]:9400, or "
+      "0.0.0.0:9400 for every address")),
+    (('listen = "127.0.0.1:9400"', 'listen = "127.0.0.1"'), 29,
+     "metrics.listen", "'127.0.0.1' is not IP:PORT"),
+    (('listen = "127.0.0.1:9400"', 'listen = "localhost:9400"'), 29,
+     "metrics.listen", ("'localhost:9400': 'localhost' is not an IP "
+                        "address: write 127.0.0.1, [::1], or 0.0.0.0 for "
+                        "every address")),
+    (('listen = "127.0.0.1:9400"', 'listen = "127.0.0.1:65536"'), 29,
+     "metrics.listen", "the port '65536' is not a number from 1 to 65535"),
+    (('listen = "127.0.0.1:9400"', 'listen = "127.0.0.1:0"'), 29,
+     "metrics.listen", "the port '0' is not a number from 1 to 65535"),
+    (('listen = "127.0.0.1:9400"', 'listen = "127.0.0.1:x"'), 29,
+     "metrics.listen", "the port 'x' is not a number"),
+    (('listen = "127.0.0.1:9400"', 'listen = "::1:9400"'), 29,
+     "metrics.listen", "write an IPv6 address in brackets, as [::1]:9400"),
+    (('listen = "127.0.0.1:9400"', 'listen = "[127.0.0.1]:9400"'), 29,
+     "metrics.listen", "'127.0.0.1' is not an IP address"),
+]
+
+
+@pytest.mark.parametrize("edit, line, field, message, base",
+                         [(e, ln, f, m, EXAMPLE) for e, ln, f, m in BAD]
+                         + [(e, ln, f, m, WITH_METRICS)
+                            for e, ln, f, m in BAD_METRICS],
+                         ids=[f"{b[2]}:{b[1]}" for b in BAD + BAD_METRICS])
+def test_errors_name_file_line_and_field(edit, line, field, message, base):
+    text = _replace(base, *edit)
     with pytest.raises(ConfigError) as e:
         config.parse(text, "/etc/xpu/xpud.toml")
     msg = str(e.value)

@@ -15,9 +15,12 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from xpu import daemon
 from xpu.client import Client
 from xpu.notify import Notifier
@@ -33,6 +36,9 @@ policy = "fixed"
 name = "a"
 gpu = 0
 memory = "1GiB"
+
+[metrics]
+enabled = false
 """
 
 CONFIG_B = CONFIG_A.replace('name = "a"', 'name = "b"')
@@ -221,6 +227,55 @@ def test_a_second_xpud_on_the_same_socket(xpud, tmp_path):
         second.close()
     assert first.call("list")  # the first one is untouched
     assert first.stop()[0] == 0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                timeout=WAIT) as r:
+        return {f.name: f for f in
+                text_string_to_metric_families(r.read().decode())}
+
+
+def test_metrics_follow_the_configuration(xpud):
+    """Served once ready; a reload moves them, or turns them off."""
+    port = free_port()
+    on = CONFIG_A.replace("enabled = false",
+                          f'listen = "127.0.0.1:{port}"')
+    x = xpud(config=on).start()
+    x.until("READY")
+    fams = scrape(port)
+    # No xpu.ko here: down, and the configured slice pending.
+    assert fams["xpu_up"].samples[0].value == 0
+    assert fams["xpud_slices_pending"].samples[0].value == 1
+    assert fams["xpud_reconcile_errors"].samples[0].value >= 1
+    assert fams["xpu_slice_memory_used_bytes"].samples == []
+
+    port2 = free_port()
+    x.config.write_text(on.replace(str(port), str(port2)))
+    x.proc.send_signal(signal.SIGHUP)
+    x.until("READY")
+    assert scrape(port2)["xpud_reconciles"].samples[0].value >= 2
+    with pytest.raises(urllib.error.URLError):
+        scrape(port)
+
+    x.config.write_text(CONFIG_A)
+    x.proc.send_signal(signal.SIGHUP)
+    x.until("READY")
+    with pytest.raises(urllib.error.URLError):
+        scrape(port2)
+    status, err = x.stop()
+    assert status == 0
+    lines = err.splitlines()
+    assert f"xpud: metrics: http://127.0.0.1:{port}/metrics" in lines
+    assert f"xpud: metrics: http://127.0.0.1:{port2}/metrics" in lines
+    assert "xpud: metrics: off ([metrics] enabled = false)" in lines
+    assert "Traceback" not in err
 
 
 def test_watchdog_interval():

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from xpu import model, sizes
+from xpu import ctl, model, sizes
 from xpu.backend import Backend, BackendError, Busy, GpuState, KernelSlice
+from xpu.kernel import PRIORITIES
+from xpu.usage import KernelRead
 
 UUID0 = "GPU-00000000-1111-2222-3333-444444444444"
 UUID1 = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
@@ -36,6 +38,10 @@ class FakeBackend(Backend):
         self.busy: set[str] = set()
         self.fail: dict[str, Exception] = {}
         self.calls: list[tuple] = []
+        # What read_usage() reports beyond the KernelSlice: per slice name,
+        # fields of ctl.SliceInfo (memory_peak, gated_ns, ...).
+        self.usage: dict[str, dict] = {}
+        self.read_time = 1700000000.0
 
     def _call(self, name, *args):
         self.calls.append((name,) + args)
@@ -104,8 +110,36 @@ class FakeBackend(Backend):
         self.slices[name] = dataclasses.replace(
             k, cgroups=tuple(c for c in k.cgroups if c != cgroup))
 
+    def read_usage(self):
+        self._call("read_usage")
+        minors = {g.uuid: g.minor for g in self.gpus}
+        infos = []
+        for i, k in enumerate(self.slices.values()):
+            spec = k.spec
+            fields = {"memory_used": k.memory_used_bytes or 0,
+                      "processes": k.processes or 0,
+                      "denied_allocs": k.denied_allocs or 0,
+                      "share_obtained": k.share_obtained or 0}
+            fields.update(self.usage.get(spec.name, {}))
+            infos.append(ctl.SliceInfo(
+                id=k.id if k.id is not None else i, name=spec.name,
+                gpu_minor=minors[spec.gpu_uuid],
+                memory_limit=spec.memory_limit_bytes,
+                compute_share=spec.compute_share, weight=spec.weight,
+                priority=PRIORITIES[spec.priority], **fields))
+        gpus = []
+        for g in self.gpus:
+            mine = [s for s in infos if s.gpu_minor == g.minor]
+            gpus.append(ctl.GpuInfo(
+                minor=g.minor, uuid=g.uuid or "", mode=0, policy=0,
+                period_us=20000, nr_slices=len(mine),
+                driver_version="580.126.20",
+                memory_total=g.memory_total_bytes or 0,
+                memory_sliced=sum(s.memory_limit for s in mine)))
+        return KernelRead(self.read_time, tuple(gpus), tuple(infos))
+
     def changes(self):
         """The calls that change the kernel, in order."""
         return [c for c in self.calls
                 if c[0] not in ("kernel_version", "list_gpus", "list_slices",
-                                "nodes_checked")]
+                                "nodes_checked", "read_usage")]
