@@ -13,6 +13,7 @@
 #   make dkms-install  register kmod/ with DKMS, build and install it for KVER
 #   make dkms-remove
 #   make lint          checkpatch --strict, sparse, ruff
+#   make proto         regenerate xpud/xpu/k8s/_proto's gRPC code (committed)
 #   make clean
 # Test dependencies are installed by tests/setup (Debian packages need root).
 
@@ -35,7 +36,7 @@ VM_BUILD_DIR ?=
 
 .PHONY: all modules vm-modules setup check check-host check-vm check-debug demo bench \
 	vm-shell clean install install-kmod install-tools uninstall dkms-install dkms-remove \
-	lint check-install check-kernels
+	lint check-install check-kernels proto
 
 all: modules
 
@@ -223,6 +224,11 @@ dkms-remove:
 	@if [ -e /var/lib/dkms/xpu/$(VERSION) ]; then \
 		echo "dkms remove xpu/$(VERSION) --all"; dkms remove xpu/$(VERSION) --all; fi
 	rm -rf $(DKMS_SRC)
+
+# kubelet's APIs as our own .proto files; the Python grpcio-tools makes of them
+# is committed (tests/unit/k8s/test_proto.py checks that it is up to date).
+proto: setup
+	cd xpud && $(PY) -m grpc_tools.protoc -I . --python_out=. --grpc_python_out=. xpu/k8s/_proto/*.proto
 
 # -- Lint and the kernel matrix ---------------------------------------------------
 lint: setup
