@@ -69,6 +69,7 @@ class Desired:
     priority: str = model.DEFAULT_PRIORITY
     cgroups: tuple[str, ...] = ()
     defined_in: str | None = None
+    owner: str | None = None
 
     def spec(self, gpu_uuid: str) -> model.SliceSpec:
         return model.SliceSpec(self.name, gpu_uuid, self.memory_limit_bytes,
@@ -76,10 +77,11 @@ class Desired:
 
     @classmethod
     def from_spec(cls, spec: model.SliceSpec, origin: str,
-                  cgroups: tuple[str, ...] = ()) -> Desired:
+                  cgroups: tuple[str, ...] = (),
+                  owner: str | None = None) -> Desired:
         return cls(spec.name, origin, spec.gpu_uuid, spec.memory_limit_bytes,
                    spec.compute_share, spec.weight, spec.priority,
-                   tuple(cgroups))
+                   tuple(cgroups), owner=owner)
 
 
 def _invalid(what: str, e: ValueError) -> ApiError:
@@ -115,7 +117,7 @@ class Service:
             if state is not None:
                 for r in state.slices:
                     self._desired[r.spec.name] = Desired.from_spec(
-                        r.spec, ORIGIN_API, r.cgroups)
+                        r.spec, ORIGIN_API, r.cgroups, r.owner)
                 bindings = state.config_bindings
             self._merge_config(self.config, bindings)
             summary = self.reconcile(adopt=state is None)
@@ -157,7 +159,7 @@ class Service:
         for d in self._desired.values():
             if d.origin == ORIGIN_API:
                 state.slices.append(SliceRecord(d.spec(str(d.gpu)),
-                                                d.cgroups))
+                                                d.cgroups, d.owner))
             elif d.cgroups:
                 state.config_bindings[d.name] = d.cgroups
         self.store.save(state)
@@ -426,6 +428,7 @@ class Service:
                 self._gpus = self.backend.list_gpus()
             except BackendError as e:
                 raise ApiError(e.code, str(e)) from None
+            self._refresh_kernel()  # the slices' memory in use
             return [self._gpu_view(gs) for gs in self._gpus]
 
     def op_list(self) -> list:
@@ -443,7 +446,8 @@ class Service:
 
     def op_create(self, name: str, gpu, memory_limit_bytes: int,
                   compute_share=None, weight: int | None = None,
-                  priority: str | None = None) -> dict:
+                  priority: str | None = None,
+                  owner: str | None = None) -> dict:
         with self._lock:
             try:
                 model.check_name(name)
@@ -465,7 +469,7 @@ class Service:
                                "not reported its UUID yet")
             d = self._checked(
                 Desired(name, ORIGIN_API, g.uuid, memory_limit_bytes),
-                memory_limit_bytes, compute_share, weight, priority)
+                memory_limit_bytes, compute_share, weight, priority, owner)
             gpus = self._gpu_list()
 
             def apply():
@@ -489,9 +493,10 @@ class Service:
                           "destroyed: %s", name, e)
 
     def _checked(self, d: Desired, memory_limit_bytes, compute_share,
-                 weight, priority) -> Desired:
+                 weight, priority, owner=None) -> Desired:
         """D with the values given (not None), each checked."""
         checks = (
+            ("owner", owner, model.check_owner),
             ("memory_limit_bytes", memory_limit_bytes, model.check_memory),
             ("compute_share", compute_share, sizes.parse_share),
             ("weight", weight, model.check_weight),
@@ -509,17 +514,18 @@ class Service:
 
     def op_set(self, name: str, memory_limit_bytes: int | None = None,
                compute_share=None, weight: int | None = None,
-               priority: str | None = None) -> dict:
+               priority: str | None = None,
+               owner: str | None = None) -> dict:
         with self._lock:
             d = self._get(name)
-            if (memory_limit_bytes, compute_share, weight, priority) == \
-                    (None, None, None, None):
+            if (memory_limit_bytes, compute_share, weight, priority,
+                    owner) == (None, None, None, None, None):
                 raise ApiError("invalid", "set: nothing to change: give "
-                               "memory_limit_bytes, compute_share, weight or "
-                               "priority")
+                               "memory_limit_bytes, compute_share, weight, "
+                               "priority or owner")
             self._owned_by_api(d, "change")
             new = self._checked(d, memory_limit_bytes, compute_share, weight,
-                                priority)
+                                priority, owner)
             gpus = self._gpu_list()
             self._change(name, new, lambda: self._apply(new, gpus))
             return self._view(name)
@@ -612,6 +618,10 @@ class Service:
             except inventory.GpuNotFound:
                 pass
         err = self._gpu_errors.get(g.uuid or g.bus_id)
+        in_slices = sum(k.memory_used_bytes or 0 for k in self._kernel.values()
+                        if k.spec.gpu_uuid == g.uuid)
+        outside = (max(g.memory_used_bytes - in_slices, 0)
+                   if g.memory_used_bytes is not None else None)
         return {
             "index": g.index,
             "gpu_uuid": g.uuid,
@@ -626,6 +636,8 @@ class Service:
             "memory_assigned_bytes": sum(d.memory_limit_bytes for d in mine),
             "compute_assigned": sizes.share_percent(
                 sum(d.compute_share for d in mine)),
+            "memory_used_bytes": g.memory_used_bytes,
+            "memory_used_outside_slices_bytes": outside,
             "state": PENDING if err else READY,
             "error": err,
         }
@@ -677,4 +689,5 @@ class Service:
             "state": state,
             "error": err or None,
             "defined_in": d.defined_in,
+            "owner": d.owner,
         }

@@ -49,6 +49,7 @@ class SliceRecord:
 
     spec: model.SliceSpec
     cgroups: tuple[str, ...] = ()
+    owner: str | None = None
 
 
 @dataclass
@@ -92,9 +93,12 @@ def _slice_from_json(obj: object, i: int) -> SliceRecord:
             weight=model.check_weight(obj.get("weight")),
             priority=model.check_choice(obj.get("priority"),
                                         model.PRIORITIES))
+        owner = obj.get("owner")
+        if owner is not None:
+            owner = model.check_owner(owner)
     except (TypeError, ValueError) as e:
         raise _Corrupt(f"{where}: {e}") from None
-    return SliceRecord(spec, _cgroups(obj.get("cgroups", []), where))
+    return SliceRecord(spec, _cgroups(obj.get("cgroups", []), where), owner)
 
 
 def decode(text: str) -> State:
@@ -146,7 +150,8 @@ def encode(state: State) -> str:
              "compute_share": r.spec.compute_share,
              "weight": r.spec.weight,
              "priority": r.spec.priority,
-             "cgroups": list(r.cgroups)}
+             "cgroups": list(r.cgroups),
+             **({"owner": r.owner} if r.owner is not None else {})}
             for r in sorted(state.slices, key=lambda r: r.spec.name)],
         "config_bindings": {name: list(cg) for name, cg in
                             sorted(state.config_bindings.items()) if cg},
