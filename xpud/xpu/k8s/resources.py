@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The names xpu gives Kubernetes, and how a request turns into a slice.
+
+Resources (docs/kubernetes.md):
+  VENDOR/slice        one whole slice that exists on the node (made with
+                      xpuctl or the configuration file); device ID = its name
+  VENDOR/xpu-memory   video memory in units of MEMORY_UNIT (1 MiB by default)
+  VENDOR/xpu-shares   compute in units of 1 % of one GPU's time
+
+A container's xpu-memory and xpu-shares make one slice on one GPU: memory
+units x MEMORY_UNIT bytes, xpu-shares percent of compute.  CDI devices are
+named VENDOR/slice=SLICE (one per slice; xpud's CDI spec, docs/containers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from .. import sizes
+
+DEFAULT_VENDOR = "xpu.dev"
+CDI_CLASS = "slice"
+SLICE_SUFFIX = "slice"
+MEMORY_SUFFIX = "xpu-memory"
+SHARES_SUFFIX = "xpu-shares"
+DEFAULT_MEMORY_UNIT = sizes.MIB
+SHARES_PER_GPU = 100
+# The DRA driver's name (its DeviceClasses select it).
+DEFAULT_DRIVER = DEFAULT_VENDOR
+
+# Owner tags of the slices xpu-k8s makes (xpud's `owner`): what it may
+# destroy, and what it never offers as a whole slice.
+OWNER_PREFIX = "k8s/"
+OWNER_DP = "k8s/dp/"       # + hash of the memory device IDs [+ /ns/pod/ctr]
+OWNER_DRA = "k8s/dra/"     # + claim UID
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def check_vendor(vendor: str) -> str:
+    """A vendor domain: a DNS subdomain of lower-case labels, e.g. xpu.dev."""
+    labels = vendor.split(".")
+    if (len(vendor) > 63 or len(labels) < 2
+            or not all(_DNS_LABEL.fullmatch(x) for x in labels)):
+        raise ValueError(f"'{vendor}' is not a vendor domain: write a DNS "
+                         "name of lower-case labels, e.g. xpu.dev")
+    return vendor
+
+
+class Names:
+    """The resource and CDI names for one vendor domain."""
+
+    def __init__(self, vendor: str = DEFAULT_VENDOR):
+        self.vendor = check_vendor(vendor)
+        self.slice = f"{vendor}/{SLICE_SUFFIX}"
+        self.memory = f"{vendor}/{MEMORY_SUFFIX}"
+        self.shares = f"{vendor}/{SHARES_SUFFIX}"
+        self.cdi_kind = f"{vendor}/{CDI_CLASS}"
+
+    def cdi_device(self, slice_name: str) -> str:
+        """The CDI device that gives a container SLICE_NAME (the naming
+        xpud's CDI spec follows: one device per slice)."""
+        return f"{self.cdi_kind}={slice_name}"
+
+
+def parse_memory_unit(text: str) -> int:
+    n = sizes.parse_size(text)
+    if n < sizes.MIB or n % sizes.MIB:
+        raise ValueError(f"'{text}' is not a memory unit: a whole number of "
+                         "MiB, at least 1MiB")
+    return n
+
+
+def ids_hash(ids) -> str:
+    """A short stable name for a set of device IDs."""
+    h = hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
+    return h[:16]
+
+
+def quantity(value) -> int:
+    """An integer resource quantity as Kubernetes writes it in a pod's
+    requests and limits ("4096", 4096, "1k").  Extended resources are whole
+    numbers; anything else raises ValueError."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a quantity")
+    if isinstance(value, int):
+        n = value
+    else:
+        m = re.fullmatch(r"([0-9]+)(k|M|G|T|Ki|Mi|Gi|Ti)?", str(value).strip())
+        if not m:
+            raise ValueError(f"'{value}' is not a whole quantity")
+        mult = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+                "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}[m[2]]
+        n = int(m[1]) * mult
+    if n < 0:
+        raise ValueError(f"{value!r} is negative")
+    return n
