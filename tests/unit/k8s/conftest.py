@@ -16,13 +16,13 @@ TESTS = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(TESTS))
 sys.path.insert(0, str(TESTS / "unit" / "xpud"))
 
-from testkubelet import DraKubelet, Kubelet  # noqa: E402
-from xpu import config, model, sizes  # noqa: E402
-from xpu.auth import Authorizer  # noqa: E402
-from xpu.server import Dispatcher, Server  # noqa: E402
-from xpu.service import Service  # noqa: E402
-from xpu.state import StateStore  # noqa: E402
-from xpud_fakes import UUID0, UUID1, FakeBackend  # noqa: E402
+from testkubelet import DraKubelet, Kubelet
+from xpu import config, model, sizes
+from xpu.auth import Authorizer
+from xpu.server import Dispatcher, Server
+from xpu.service import Service
+from xpu.state import StateStore
+from xpud_fakes import UUID0, UUID1, FakeBackend
 
 GIB = sizes.GIB
 

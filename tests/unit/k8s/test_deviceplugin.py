@@ -159,7 +159,7 @@ def test_memory_used_outside_slices_is_unhealthy(make_xpud, plugins,
 
 
 def test_kubelet_restart(plugins, test_kubelet):
-    xpud, start = plugins
+    _, start = plugins
     start()
     registered(test_kubelet)
     first = list(test_kubelet.registrations)

@@ -85,7 +85,7 @@ def args(p, names=("node0", "node1")):
 
 
 def test_filter(cluster):
-    api, nodes, make = cluster
+    _, nodes, make = cluster
     url = make()
     # node1 has 1 GiB of GPU 0 used outside any slice (NVML's count).
     r = post(url, "filter", args(pod("a", 1536)))
@@ -111,7 +111,7 @@ def test_filter(cluster):
 
 
 def test_filter_unreachable_node_and_bad_input(cluster):
-    api, nodes, make = cluster
+    _, _, make = cluster
     url = make()
     r = post(url, "filter", args(pod("a", 10), ["node0", "nowhere"]))
     assert r["NodeNames"] == ["node0"]
@@ -133,7 +133,7 @@ def test_filter_unreachable_node_and_bad_input(cluster):
 
 
 def test_prioritize_binpack_and_spread(cluster):
-    api, nodes, make = cluster
+    _, nodes, make = cluster
     nodes["node0"][0].service.op_create("x", 0, 1 * GIB)
     r = post(make(node.BINPACK), "prioritize", args(pod("a", 512)))
     scores = {h["Host"]: h["Score"] for h in r}
@@ -245,7 +245,7 @@ def test_two_replicas_never_double_book(cluster):
 
 
 def test_agent_wants_its_token(cluster):
-    api, nodes, make = cluster
+    _, nodes, _ = cluster
     port = nodes["node0"][2]
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/node",

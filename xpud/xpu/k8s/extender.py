@@ -296,10 +296,10 @@ class Extender:
                          "or bind"}
         try:
             args = json.loads(body)
-            if not isinstance(args, dict):
-                raise ValueError("not a JSON object")
         except ValueError as e:
             return 400, {"Error": f"{verb}: the body is not JSON: {e}"}
+        if not isinstance(args, dict):
+            return 400, {"Error": f"{verb}: the body is not a JSON object"}
         try:
             return 200, fn(args)
         except BadRequest as e:

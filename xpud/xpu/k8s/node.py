@@ -33,7 +33,6 @@ from dataclasses import asdict, dataclass, field
 from .. import client as xpu_client
 from ..api import ApiError
 from ..errors import ConnectError
-from . import resources
 
 log = logging.getLogger(__name__)
 

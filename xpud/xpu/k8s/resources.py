@@ -82,9 +82,7 @@ def quantity(value) -> int:
     """An integer resource quantity as Kubernetes writes it in a pod's
     requests and limits ("4096", 4096, "1k").  Extended resources are whole
     numbers; anything else raises ValueError."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a quantity")
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         n = value
     else:
         m = re.fullmatch(r"([0-9]+)(k|M|G|T|Ki|Mi|Gi|Ti)?", str(value).strip())
