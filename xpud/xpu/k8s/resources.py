@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from decimal import Decimal, InvalidOperation
 
 from .. import sizes
 
@@ -94,3 +95,23 @@ def quantity(value) -> int:
     if n < 0:
         raise ValueError(f"{value!r} is negative")
     return n
+
+
+_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+           "P": 10**15, "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30,
+           "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "m": Decimal("0.001")}
+
+
+def parse_quantity(text) -> Decimal:
+    """A Kubernetes quantity ("1Gi", "512Mi", "25", "1.5G", "500m") as a
+    number.  Raises ValueError."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return Decimal(text)
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]*)?)(Ki|Mi|Gi|Ti|Pi|Ei|[kMGTPEm]?)",
+                     str(text).strip())
+    if not m:
+        raise ValueError(f"'{text}' is not a quantity")
+    try:
+        return Decimal(m[1]) * _SUFFIX[m[2]]
+    except InvalidOperation:
+        raise ValueError(f"'{text}' is not a quantity") from None
