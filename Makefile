@@ -122,6 +122,7 @@ INSTALL ?= install
 # name in the tree -> where it goes
 INSTALL_DATA_FILES := \
 	systemd/xpud.service:$(UNITDIR)/xpud.service \
+	systemd/xpu-k8s.service:$(UNITDIR)/xpu-k8s.service \
 	udev/60-xpu.rules:$(UDEVRULESDIR)/60-xpu.rules \
 	packaging/xpu-modules-load.conf:$(MODULESLOADDIR)/xpu.conf \
 	packaging/xpu-modprobe.conf:$(MODPROBEDIR)/xpu.conf \
@@ -131,8 +132,9 @@ INSTALL_DATA_FILES := \
 	packaging/xpud.toml:$(DOCDIR)/xpud.toml.example \
 	README.md:$(DOCDIR)/README.md \
 	docs/xpud.md:$(DOCDIR)/xpud.md \
-	docs/api.md:$(DOCDIR)/api.md
-LAUNCHERS := xpud:daemon xpuctl:cli
+	docs/api.md:$(DOCDIR)/api.md \
+	docs/kubernetes.md:$(DOCDIR)/kubernetes.md
+LAUNCHERS := xpud:daemon xpuctl:cli xpu-k8s:k8s.main
 # Only a real installation touches the running system.
 LIVE := $(if $(DESTDIR),,1)
 
@@ -184,7 +186,7 @@ ifneq ($(LIVE),)
 endif
 
 uninstall:
-	-$(if $(LIVE),[ -d /run/systemd/system ] && systemctl disable --now xpud.service)
+	-$(if $(LIVE),[ -d /run/systemd/system ] && systemctl disable --now xpu-k8s.service xpud.service)
 	rm -f $(DESTDIR)$(MODDIR)/xpu.ko
 	$(if $(LIVE),-depmod -a $(KVER))
 	@for f in $(INSTALL_DATA_FILES); do echo "  RM      $(DESTDIR)$${f#*:}"; rm -f "$(DESTDIR)$${f#*:}"; done

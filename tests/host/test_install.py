@@ -18,7 +18,9 @@ EXPECTED = {
     "lib/modules/{kver}/extra/xpu.ko",
     "opt/xpu/bin/xpud",
     "opt/xpu/bin/xpuctl",
+    "opt/xpu/bin/xpu-k8s",
     "opt/xpu/lib/systemd/system/xpud.service",
+    "opt/xpu/lib/systemd/system/xpu-k8s.service",
     "opt/xpu/lib/udev/rules.d/60-xpu.rules",
     "opt/xpu/lib/modules-load.d/xpu.conf",
     "opt/xpu/lib/modprobe.d/xpu.conf",
@@ -29,6 +31,7 @@ EXPECTED = {
     "opt/xpu/share/doc/xpu/README.md",
     "opt/xpu/share/doc/xpu/xpud.md",
     "opt/xpu/share/doc/xpu/api.md",
+    "opt/xpu/share/doc/xpu/kubernetes.md",
     "etc/xpu/xpud.toml",
 }
 
@@ -66,7 +69,9 @@ def test_tree(dest, kver):
     assert files_under(dest, skip=PYLIB.lstrip("/")) == want
     lib = dest / PYLIB.lstrip("/")
     for mod in ("xpu/__init__.py", "xpu/daemon.py", "pyudev", "pyroute2",
-                "sdnotify", "pynvml.py", "ioctl_opt"):
+                "sdnotify", "pynvml.py", "ioctl_opt", "grpc", "google/protobuf",
+                "xpu/k8s/_proto/deviceplugin_v1beta1.proto",
+                "xpu/k8s/_proto/deviceplugin_v1beta1_pb2.py"):
         assert (lib / mod).exists(), mod
     ko = dest / f"lib/modules/{kver}/extra/xpu.ko"
     vermagic = subprocess.run(["modinfo", "-F", "vermagic", str(ko)],
@@ -86,7 +91,7 @@ def test_unit_paths_follow_prefix(dest):
 
 
 def test_launchers_run(dest, tmp_path):
-    for name in ("xpud", "xpuctl"):
+    for name in ("xpud", "xpuctl", "xpu-k8s"):
         p = launcher(dest, name, tmp_path)
         first = p.read_text().splitlines()[0]
         assert first == "#!/usr/bin/python3 -I", first

@@ -53,6 +53,11 @@ def test_unit_verifies_cleanly(vroot):
     assert r.returncode == 0 and r.stdout == "", r.stdout
 
 
+def test_k8s_unit_verifies_cleanly(vroot):
+    r = verify(vroot, "/usr/lib/systemd/system/xpu-k8s.service")
+    assert r.returncode == 0 and r.stdout == "", r.stdout
+
+
 def test_verify_catches_a_bad_unit(vroot):
     """The check above can fail: a misspelt key and bad device rights."""
     bad = vroot / "usr/lib/systemd/system/xpud-bad.service"

@@ -118,7 +118,8 @@ class Agent:
 
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True,
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
+                         daemon=True,
                          name="agent").start()
         return self.httpd.server_address[1]
 
