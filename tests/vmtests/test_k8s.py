@@ -27,6 +27,7 @@ import xpudtest
 from nvclient import abi
 from testkubelet import DraKubelet, Kubelet, wait_for
 from testkubelet.apiserver import ApiServer
+from xpu.k8s import resources
 from xpudtest import CLIENT, MIB, WAIT, Xpud, ask, finish, kernel_slices
 
 UNIT = 64 * MIB
@@ -106,7 +107,8 @@ def test_device_plugin_gives_a_container_its_slice(k8s):
     [s] = x.call("list")
     assert [c.name for c in resp.cdi_devices] == [
         f"xpu.dev/slice={s['name']}"]
-    assert s["owner"].endswith("/ns/pod-a/main")
+    ids = kubelet.pods[("ns", "pod-a")]["main"]["xpu.dev/xpu-memory"]
+    assert s["name"] == resources.dp_slice(ids)
     k = kernel_slices()[s["name"]]
     assert k.memory_limit == 2 * UNIT
     assert k.compute_share == 200          # 20 %, in tenths

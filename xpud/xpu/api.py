@@ -124,9 +124,6 @@ _LIMITS = (
         "percentage of the GPU's time, 0 to 100 in steps of 0.1"),
     Arg("weight", "integer", False, "1 to 10000, 100 by default"),
     Arg("priority", "string", False, "low, normal (default) or high"),
-    Arg("owner", "string", False,
-        "who made the slice, for programs (xpu-k8s); 1 to 253 printable "
-        "characters, no spaces"),
 )
 
 OPS = {op.name: op for op in (

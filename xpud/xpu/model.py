@@ -64,23 +64,6 @@ def check_name(name: object) -> str:
     return name
 
 
-# Who made a slice, for programs that make slices for others (xpu-k8s:
-# "k8s/deviceplugin/NAMESPACE/POD/CONTAINER"): free text a program matches
-# on, printable ASCII without spaces, at most 253 characters.
-OWNER_MAX = 253
-_OWNER_RE = re.compile(rf"[!-~]{{1,{OWNER_MAX}}}")
-
-
-def check_owner(owner: object) -> str:
-    if not isinstance(owner, str):
-        raise TypeError(f"{owner!r} is not an owner: write a string")
-    if not _OWNER_RE.fullmatch(owner):
-        raise ValueError(
-            f"{owner!r} is not a valid owner: use 1 to {OWNER_MAX} printable "
-            "ASCII characters without spaces")
-    return owner
-
-
 def parse_gpu_ref(value: object) -> GpuRef:
     """A GPU's UUID ('GPU-' and 32 hex digits as NVML prints them) or its
     index (an integer, or a string of digits), as xpuctl gpus shows them."""

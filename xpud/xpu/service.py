@@ -69,7 +69,6 @@ class Desired:
     priority: str = model.DEFAULT_PRIORITY
     cgroups: tuple[str, ...] = ()
     defined_in: str | None = None
-    owner: str | None = None
 
     def spec(self, gpu_uuid: str) -> model.SliceSpec:
         return model.SliceSpec(self.name, gpu_uuid, self.memory_limit_bytes,
@@ -77,11 +76,10 @@ class Desired:
 
     @classmethod
     def from_spec(cls, spec: model.SliceSpec, origin: str,
-                  cgroups: tuple[str, ...] = (),
-                  owner: str | None = None) -> Desired:
+                  cgroups: tuple[str, ...] = ()) -> Desired:
         return cls(spec.name, origin, spec.gpu_uuid, spec.memory_limit_bytes,
                    spec.compute_share, spec.weight, spec.priority,
-                   tuple(cgroups), owner=owner)
+                   tuple(cgroups))
 
 
 def _invalid(what: str, e: ValueError) -> ApiError:
@@ -117,7 +115,7 @@ class Service:
             if state is not None:
                 for r in state.slices:
                     self._desired[r.spec.name] = Desired.from_spec(
-                        r.spec, ORIGIN_API, r.cgroups, r.owner)
+                        r.spec, ORIGIN_API, r.cgroups)
                 bindings = state.config_bindings
             self._merge_config(self.config, bindings)
             summary = self.reconcile(adopt=state is None)
@@ -159,7 +157,7 @@ class Service:
         for d in self._desired.values():
             if d.origin == ORIGIN_API:
                 state.slices.append(SliceRecord(d.spec(str(d.gpu)),
-                                                d.cgroups, d.owner))
+                                                d.cgroups))
             elif d.cgroups:
                 state.config_bindings[d.name] = d.cgroups
         self.store.save(state)
@@ -446,8 +444,7 @@ class Service:
 
     def op_create(self, name: str, gpu, memory_limit_bytes: int,
                   compute_share=None, weight: int | None = None,
-                  priority: str | None = None,
-                  owner: str | None = None) -> dict:
+                  priority: str | None = None) -> dict:
         with self._lock:
             try:
                 model.check_name(name)
@@ -469,7 +466,7 @@ class Service:
                                "not reported its UUID yet")
             d = self._checked(
                 Desired(name, ORIGIN_API, g.uuid, memory_limit_bytes),
-                memory_limit_bytes, compute_share, weight, priority, owner)
+                memory_limit_bytes, compute_share, weight, priority)
             gpus = self._gpu_list()
 
             def apply():
@@ -493,10 +490,9 @@ class Service:
                           "destroyed: %s", name, e)
 
     def _checked(self, d: Desired, memory_limit_bytes, compute_share,
-                 weight, priority, owner=None) -> Desired:
+                 weight, priority) -> Desired:
         """D with the values given (not None), each checked."""
         checks = (
-            ("owner", owner, model.check_owner),
             ("memory_limit_bytes", memory_limit_bytes, model.check_memory),
             ("compute_share", compute_share, sizes.parse_share),
             ("weight", weight, model.check_weight),
@@ -514,18 +510,17 @@ class Service:
 
     def op_set(self, name: str, memory_limit_bytes: int | None = None,
                compute_share=None, weight: int | None = None,
-               priority: str | None = None,
-               owner: str | None = None) -> dict:
+               priority: str | None = None) -> dict:
         with self._lock:
             d = self._get(name)
-            if (memory_limit_bytes, compute_share, weight, priority,
-                    owner) == (None, None, None, None, None):
+            if (memory_limit_bytes, compute_share, weight, priority) == \
+                    (None, None, None, None):
                 raise ApiError("invalid", "set: nothing to change: give "
-                               "memory_limit_bytes, compute_share, weight, "
-                               "priority or owner")
+                               "memory_limit_bytes, compute_share, weight or "
+                               "priority")
             self._owned_by_api(d, "change")
             new = self._checked(d, memory_limit_bytes, compute_share, weight,
-                                priority, owner)
+                                priority)
             gpus = self._gpu_list()
             self._change(name, new, lambda: self._apply(new, gpus))
             return self._view(name)
@@ -689,5 +684,4 @@ class Service:
             "state": state,
             "error": err or None,
             "defined_in": d.defined_in,
-            "owner": d.owner,
         }

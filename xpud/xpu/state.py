@@ -49,7 +49,6 @@ class SliceRecord:
 
     spec: model.SliceSpec
     cgroups: tuple[str, ...] = ()
-    owner: str | None = None
 
 
 @dataclass
@@ -93,12 +92,9 @@ def _slice_from_json(obj: object, i: int) -> SliceRecord:
             weight=model.check_weight(obj.get("weight")),
             priority=model.check_choice(obj.get("priority"),
                                         model.PRIORITIES))
-        owner = obj.get("owner")
-        if owner is not None:
-            owner = model.check_owner(owner)
     except (TypeError, ValueError) as e:
         raise _Corrupt(f"{where}: {e}") from None
-    return SliceRecord(spec, _cgroups(obj.get("cgroups", []), where), owner)
+    return SliceRecord(spec, _cgroups(obj.get("cgroups", []), where))
 
 
 def decode(text: str) -> State:
@@ -150,8 +146,7 @@ def encode(state: State) -> str:
              "compute_share": r.spec.compute_share,
              "weight": r.spec.weight,
              "priority": r.spec.priority,
-             "cgroups": list(r.cgroups),
-             **({"owner": r.owner} if r.owner is not None else {})}
+             "cgroups": list(r.cgroups)}
             for r in sorted(state.slices, key=lambda r: r.spec.name)],
         "config_bindings": {name: list(cg) for name, cg in
                             sorted(state.config_bindings.items()) if cg},

@@ -80,8 +80,8 @@ def test_allocate_shares_makes_a_slice(plugins, test_kubelet):
     [s] = [s for s in xpud.service.op_list()]
     assert s["memory_limit_bytes"] == 256 * MIB
     assert s["compute_share"] == 25          # set at PreStartContainer
-    assert s["owner"].startswith("k8s/dp/")
-    assert s["owner"].endswith("/ns/pod-a/main")
+    ids = test_kubelet.pods[("ns", "pod-a")]["main"]["xpu.dev/xpu-memory"]
+    assert s["name"] == resources.dp_slice(ids)
     assert [d.name for d in memr.cdi_devices] == [f"xpu.dev/slice={s['name']}"]
     paths = {d.container_path: d.host_path for d in memr.devices}
     assert paths["/dev/nvidiactl"] == s["ctl_node"]

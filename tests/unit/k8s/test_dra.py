@@ -70,7 +70,7 @@ def test_register_prepare_twice_unprepare(driver, dra_kubelet):
     [dev] = r.devices
     [s] = x.service.op_list()
     assert (s["gpu_index"], s["memory_limit_bytes"], s["compute_share"],
-            s["owner"]) == (1, GIB, 25, f"k8s/dra/{UID}")
+            s["name"]) == (1, GIB, 25, "dra-5b3c1a2e0000-0")
     assert (list(dev.request_names), dev.pool_name, dev.device_name,
             list(dev.cdi_device_ids), dev.share_id) == (
         ["gpu"], "node0", "gpu-1", [f"xpu.dev/slice={s['name']}"], "s-1")

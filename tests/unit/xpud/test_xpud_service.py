@@ -69,7 +69,7 @@ def test_create_saves_then_applies(make_service, backend, tmp_path):
                                                     "/dev/xpu0-ctl"],
         "id": None, "gpu_node": "/dev/xpu0", "ctl_node": "/dev/xpu0-ctl",
         "processes": None, "denied_allocs": None, "compute_obtained": None,
-        "state": "ready", "error": None, "defined_in": None, "owner": None}
+        "state": "ready", "error": None, "defined_in": None}
     [saved] = state_doc(tmp_path)["slices"]
     assert saved["name"] == "a" and saved["compute_share"] == 125
     assert [c[0] for c in backend.changes()] == ["set_gpu", "set_gpu",
@@ -301,20 +301,6 @@ def test_gpus_view_memory_used_outside_slices(make_service, backend):
             g0["memory_used_outside_slices_bytes"]) == (5 * GIB, 2 * GIB)
     assert g1["memory_used_outside_slices_bytes"] is None
 
-
-def test_owner(make_service, backend):
-    svc = make_service()
-    s = svc.op_create("a", 0, GIB, owner="k8s/deviceplugin/ns/pod/c")
-    assert s["owner"] == "k8s/deviceplugin/ns/pod/c"
-    assert svc.op_set("a", owner="k8s/other")["owner"] == "k8s/other"
-    # Kept in the state file across a restart.
-    assert make_service().op_show("a")["owner"] == "k8s/other"
-    for bad in ("", "two words", "x" * 254):
-        with pytest.raises(ApiError) as e:
-            svc.op_create("b", 0, GIB, owner=bad)
-        assert e.value.code == "invalid"
-        assert e.value.message.startswith("owner: ")
-    assert "b" not in backend.slices
 
 
 def test_bind_and_unbind(make_service, backend, cgroup_root, tmp_path):

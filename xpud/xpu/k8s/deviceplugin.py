@@ -10,7 +10,7 @@
 A container's xpu-memory devices name one GPU (GetPreferredAllocation picks
 them so: the GPU the extender booked for a request of that size, else by
 policy among those xpud has room on); Allocate makes a slice of that size
-there, with the owner tag k8s/dp/<hash of the device IDs>, and returns its
+there, named k8s-<hash of the device IDs>, and returns its
 CDI device (cdi_devices, kubelet >= 1.28) and, for older kubelets, the same
 nodes as device specs (/dev/nvidia<minor>, /dev/nvidiactl) and env.  kubelet
 never says which container an Allocate is for, and asks each resource
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import threading
 import time
 from collections import Counter
@@ -86,7 +85,9 @@ class State:
 
 
 def _owned(s: dict) -> bool:
-    return (s.get("owner") or "").startswith(resources.OWNER_PREFIX)
+    """A slice Kubernetes' own, or a container's (an ephemeral slice of
+    xpu-container-runtime): not one to offer whole."""
+    return resources.is_ours(s["name"]) or bool(s.get("owner"))
 
 
 class Plugin(dp_grpc.DevicePluginServicer):
@@ -302,10 +303,10 @@ class MemoryPlugin(Plugin):
 
     def allocate(self, ids):
         memory = len(ids) * self.cfg.memory_unit
-        owner = resources.OWNER_DP + resources.ids_hash(ids)
+        name = resources.dp_slice(ids)
         slices = node.ask(self.cfg.xpud_socket, "list")
         for s in slices:  # asked again for the same devices: the same slice
-            if (s.get("owner") or "").split("/")[:3] == owner.split("/"):
+            if s["name"] == name:
                 return self._response(s)
         gpu = self.gpu_of(ids)
         gpus = node.gpus_from(node.ask(self.cfg.xpud_socket, "gpus"), slices)
@@ -314,9 +315,8 @@ class MemoryPlugin(Plugin):
             # Another GPU then, if one has room: kubelet's count of this
             # GPU's devices is not xpud's truth (memory used outside).
             gpu = node.pick(gpus, memory, 0, self.cfg.policy)
-        name = "k8s-" + secrets.token_hex(6)
         s = node.ask(self.cfg.xpud_socket, "create", name=name,
-                     gpu=gpu.uuid, memory_limit_bytes=memory, owner=owner)
+                     gpu=gpu.uuid, memory_limit_bytes=memory)
         log.info("made slice '%s' (%d MiB on GPU %d) for devices %s", name,
                  memory >> 20, gpu.index, _short(ids))
         self.m.reservations.allocated(gpu.uuid, memory, name)
@@ -329,10 +329,9 @@ class MemoryPlugin(Plugin):
         return r
 
     def prestart(self, ids):
-        owner = resources.OWNER_DP + resources.ids_hash(ids)
+        name = resources.dp_slice(ids)
         s = next((s for s in node.ask(self.cfg.xpud_socket, "list")
-                  if (s.get("owner") or "").split("/")[:3]
-                  == owner.split("/")), None)
+                  if s["name"] == name), None)
         if s is None:
             raise ValueError(f"no slice was made for devices {_short(ids)} "
                              "(was it destroyed by hand?)")
@@ -343,13 +342,9 @@ class MemoryPlugin(Plugin):
                              f"holding devices {_short(ids)}")
         pod, ctr = found
         compute = len(kubelet.devices_of(ctr, self.cfg.names.shares))
-        tag = f"{owner}/{pod.namespace}/{pod.name}/{ctr.name}"
-        if len(tag) > 253:
-            tag = owner + "/" + resources.ids_hash([tag])
-        args = {"owner": tag}
         if s.get("compute_share") != compute:
-            args["compute_share"] = compute
-        node.ask(self.cfg.xpud_socket, "set", name=s["name"], **args)
+            node.ask(self.cfg.xpud_socket, "set", name=s["name"],
+                     compute_share=compute)
         self.m.reservations.consume(pod.namespace, pod.name, ctr.name,
                                     s["name"])
         log.info("slice '%s' is %s/%s container %s's (%d %% compute)",
@@ -495,7 +490,7 @@ class Manager:
         """Destroy the slices of pods that are gone: no container in
         kubelet's pod resources holds their devices any more."""
         mine = [s for s in self.state.slices
-                if (s.get("owner") or "").startswith(resources.OWNER_DP)]
+                if resources.DP_SLICE.fullmatch(s["name"])]
         if not mine:
             self._orphans.clear()
             return
@@ -509,8 +504,7 @@ class Manager:
                 if d.resource_name == self.cfg.names.memory}
         now = time.monotonic()
         for s in mine:
-            h = s["owner"].split("/")[2]
-            if h in held:
+            if s["name"][len("k8s-"):] in held:
                 self._orphans.pop(s["name"], None)
                 continue
             first = self._orphans.setdefault(s["name"], now)

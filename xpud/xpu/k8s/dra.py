@@ -18,8 +18,8 @@ what the claim's results consumed there, and returns its CDI device
 (VENDOR/slice=SLICE); Unprepare destroys them.  Both are idempotent: what
 was prepared is checkpointed in a file (atomic replace) before Prepare
 answers, so a second Prepare answers the same without making anything, and
-after a restart of the plugin too; slices carry the owner tag
-k8s/dra/<claim UID>, so that one made just before a crash is found again.
+after a restart of the plugin too; slices are named dra-<claim UID>-<n>, so
+that one made just before a crash is found again.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class Checkpoint:
                     raise ValueError(f"version {doc.get('version')!r}")
                 self.claims = doc["claims"]
             except (OSError, ValueError, KeyError) as e:
-                # Unprepare still finds slices by their owner tag.
+                # Unprepare still finds slices by their names.
                 log.warning("checkpoint %s is unreadable, starting empty: "
                             "%s", path, e)
 
@@ -284,21 +284,18 @@ class Driver(dra_grpc.DRAPluginServicer, reg_grpc.RegistrationServicer):
             w = want.setdefault(r["device"], [Decimal(0), Decimal(0)])
             w[0] += mem
             w[1] += cpt
-        owner = resources.OWNER_DRA + c.uid
-        base = "dra-" + c.uid.replace("-", "")[:12]
         made: dict[str, str] = {}
         try:
             for i, (dev, (mem, cpt)) in enumerate(sorted(want.items())):
-                name = f"{base}-{i}"
+                name = resources.dra_slice(c.uid, i)
                 g = by_name[dev]
-                old = next((s for s in slices if s["name"] == name), None)
-                if old is not None and old.get("owner") == owner:
+                if any(s["name"] == name for s in slices):
                     made[dev] = name  # made before a crash
                     continue
                 memory = -(-int(mem) // sizes.MIB) * sizes.MIB
                 node.ask(self.xpud_socket, "create", name=name, gpu=g.uuid,
                          memory_limit_bytes=max(memory, sizes.MIB),
-                         compute_share=float(cpt), owner=owner)
+                         compute_share=float(cpt))
                 made[dev] = name
                 log.info("made slice '%s' on GPU %d for claim %s/%s", name,
                          g.index, c.namespace, c.name)
@@ -343,9 +340,10 @@ class Driver(dra_grpc.DRAPluginServicer, reg_grpc.RegistrationServicer):
     def _unprepare(self, c) -> None:
         rec = self.checkpoint.claims.get(c.uid)
         names = {d["slice"] for d in rec["devices"]} if rec else set()
-        owner = resources.OWNER_DRA + c.uid
+        base = resources.dra_slice(c.uid, 0)[:-1]
         names |= {s["name"] for s in node.ask(self.xpud_socket, "list")
-                  if s.get("owner") == owner}
+                  if s["name"].startswith(base)
+                  and resources.DRA_SLICE.fullmatch(s["name"])}
         for name in sorted(names):
             self._destroy(name)
             log.info("destroyed slice '%s' of claim %s/%s", name,

@@ -30,11 +30,12 @@ SHARES_PER_GPU = 100
 # The DRA driver's name (its DeviceClasses select it).
 DEFAULT_DRIVER = DEFAULT_VENDOR
 
-# Owner tags of the slices xpu-k8s makes (xpud's `owner`): what it may
-# destroy, and what it never offers as a whole slice.
-OWNER_PREFIX = "k8s/"
-OWNER_DP = "k8s/dp/"       # + hash of the memory device IDs [+ /ns/pod/ctr]
-OWNER_DRA = "k8s/dra/"     # + claim UID
+# The names of the slices xpu-k8s makes, reserved to it: what it may
+# destroy, and what it never offers as a whole slice.  Not xpud's `owner`
+# tag: that makes a slice ephemeral, gone when its container ends, and a
+# pod's container may be restarted into the same slice.
+DP_SLICE = re.compile(r"k8s-[0-9a-f]{16}")        # the device plugin's
+DRA_SLICE = re.compile(r"dra-[0-9a-f]{12}-[0-9]+")  # the DRA driver's
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -77,6 +78,21 @@ def ids_hash(ids) -> str:
     """A short stable name for a set of device IDs."""
     h = hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
     return h[:16]
+
+
+def dp_slice(ids) -> str:
+    """The slice the device plugin makes for a container's xpu-memory
+    devices IDS: the same name for the same devices (a repeated Allocate
+    finds it)."""
+    return "k8s-" + ids_hash(ids)
+
+
+def dra_slice(claim_uid: str, i: int) -> str:
+    return f"dra-{claim_uid.replace('-', '')[:12].lower()}-{i}"
+
+
+def is_ours(name: str) -> bool:
+    return bool(DP_SLICE.fullmatch(name) or DRA_SLICE.fullmatch(name))
 
 
 def quantity(value) -> int:
