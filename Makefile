@@ -121,6 +121,8 @@ INSTALL ?= install
 # name in the tree -> where it goes
 INSTALL_DATA_FILES := \
 	systemd/xpud.service:$(UNITDIR)/xpud.service \
+	systemd/xpu-cdi-refresh.service:$(UNITDIR)/xpu-cdi-refresh.service \
+	systemd/xpu-cdi-refresh.path:$(UNITDIR)/xpu-cdi-refresh.path \
 	udev/60-xpu.rules:$(UDEVRULESDIR)/60-xpu.rules \
 	packaging/xpu-modules-load.conf:$(MODULESLOADDIR)/xpu.conf \
 	packaging/xpu-modprobe.conf:$(MODPROBEDIR)/xpu.conf \
@@ -130,8 +132,10 @@ INSTALL_DATA_FILES := \
 	packaging/xpud.toml:$(DOCDIR)/xpud.toml.example \
 	README.md:$(DOCDIR)/README.md \
 	docs/xpud.md:$(DOCDIR)/xpud.md \
-	docs/api.md:$(DOCDIR)/api.md
-LAUNCHERS := xpud:daemon xpuctl:cli
+	docs/api.md:$(DOCDIR)/api.md \
+	docs/containers.md:$(DOCDIR)/containers.md
+LAUNCHERS := xpud:daemon xpuctl:cli xpu-container-runtime:cdi.runtime \
+	xpu-cdi-hook:cdi.hook
 # Only a real installation touches the running system.
 LIVE := $(if $(DESTDIR),,1)
 
