@@ -123,6 +123,8 @@ INSTALL ?= install
 INSTALL_DATA_FILES := \
 	systemd/xpud.service:$(UNITDIR)/xpud.service \
 	systemd/xpu-k8s.service:$(UNITDIR)/xpu-k8s.service \
+	systemd/xpu-cdi-refresh.service:$(UNITDIR)/xpu-cdi-refresh.service \
+	systemd/xpu-cdi-refresh.path:$(UNITDIR)/xpu-cdi-refresh.path \
 	udev/60-xpu.rules:$(UDEVRULESDIR)/60-xpu.rules \
 	packaging/xpu-modules-load.conf:$(MODULESLOADDIR)/xpu.conf \
 	packaging/xpu-modprobe.conf:$(MODPROBEDIR)/xpu.conf \
@@ -133,8 +135,10 @@ INSTALL_DATA_FILES := \
 	README.md:$(DOCDIR)/README.md \
 	docs/xpud.md:$(DOCDIR)/xpud.md \
 	docs/api.md:$(DOCDIR)/api.md \
+	docs/containers.md:$(DOCDIR)/containers.md \
 	docs/kubernetes.md:$(DOCDIR)/kubernetes.md
-LAUNCHERS := xpud:daemon xpuctl:cli xpu-k8s:k8s.main
+LAUNCHERS := xpud:daemon xpuctl:cli xpu-container-runtime:cdi.runtime \
+	xpu-cdi-hook:cdi.hook xpu-k8s:k8s.main
 # Only a real installation touches the running system.
 LIVE := $(if $(DESTDIR),,1)
 

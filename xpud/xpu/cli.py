@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from . import __version__, api, cmdline, events, model, run, sizes
+from .cdi import cli as cdi_cli
 from .client import Client
 from .errors import UsageError
 
@@ -224,6 +225,18 @@ def cmd_unbind(args, c: Client, out: TextIO) -> int:
     return 0
 
 
+def cmd_release(args, c: Client, out: TextIO) -> int:
+    r = c.call("release", owner=args.owner)
+    for name in r["released"]:
+        print(f"destroyed slice '{name}'", file=out)
+    for name in r["pending"]:
+        print(f"slice '{name}' is in use: xpud destroys it once it is not",
+              file=out)
+    if not r["released"] and not r["pending"]:
+        print(f"no ephemeral slice of '{args.owner}'", file=out)
+    return 0
+
+
 def cmd_run(args, c: Client, out: TextIO) -> int:
     s = c.call("show", name=args.name)
     c.close()  # nothing of xpuctl's may reach COMMAND
@@ -396,6 +409,10 @@ def build_parser() -> cmdline.ArgumentParser:
         p.add_argument("--cgroup", metavar="PATH", required=True,
                        help="a cgroup v2 directory: /sys/fs/cgroup/... or "
                             "as /proc/PID/cgroup shows it")
+    p = command("release", cmd_release,
+                "destroy the ephemeral slices of an owner (a container's "
+                "id, as xpu-container-runtime tags them)")
+    p.add_argument("owner", metavar="OWNER")
     p = command("run", cmd_run,
                 "run a command inside a slice (root): the slice's nodes "
                 "stand at /dev/nvidiactl and /dev/nvidiaN")
@@ -418,6 +435,7 @@ def build_parser() -> cmdline.ArgumentParser:
                    default=0, help="stop after N events")
     command("version", cmd_version,
             "the versions of xpuctl, xpud and xpu.ko", (late, output))
+    cdi_cli.add_commands(sub, late)
     return parser
 
 

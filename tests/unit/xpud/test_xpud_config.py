@@ -159,9 +159,9 @@ BAD = [
     (('name = "infer"', 'name = "train"'), 22, "slice[1].name",
      "slice 'train' is already defined at /etc/xpu/xpud.toml:13"),
     (("[defaults]", "[default]"), 2, "default",
-     "unknown key (known: defaults, gpu, slice)"),
+     "unknown key (known: defaults, gpu, slice, cdi, container_runtime)"),
     (("[defaults]", "debug = true\n[defaults]"), 2, "debug",
-     "unknown key (known: defaults, gpu, slice)"),
+     "unknown key (known: defaults, gpu, slice, cdi, container_runtime)"),
 ]
 
 

@@ -33,6 +33,9 @@ policy = "fixed"
 name = "a"
 gpu = 0
 memory = "1GiB"
+
+[cdi]
+spec_dir = ""   # no CDI spec from these: the host's /var/run/cdi is not theirs
 """
 
 CONFIG_B = CONFIG_A.replace('name = "a"', 'name = "b"')

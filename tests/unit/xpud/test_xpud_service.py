@@ -65,8 +65,8 @@ def test_create_saves_then_applies(make_service, backend, tmp_path):
         "name": "a", "origin": "api", "gpu_uuid": UUID1, "gpu_index": 1,
         "gpu_minor": 1, "memory_limit_bytes": 2 * GIB,
         "memory_used_bytes": 0, "compute_share": 12.5, "weight": 300,
-        "priority": "low", "cgroups": [], "nodes": ["/dev/xpu0",
-                                                    "/dev/xpu0-ctl"],
+        "priority": "low", "cgroups": [], "transient_cgroups": [],
+        "owner": None, "nodes": ["/dev/xpu0", "/dev/xpu0-ctl"],
         "id": None, "gpu_node": "/dev/xpu0", "ctl_node": "/dev/xpu0-ctl",
         "processes": None, "denied_allocs": None, "compute_obtained": None,
         "state": "ready", "error": None, "defined_in": None}
