@@ -12,6 +12,7 @@ import grpc
 import pytest
 from conftest import GIB, small_gpus
 from testkubelet import wait_for
+from xpu.cdi import spec as cdi_spec
 from xpu.k8s import deviceplugin, node, resources
 
 MIB = 1 << 20
@@ -83,6 +84,16 @@ def test_allocate_shares_makes_a_slice(plugins, test_kubelet):
     ids = test_kubelet.pods[("ns", "pod-a")]["main"]["xpu.dev/xpu-memory"]
     assert s["name"] == resources.dp_slice(ids)
     assert [d.name for d in memr.cdi_devices] == [f"xpu.dev/slice={s['name']}"]
+    # xpud's CDI spec (issue 20's pure function, on what `list` says) has
+    # that very device, its nodes the ones the device specs name.
+    spec = cdi_spec.build_spec(xpud.service.op_list())
+    dev = cdi_spec.device(spec, s["name"])
+    assert f"{spec['kind']}={dev['name']}" == memr.cdi_devices[0].name
+    nodes = {n["path"]: n["hostPath"]
+             for n in dev["containerEdits"]["deviceNodes"]}
+    assert nodes == {d.container_path: d.host_path for d in memr.devices
+                     if d.container_path in nodes}
+    assert len(nodes) == 2
     paths = {d.container_path: d.host_path for d in memr.devices}
     assert paths["/dev/nvidiactl"] == s["ctl_node"]
     assert paths[f"/dev/nvidia{s['gpu_minor']}"] == s["gpu_node"]

@@ -18,10 +18,9 @@ import hashlib
 import re
 from decimal import Decimal, InvalidOperation
 
-from .. import sizes
+from .. import cdi, sizes
 
-DEFAULT_VENDOR = "xpu.dev"
-CDI_CLASS = "slice"
+DEFAULT_VENDOR = cdi.DEFAULT_VENDOR
 SLICE_SUFFIX = "slice"
 MEMORY_SUFFIX = "xpu-memory"
 SHARES_SUFFIX = "xpu-shares"
@@ -58,12 +57,12 @@ class Names:
         self.slice = f"{vendor}/{SLICE_SUFFIX}"
         self.memory = f"{vendor}/{MEMORY_SUFFIX}"
         self.shares = f"{vendor}/{SHARES_SUFFIX}"
-        self.cdi_kind = f"{vendor}/{CDI_CLASS}"
+        self.cdi_kind = cdi.kind(vendor)
 
     def cdi_device(self, slice_name: str) -> str:
-        """The CDI device that gives a container SLICE_NAME (the naming
-        xpud's CDI spec follows: one device per slice)."""
-        return f"{self.cdi_kind}={slice_name}"
+        """The CDI device of SLICE_NAME in the spec xpud writes (xpu.cdi:
+        one device per slice); xpud's [cdi] vendor must be VENDOR."""
+        return cdi.device_name(self.cdi_kind, slice_name)
 
 
 def parse_memory_unit(text: str) -> int:
