@@ -208,3 +208,27 @@ def test_allocate_refused_when_xpud_has_no_room(plugins, test_kubelet):
                 devices_ids=["m0-0"])]), timeout=10)
     assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "no GPU has 64 MiB and 0 % free" in e.value.details()
+
+
+def test_too_many_memory_devices_for_kubelet(make_xpud, kubelet_dirs):
+    # Two 141 GiB GPUs in 1 MiB units: a ListAndWatch message over the 4 MiB
+    # kubelet reads; refused at start with what to do.
+    big = small_gpus(mem=(141 * GIB, 141 * GIB))
+    x = make_xpud(big, name="xpud-big")
+    cfg = deviceplugin.Config(
+        x.socket, NAMES, plugin_dir=str(kubelet_dirs / "device-plugins"),
+        pod_resources=str(kubelet_dirs / "pod-resources.sock"),
+        memory_unit=MIB)
+    m = deviceplugin.Manager(cfg, node.Reservations(None))
+    with pytest.raises(ValueError) as e:
+        m.start()
+    assert str(e.value).startswith("xpu.dev/xpu-memory: ")
+    assert str(e.value).endswith(
+        "over kubelet's 4194304: give a larger --memory-unit (the same to "
+        "the extender)")
+    m.stop()
+    # In 16 MiB units it fits.
+    cfg.memory_unit = 16 * MIB
+    m = deviceplugin.Manager(cfg, node.Reservations(None))
+    m.refresh()
+    m.check_size()
