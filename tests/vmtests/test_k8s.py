@@ -17,6 +17,7 @@ server.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -128,6 +129,49 @@ def test_device_plugin_gives_a_container_its_slice(k8s):
     kubelet.remove("ns", "pod-a")
     wait_for(lambda: x.call("list") == [], WAIT, "the slice to go")
     assert s["name"] not in kernel_slices()
+
+
+def test_podman_runs_the_cdi_device(k8s, tmp_path):
+    """Allocate's CDI device, as kubelet hands it to the runtime, given to
+    podman: the container's client is in its slice (xpud's CDI spec: the
+    slice's nodes at the standard names, and the hook binds its cgroup)."""
+    if not (shutil.which("podman") and shutil.which("crun")):
+        pytest.skip("podman and crun are not installed (tests/setup)")
+    x, kubelet, _, _, _ = k8s
+    wait_for(lambda: len(kubelet.plugins) == 3 and all(
+        p.updates for p in kubelet.plugins.values()), WAIT, "registration")
+    out = kubelet.admit("ns", "pod-p", {"main": {"xpu.dev/xpu-memory": 1}})
+    [cdi] = [c.name for r in out["main"] for c in r.cdi_devices]
+    [s] = x.call("list")
+    spec = json.loads(Path("/var/run/cdi/xpu.json").read_text())
+    assert f"{spec['kind']}={s['name']}" == cdi
+    p = subprocess.Popen(
+        ["podman", "--root", str(tmp_path / "root"), "--runroot",
+         str(tmp_path / "run"), "--storage-driver", "vfs",
+         "--cgroup-manager", "cgroupfs", "--events-backend", "none",
+         "--runtime", "crun", "run", "--rm", "-i", "--network", "none",
+         "--rootfs", "/", "--device", cdi, sys.executable, CLIENT],
+        text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, cwd="/")
+    line = p.stdout.readline()
+    assert line, f"podman failed ({p.wait()}): {p.stderr.read()}"
+    seen = json.loads(line)
+    try:
+        assert seen["heap_total"] == UNIT
+        assert seen["nodes"]["nvidiactl"] == [195, 255]
+        assert ask(p, f"alloc {UNIT // 2}") == {"ok": True}
+        assert kernel_slices()[s["name"]].memory_used == UNIT // 2
+        assert ask(p, f"alloc {UNIT}") == {
+            "ok": False, "status": abi.NV_ERR_NO_MEMORY}
+        # The hook bound the container's cgroup to the slice.
+        assert x.call("show", name=s["name"])["cgroups"]
+    finally:
+        assert finish(p) == 0, p.stderr.read()
+    # The container gone, its slice stays for the pod (kubelet may start
+    # the container again); the pod gone, the slice goes.
+    assert x.call("show", name=s["name"])["state"] == "ready"
+    kubelet.remove("ns", "pod-p")
+    wait_for(lambda: x.call("list") == [], WAIT, "the slice to go")
 
 
 def test_dra_prepare_twice_unprepare(k8s):
