@@ -17,6 +17,7 @@ server.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -131,7 +132,7 @@ def test_device_plugin_gives_a_container_its_slice(k8s):
     assert s["name"] not in kernel_slices()
 
 
-def test_podman_runs_the_cdi_device(k8s, tmp_path):
+def test_podman_runs_the_cdi_device(k8s):
     """Allocate's CDI device, as kubelet hands it to the runtime, given to
     podman: the container's client is in its slice (xpud's CDI spec: the
     slice's nodes at the standard names, and the hook binds its cgroup)."""
@@ -145,18 +146,26 @@ def test_podman_runs_the_cdi_device(k8s, tmp_path):
     [s] = x.call("list")
     spec = json.loads(Path("/var/run/cdi/xpu.json").read_text())
     assert f"{spec['kind']}={s['name']}" == cdi
+    # podman's storage in /tmp (the VM's root is read-only; its runroot
+    # must be under 50 characters), no systemd (cgroupfs), crun.  The
+    # image: the VM's own root, bind-mounted (crun cannot pivot_root to /).
+    tmp = Path(tempfile.mkdtemp(prefix="pm-", dir="/tmp"))
+    rootfs = tmp / "rootfs"
+    rootfs.mkdir()
+    subprocess.run(["mount", "--rbind", "/", str(rootfs)], check=True)
+    subprocess.run(["mount", "--make-rprivate", str(rootfs)], check=True)
     p = subprocess.Popen(
-        ["podman", "--root", str(tmp_path / "root"), "--runroot",
-         str(tmp_path / "run"), "--storage-driver", "vfs",
+        ["podman", "--root", str(tmp / "root"), "--runroot",
+         str(tmp / "run"), "--storage-driver", "vfs",
          "--cgroup-manager", "cgroupfs", "--events-backend", "none",
          "--runtime", "crun", "run", "--rm", "-i", "--network", "none",
-         "--rootfs", "/", "--device", cdi, sys.executable, CLIENT],
+         "--rootfs", str(rootfs), "--device", cdi, sys.executable, CLIENT],
         text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, cwd="/")
-    line = p.stdout.readline()
-    assert line, f"podman failed ({p.wait()}): {p.stderr.read()}"
-    seen = json.loads(line)
     try:
+        line = p.stdout.readline()
+        assert line, f"podman failed ({p.wait()}): {p.stderr.read()}"
+        seen = json.loads(line)
         assert seen["heap_total"] == UNIT
         assert seen["nodes"]["nvidiactl"] == [195, 255]
         assert ask(p, f"alloc {UNIT // 2}") == {"ok": True}
@@ -165,8 +174,20 @@ def test_podman_runs_the_cdi_device(k8s, tmp_path):
             "ok": False, "status": abi.NV_ERR_NO_MEMORY}
         # The hook bound the container's cgroup to the slice.
         assert x.call("show", name=s["name"])["cgroups"]
+        rc = finish(p)
+        assert rc == 0, p.stderr.read()
     finally:
-        assert finish(p) == 0, p.stderr.read()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        subprocess.run(["umount", "-R", str(rootfs)], check=False)
+        # Never a recursive removal through the bind mount of / (it holds
+        # the writable repository): podman's storage, then empty dirs.
+        for d in ("root", "run"):
+            shutil.rmtree(tmp / d, ignore_errors=True)
+        if not os.path.ismount(rootfs):
+            rootfs.rmdir()
+            tmp.rmdir()
     # The container gone, its slice stays for the pod (kubelet may start
     # the container again); the pod gone, the slice goes.
     assert x.call("show", name=s["name"])["state"] == "ready"

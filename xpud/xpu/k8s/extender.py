@@ -78,8 +78,9 @@ class Request:
         self.name = meta.get("name", "")
         self.containers: list[tuple[str, int, int]] = []
         self.invalid = ""
-        for c in (spec.get("initContainers") or []) + \
-                (spec.get("containers") or []):
+        # Regular containers: kubelet hands an init container's devices on
+        # to them, so counting both would book twice.
+        for c in spec.get("containers") or []:
             res = c.get("resources") or {}
             want = dict(res.get("requests") or {})
             want.update(res.get("limits") or {})
