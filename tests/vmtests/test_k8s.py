@@ -159,7 +159,8 @@ def test_podman_runs_the_cdi_device(k8s):
          str(tmp / "run"), "--storage-driver", "vfs",
          "--cgroup-manager", "cgroupfs", "--events-backend", "none",
          "--runtime", "crun", "run", "--rm", "-i", "--network", "none",
-         "--rootfs", str(rootfs), "--device", cdi, sys.executable, CLIENT],
+         "--device", cdi, "--rootfs", str(rootfs),  # a flag: the "image"
+         sys.executable, CLIENT],
         text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, cwd="/")
     try:
