@@ -134,8 +134,8 @@ def test_device_plugin_gives_a_container_its_slice(k8s):
 
 def test_podman_runs_the_cdi_device(k8s):
     """Allocate's CDI device, as kubelet hands it to the runtime, given to
-    podman: the container's client is in its slice (xpud's CDI spec: the
-    slice's nodes at the standard names, and the hook binds its cgroup)."""
+    podman: the container's client is in its slice (xpud's CDI spec puts
+    the slice's nodes at the standard names)."""
     if not (shutil.which("podman") and shutil.which("crun")):
         pytest.skip("podman and crun are not installed (tests/setup)")
     x, kubelet, _, _, _ = k8s
@@ -173,15 +173,16 @@ def test_podman_runs_the_cdi_device(k8s):
         assert kernel_slices()[s["name"]].memory_used == UNIT // 2
         assert ask(p, f"alloc {UNIT}") == {
             "ok": False, "status": abi.NV_ERR_NO_MEMORY}
-        # The hook bound the container's cgroup to the slice.
-        assert x.call("show", name=s["name"])["cgroups"]
+        # The slice counts the container's process.
+        assert x.call("show", name=s["name"])["processes"] >= 1
         rc = finish(p)
         assert rc == 0, p.stderr.read()
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-        subprocess.run(["umount", "-R", str(rootfs)], check=False)
+        subprocess.run(["umount", "--recursive", "--lazy", str(rootfs)],
+                       check=False)
         # Never a recursive removal through the bind mount of / (it holds
         # the writable repository): podman's storage, then empty dirs.
         for d in ("root", "run"):
