@@ -58,6 +58,7 @@ def k8s(tmp_path, nodedir):
             [sys.executable, "-m", "xpu.k8s.main", "--xpud-socket", x.socket,
              "--memory-unit", f"{UNIT >> 20}MiB", "--apiserver", api.url,
              "node", "--node-name", "node0", "--no-agent", "--dra",
+             "--gc-grace", "1",
              "--device-plugin-dir", str(d / "device-plugins"),
              "--pod-resources-socket", str(d / "pod-resources.sock"),
              "--plugins-dir", str(d / "plugins"),

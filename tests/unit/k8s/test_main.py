@@ -20,7 +20,9 @@ def test_bad_input_is_one_line(capsys):
              "argument --vendor: 'Xpu' is not a vendor domain"),
             (["extender", "--listen", "8888"],
              "argument --listen: '8888' is not HOST:PORT"),
-            (["--policy", "pack", "node"], "argument --policy: invalid")]:
+            (["--policy", "pack", "node"], "argument --policy: invalid"),
+            (["node", "--gc-grace", "-1"],
+             "argument --gc-grace: '-1' is not a number of seconds")]:
         try:
             main.main(argv)
         except SystemExit as e:

@@ -51,6 +51,17 @@ def _unit(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0 <= v <= 86400:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a number of seconds from 0 to 86400")
+    return v
+
+
 def _vendor(text: str) -> str:
     try:
         return resources.check_vendor(text)
@@ -87,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--device-plugin-dir", default=kubelet.DEVICE_PLUGIN_DIR)
     n.add_argument("--pod-resources-socket",
                    default=kubelet.POD_RESOURCES_SOCKET)
+    n.add_argument("--gc-grace", type=_seconds, default=30.0,
+                   metavar="SECONDS",
+                   help="how long a pod's slice outlives the pod (kubelet "
+                   "records an allocation just after Allocate; default "
+                   "%(default)s)")
     n.add_argument("--no-device-plugin", action="store_true",
                    help="serve no device plugin (a DRA-only node)")
     n.add_argument("--agent-listen", type=_hostport, default="0.0.0.0:9402",
@@ -98,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a shared secret the extender must present")
     n.add_argument("--state-dir", default="/var/lib/xpu/k8s",
                    help="where reservations are kept (default: %(default)s)")
-    n.add_argument("--reservation-ttl", type=float, default=node.DEFAULT_TTL_S,
+    n.add_argument("--reservation-ttl", type=_seconds,
+                   default=node.DEFAULT_TTL_S,
                    help="seconds a booking waits for its pod")
     n.add_argument("--dra", action="store_true",
                    help="serve the DRA kubelet plugin and publish the "
@@ -162,8 +179,8 @@ def run_node(args, stop: threading.Event) -> int:
         if not args.no_device_plugin:
             m = deviceplugin.Manager(deviceplugin.Config(
                 args.xpud_socket, names, args.device_plugin_dir,
-                args.pod_resources_socket, args.memory_unit, args.policy),
-                res)
+                args.pod_resources_socket, args.memory_unit, args.policy,
+                gc_grace_s=args.gc_grace), res)
             try:
                 m.start()
             except ValueError as e:
