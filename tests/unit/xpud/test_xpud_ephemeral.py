@@ -222,3 +222,23 @@ def test_listeners_hear_every_change(make_service, cgroup_root):
     svc.add_listener(lambda views, force: 1 / 0)
     svc.op_create(name="b", gpu=0, memory_limit_bytes=GIB)
     assert heard[-1] == (["b"], True)
+
+
+def test_the_state_file_keeps_owners_and_transient_bindings(tmp_path):
+    from xpu import model, state
+    rec = state.SliceRecord(
+        model.SliceSpec("ctr-1", "GPU-00000000-1111-2222-3333-444444444444",
+                        GIB),
+        transient=("/ctr/1",), owner=model.Owner(OWNER, 12, 345, True))
+    doc = state.State(slices=[rec], transient_bindings={"train": ("/c/2",)})
+    back = state.decode(state.encode(doc))
+    assert back.slices == [rec]
+    assert back.transient_bindings == {"train": ("/c/2",)}
+    # A malformed owner makes the file corrupt (set aside at start).
+    bad = json.loads(state.encode(doc))
+    bad["slices"][0]["owner"]["tag"] = 5
+    with pytest.raises(state._Corrupt):
+        state.decode(json.dumps(bad))
+    bad["slices"][0]["owner"] = {"tag": "x", "bound": "yes"}
+    with pytest.raises(state._Corrupt):
+        state.decode(json.dumps(bad))
