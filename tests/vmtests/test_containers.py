@@ -97,9 +97,6 @@ def _require_xpu():
                     + ", ".join(missing))
 
 
-nodedir = xpudtest.nodedir
-
-
 # -- podman, its storage and the image ---------------------------------------------
 
 class Podman:
@@ -168,29 +165,54 @@ def podman():
 
 @pytest.fixture
 def cleanup_containers(podman):
-    yield
-    podman("rm", "-af")
+    """Removes every container (also on failure); callable earlier."""
+    def rm():
+        podman("rm", "-af")
+    yield rm
+    rm()
 
 
 # -- xpud, the runtime --------------------------------------------------------------
 
-def start_xpud(tmp_path, nodedir) -> Xpud:
-    x = Xpud(tmp_path, nodedir)
+@pytest.fixture(scope="module")
+def shared_xpud(tmp_path_factory, podman):
+    """One xpud for the module (a start costs seconds in this guest), with
+    its own node directory, configuration, state and socket."""
+    nodes = Path(tempfile.mkdtemp(prefix="xpud-nodes-", dir="/dev"))
+    os.chmod(nodes, 0o755)
+    xpudtest.destroy_all()
+    x = Xpud(tmp_path_factory.mktemp("xpud"), nodes)
     x.config.write_text(
         f'[cdi]\nhook = "{HOOK}"\n'
         f'[container_runtime]\nsocket = "{x.socket}"\n')
-    return x.start()
-
-
-@pytest.fixture
-def xpud(tmp_path, nodedir, cleanup_containers):
-    x = start_xpud(tmp_path, nodedir)
+    x.start()
     yield x
     if x.proc.poll() is None:
         assert x.stop() == 0
     x.cleanup()
-    print(f"--- xpud's log ---\n{x.log.read_text()}")
-    assert not SPEC.exists(), "a clean stop leaves no spec"
+    xpudtest.destroy_all()
+    shutil.rmtree(nodes, ignore_errors=True)
+
+
+@pytest.fixture
+def xpud(shared_xpud, cleanup_containers):
+    """The module's xpud, running; afterwards no container, no slice, no
+    spec (xpud removes it with the last ready slice)."""
+    x = shared_xpud
+    if x.proc.poll() is not None:
+        x.start()
+    start = x.log.stat().st_size
+    yield x
+    cleanup_containers()
+    if x.proc.poll() is not None:
+        x.start()
+    for s in x.call("list"):
+        if s["origin"] != "kernel":
+            x.call("destroy", name=s["name"], force=True)
+    with x.log.open() as f:
+        f.seek(start)
+        print(f"--- xpud's log ---\n{f.read()}")
+    assert not SPEC.exists(), "no slice, and still a spec"
 
 
 @pytest.fixture
@@ -303,8 +325,7 @@ def test_the_device_cgroup_admits_the_slices_nodes_only(podman, xpud):
 
 # -- the spec ---------------------------------------------------------------------------
 
-def test_the_spec_validates_and_follows_every_change(xpud, tmp_path,
-                                                     nodedir):
+def test_the_spec_validates_and_follows_every_change(xpud):
     assert not SPEC.exists()              # no ready slice: no spec
     create(xpud, "t-a", LIMIT)
     doc = json.loads(SPEC.read_text())
@@ -416,23 +437,34 @@ def test_a_bad_value_or_no_xpud_fails_the_start_and_leaves_nothing(
     assert "hook" in r.stderr, r.stderr
     assert os.listdir(out) == []
     assert set(kernel_slices()) == {"t-keep"}
-    xpud.start()       # its clean stop removes the spec
 
 
 # -- at 535, with NVIDIA's user space -----------------------------------------------------
 
 @pytest.fixture(scope="module")
-def stub_535():
+def stub_535(shared_xpud):
     """The stub reloaded as 535.309.01 (NVIDIA's user space's version),
-    xpu.ko on top; the rig's modules back afterwards."""
+    xpu.ko on top; the rig's modules back afterwards.  xpud is stopped
+    across each reload (xpu.ko goes away under it)."""
     if not os.environ.get("XPU_NVSTUB_KO"):
         pytest.skip("XPU_NVSTUB_KO is not set: run under tests/vm/run")
+
+    def stopped(change):
+        if shared_xpud.proc.poll() is None:
+            assert shared_xpud.stop() == 0
+        change()
+        shared_xpud.start()
+
     loader = nvtest.Loader()
-    loader.reload(version=NV535)
-    if loader.xpu_was_loaded and loader.xpu_ko:
-        nvtest._run("insmod", loader.xpu_ko, *loader.xpu_params)
+
+    def reload():
+        loader.reload(version=NV535)
+        if loader.xpu_was_loaded and loader.xpu_ko:
+            nvtest._run("insmod", loader.xpu_ko, *loader.xpu_params)
+
+    stopped(reload)
     yield nvtest.StubConfig.current()
-    loader.restore()
+    stopped(loader.restore)
 
 
 def test_a_cdi_device_at_535(stub_535, podman, xpud):
