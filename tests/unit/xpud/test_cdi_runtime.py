@@ -503,3 +503,37 @@ def test_the_hook_without_xpud(sockdir, monkeypatch, capsys):
     assert err == (f"xpu-cdi-hook: error: cannot reach xpud at {sockdir}/"
                    "none.sock: no such socket; is xpud running? (systemctl "
                    "status xpud)\n")
+
+
+# -- xpuctl's commands for containers --------------------------------------------------
+
+def xpuctl(socket, capsys, *argv):
+    from xpu import cli
+    status = cli.main(["--socket", socket, *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_xpuctl_show_cdi_and_release(xpud, capsys, cgroup_root):
+    from xpu.cdi import simpleyaml
+    socket, svc = xpud
+    svc.op_create(name="ctr-1", gpu=0, memory_limit_bytes=GIB, owner="abc")
+    (cgroup_root / "jobs" / "a" / "cgroup.events").write_text("populated 1\n")
+    svc.op_bind(name="ctr-1", cgroup="/jobs/a", transient=True)
+    status, out, err = xpuctl(socket, capsys, "show", "ctr-1")
+    assert (status, err) == (0, "")
+    assert "containers: /jobs/a" in out.splitlines()
+    assert "owner:      abc" in out.splitlines()
+    status, out, _ = xpuctl(socket, capsys, "cdi", "spec")
+    doc = json.loads(out)
+    assert [d["name"] for d in doc["devices"]] == ["ctr-1"]
+    status, out, _ = xpuctl(socket, capsys, "cdi", "spec", "-o", "yaml")
+    assert status == 0 and simpleyaml.load(out) == doc
+    status, out, _ = xpuctl(socket, capsys, "cdi", "refresh")
+    assert (status, out) == (0, ("no spec written (1 device: xpud writes none "
+                                "while no slice is ready, or when [cdi] "
+                                "spec_dir is empty)\n"))
+    assert xpuctl(socket, capsys, "release", "abc")[:2] == (
+        0, "destroyed slice 'ctr-1'\n")
+    assert xpuctl(socket, capsys, "release", "abc")[:2] == (
+        0, "no ephemeral slice of 'abc'\n")
