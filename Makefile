@@ -187,7 +187,7 @@ ifneq ($(LIVE),)
 endif
 
 uninstall:
-	-$(if $(LIVE),[ -d /run/systemd/system ] && systemctl disable --now xpud.service)
+	-$(if $(LIVE),[ -d /run/systemd/system ] && systemctl disable --now xpud.service xpu-cdi-refresh.path)
 	rm -f $(DESTDIR)$(MODDIR)/xpu.ko
 	$(if $(LIVE),-depmod -a $(KVER))
 	@for f in $(INSTALL_DATA_FILES); do echo "  RM      $(DESTDIR)$${f#*:}"; rm -f "$(DESTDIR)$${f#*:}"; done
