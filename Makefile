@@ -190,7 +190,7 @@ ifneq ($(LIVE),)
 endif
 
 uninstall:
-	-$(if $(LIVE),[ -d /run/systemd/system ] && systemctl disable --now xpu-k8s.service xpud.service)
+	-$(if $(LIVE),[ -d /run/systemd/system ] && systemctl disable --now xpu-k8s.service xpud.service xpu-cdi-refresh.path)
 	rm -f $(DESTDIR)$(MODDIR)/xpu.ko
 	$(if $(LIVE),-depmod -a $(KVER))
 	@for f in $(INSTALL_DATA_FILES); do echo "  RM      $(DESTDIR)$${f#*:}"; rm -f "$(DESTDIR)$${f#*:}"; done

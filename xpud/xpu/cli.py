@@ -139,6 +139,10 @@ def print_slice(out: TextIO, s: dict) -> None:
         ("nodes", ", ".join(s["nodes"]) or "-"),
         ("state", s["state"]),
     ]
+    if s.get("transient_cgroups"):
+        rows.append(("containers", ", ".join(s["transient_cgroups"])))
+    if s.get("owner"):
+        rows.append(("owner", s["owner"]))
     if s.get("error"):
         rows.append(("error", s["error"]))
     if s.get("defined_in"):

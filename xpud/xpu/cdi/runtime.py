@@ -144,7 +144,8 @@ def slice_name(container_id: str) -> str:
     return "ctr-" + hashlib.sha256(container_id.encode()).hexdigest()[:12]
 
 
-def find_runtime(setting: str, me: str, environ=os.environ) -> str:
+def find_runtime(setting: str, me: str, environ=os.environ,
+                 search_dirs: Sequence[str] = SEARCH_DIRS) -> str:
     """The real runtime's path: SETTING (a path, or a name looked up in
     PATH and the system's directories), else crun, else runc.  Never this
     program (ME) itself."""
@@ -152,7 +153,7 @@ def find_runtime(setting: str, me: str, environ=os.environ) -> str:
         if name.startswith("/"):
             return name if os.access(name, os.X_OK) else None
         dirs = [d for d in environ.get("PATH", "").split(":") if d]
-        for d in dirs + [d for d in SEARCH_DIRS if d not in dirs]:
+        for d in dirs + [d for d in search_dirs if d not in dirs]:
             p = os.path.join(d, name)
             if os.path.isfile(p) and os.access(p, os.X_OK):
                 return p
