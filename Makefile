@@ -13,6 +13,7 @@
 #   make dkms-install  register kmod/ with DKMS, build and install it for KVER
 #   make dkms-remove
 #   make lint          checkpatch --strict, sparse, ruff
+#   make proto         regenerate xpud/xpu/k8s/_proto's gRPC code (committed)
 #   make clean
 # Test dependencies are installed by tests/setup (Debian packages need root).
 
@@ -35,7 +36,7 @@ VM_BUILD_DIR ?=
 
 .PHONY: all modules vm-modules setup check check-host check-vm check-debug demo bench \
 	vm-shell clean install install-kmod install-tools uninstall dkms-install dkms-remove \
-	lint check-install check-kernels
+	lint check-install check-kernels proto
 
 all: modules
 
@@ -121,6 +122,9 @@ INSTALL ?= install
 # name in the tree -> where it goes
 INSTALL_DATA_FILES := \
 	systemd/xpud.service:$(UNITDIR)/xpud.service \
+	systemd/xpu-k8s.service:$(UNITDIR)/xpu-k8s.service \
+	systemd/xpu-cdi-refresh.service:$(UNITDIR)/xpu-cdi-refresh.service \
+	systemd/xpu-cdi-refresh.path:$(UNITDIR)/xpu-cdi-refresh.path \
 	udev/60-xpu.rules:$(UDEVRULESDIR)/60-xpu.rules \
 	packaging/xpu-modules-load.conf:$(MODULESLOADDIR)/xpu.conf \
 	packaging/xpu-modprobe.conf:$(MODPROBEDIR)/xpu.conf \
@@ -130,8 +134,11 @@ INSTALL_DATA_FILES := \
 	packaging/xpud.toml:$(DOCDIR)/xpud.toml.example \
 	README.md:$(DOCDIR)/README.md \
 	docs/xpud.md:$(DOCDIR)/xpud.md \
-	docs/api.md:$(DOCDIR)/api.md
-LAUNCHERS := xpud:daemon xpuctl:cli
+	docs/api.md:$(DOCDIR)/api.md \
+	docs/containers.md:$(DOCDIR)/containers.md \
+	docs/kubernetes.md:$(DOCDIR)/kubernetes.md
+LAUNCHERS := xpud:daemon xpuctl:cli xpu-container-runtime:cdi.runtime \
+	xpu-cdi-hook:cdi.hook xpu-k8s:k8s.main
 # Only a real installation touches the running system.
 LIVE := $(if $(DESTDIR),,1)
 
@@ -183,7 +190,7 @@ ifneq ($(LIVE),)
 endif
 
 uninstall:
-	-$(if $(LIVE),[ -d /run/systemd/system ] && systemctl disable --now xpud.service)
+	-$(if $(LIVE),[ -d /run/systemd/system ] && systemctl disable --now xpu-k8s.service xpud.service xpu-cdi-refresh.path)
 	rm -f $(DESTDIR)$(MODDIR)/xpu.ko
 	$(if $(LIVE),-depmod -a $(KVER))
 	@for f in $(INSTALL_DATA_FILES); do echo "  RM      $(DESTDIR)$${f#*:}"; rm -f "$(DESTDIR)$${f#*:}"; done
@@ -223,6 +230,11 @@ dkms-remove:
 	@if [ -e /var/lib/dkms/xpu/$(VERSION) ]; then \
 		echo "dkms remove xpu/$(VERSION) --all"; dkms remove xpu/$(VERSION) --all; fi
 	rm -rf $(DKMS_SRC)
+
+# kubelet's APIs as our own .proto files; the Python grpcio-tools makes of them
+# is committed (tests/unit/k8s/test_proto.py checks that it is up to date).
+proto: setup
+	cd xpud && $(PY) -m grpc_tools.protoc -I . --python_out=. --grpc_python_out=. xpu/k8s/_proto/*.proto
 
 # -- Lint and the kernel matrix ---------------------------------------------------
 lint: setup

@@ -18,7 +18,13 @@ EXPECTED = {
     "lib/modules/{kver}/extra/xpu.ko",
     "opt/xpu/bin/xpud",
     "opt/xpu/bin/xpuctl",
+    "opt/xpu/bin/xpu-container-runtime",
+    "opt/xpu/bin/xpu-cdi-hook",
+    "opt/xpu/bin/xpu-k8s",
     "opt/xpu/lib/systemd/system/xpud.service",
+    "opt/xpu/lib/systemd/system/xpu-cdi-refresh.service",
+    "opt/xpu/lib/systemd/system/xpu-cdi-refresh.path",
+    "opt/xpu/lib/systemd/system/xpu-k8s.service",
     "opt/xpu/lib/udev/rules.d/60-xpu.rules",
     "opt/xpu/lib/modules-load.d/xpu.conf",
     "opt/xpu/lib/modprobe.d/xpu.conf",
@@ -29,8 +35,14 @@ EXPECTED = {
     "opt/xpu/share/doc/xpu/README.md",
     "opt/xpu/share/doc/xpu/xpud.md",
     "opt/xpu/share/doc/xpu/api.md",
+    "opt/xpu/share/doc/xpu/kubernetes.md",
+    "opt/xpu/share/doc/xpu/containers.md",
     "etc/xpu/xpud.toml",
 }
+
+
+LAUNCHERS = ("xpud", "xpuctl", "xpu-container-runtime", "xpu-cdi-hook",
+             "xpu-k8s")
 
 
 def files_under(root: Path, skip: str = "") -> set[str]:
@@ -66,14 +78,17 @@ def test_tree(dest, kver):
     assert files_under(dest, skip=PYLIB.lstrip("/")) == want
     lib = dest / PYLIB.lstrip("/")
     for mod in ("xpu/__init__.py", "xpu/daemon.py",
-                "xpu/metrics/__init__.py", "pyudev", "pyroute2",
-                "sdnotify", "pynvml.py", "ioctl_opt", "prometheus_client"):
+                "xpu/metrics/__init__.py", "xpu/cdi/runtime.py",
+                "pyudev", "pyroute2", "sdnotify", "pynvml.py", "ioctl_opt",
+                "prometheus_client", "grpc", "google/protobuf",
+                "xpu/k8s/_proto/deviceplugin_v1beta1.proto",
+                "xpu/k8s/_proto/deviceplugin_v1beta1_pb2.py"):
         assert (lib / mod).exists(), mod
     ko = dest / f"lib/modules/{kver}/extra/xpu.ko"
     vermagic = subprocess.run(["modinfo", "-F", "vermagic", str(ko)],
                               check=True, capture_output=True, text=True).stdout
     assert vermagic.split()[0] == kver
-    for name in ("xpud", "xpuctl"):
+    for name in LAUNCHERS:
         assert os.access(dest / PREFIX.lstrip("/") / "bin" / name, os.X_OK)
     # pip built from a copy: nothing left in the source tree.
     assert not (REPO / "xpud/build").exists()
@@ -84,10 +99,13 @@ def test_unit_paths_follow_prefix(dest):
     assert f"ExecStart={PREFIX}/bin/xpud\n" in unit
     assert f"file://{PREFIX}/share/doc/xpu/xpud.md" in unit
     assert "/usr/bin/xpud" not in unit
+    refresh = (dest / "opt/xpu/lib/systemd/system/"
+               "xpu-cdi-refresh.service").read_text()
+    assert f"ExecStart={PREFIX}/bin/xpuctl cdi refresh\n" in refresh
 
 
 def test_launchers_run(dest, tmp_path):
-    for name in ("xpud", "xpuctl"):
+    for name in LAUNCHERS:
         p = launcher(dest, name, tmp_path)
         first = p.read_text().splitlines()[0]
         assert first == "#!/usr/bin/python3 -I", first

@@ -53,6 +53,23 @@ def test_unit_verifies_cleanly(vroot):
     assert r.returncode == 0 and r.stdout == "", r.stdout
 
 
+def test_k8s_unit_verifies_cleanly(vroot):
+    r = verify(vroot, "/usr/lib/systemd/system/xpu-k8s.service")
+    assert r.returncode == 0 and r.stdout == "", r.stdout
+
+
+def test_cdi_refresh_units_verify_cleanly(vroot):
+    """The path unit that rewrites the CDI spec when NVIDIA's changes, and
+    the service it starts (xpuctl cdi refresh)."""
+    for name in ("xpu-cdi-refresh.path", "xpu-cdi-refresh.service"):
+        r = verify(vroot, f"/usr/lib/systemd/system/{name}")
+        assert r.returncode == 0 and r.stdout == "", (name, r.stdout)
+    service = (vroot / "usr/lib/systemd/system/"
+               "xpu-cdi-refresh.service").read_text()
+    assert "ExecStart=/usr/bin/xpuctl cdi refresh\n" in service
+    assert "SuccessExitStatus=3\n" in service
+
+
 def test_verify_catches_a_bad_unit(vroot):
     """The check above can fail: a misspelt key and bad device rights."""
     bad = vroot / "usr/lib/systemd/system/xpud-bad.service"
@@ -134,3 +151,4 @@ def test_udev_rules_contract():
     assert 'TAG+="systemd"' in ctl[0]
     gpu = [ln for ln in lines if "SYSTEMD_WANTS" in ln]
     assert len(gpu) == 1 and 'DRIVER=="nvidia"' in gpu[0] and "xpud.service" in gpu[0]
+    assert "xpu-cdi-refresh.service" in gpu[0]

@@ -18,6 +18,9 @@ from xpu import ctl, uapi
 
 TOP = Path(__file__).resolve().parents[2]
 PROGS = [("xpuctl", "xpu.cli"), ("xpud", "xpu.daemon")]
+# The container programs (their command lines: tests/unit/xpud/test_cdi_*).
+CONTAINER_PROGS = [("xpu-container-runtime", "xpu.cdi.runtime"),
+                   ("xpu-cdi-hook", "xpu.cdi.hook")]
 
 
 @pytest.fixture(params=PROGS, ids=[p for p, _ in PROGS])
@@ -131,4 +134,7 @@ def test_entry_points_name_these_mains():
     tomllib = pytest.importorskip("tomllib")
     meta = tomllib.loads((TOP / "xpud" / "pyproject.toml").read_text())
     scripts = meta["project"]["scripts"]
-    assert scripts == {name: f"{module}:main" for name, module in PROGS}
+    # xpu-k8s (tests/unit/k8s) takes subcommands, not these programs' options.
+    assert scripts.pop("xpu-k8s") == "xpu.k8s.main:main"
+    assert scripts == {name: f"{module}:main"
+                       for name, module in PROGS + CONTAINER_PROGS}

@@ -9,7 +9,7 @@ _xpuctl()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]}
 	local prev=${COMP_WORDS[COMP_CWORD-1]}
-	local commands="gpus list show create set destroy bind unbind run top events version"
+	local commands="gpus list show create set destroy bind unbind release run top events version cdi"
 	local i cmd="" opts
 
 	# The command is the first word that is neither an option nor its value.
@@ -31,6 +31,18 @@ _xpuctl()
 		done
 	fi
 
+	# `cdi SUBCOMMAND`: its own words.
+	local sub=""
+	if [[ $cmd == cdi ]]; then
+		for ((i = i + 1; i < COMP_CWORD; i++)); do
+			case ${COMP_WORDS[i]} in
+			--socket) ((i++)) ;;
+			-*) ;;
+			*) sub=${COMP_WORDS[i]}; break ;;
+			esac
+		done
+	fi
+
 	case $prev in
 	--socket | --device)
 		COMPREPLY=($(compgen -f -- "$cur"))
@@ -42,7 +54,11 @@ _xpuctl()
 		COMPREPLY=($(compgen -W "low normal high" -- "$cur"))
 		return ;;
 	-o | --output)
-		COMPREPLY=($(compgen -W "table json" -- "$cur"))
+		if [[ $cmd == cdi ]]; then
+			COMPREPLY=($(compgen -W "json yaml" -- "$cur"))
+		else
+			COMPREPLY=($(compgen -W "table json" -- "$cur"))
+		fi
 		return ;;
 	--gpu | --memory | --compute | --weight | --interval | --count)
 		return ;;
@@ -66,10 +82,22 @@ _xpuctl()
 	destroy) opts="-h --help --socket --debug --force" ;;
 	bind) opts="-h --help --socket --debug --cgroup" ;;
 	unbind) opts="-h --help --socket --debug --cgroup" ;;
+	release) opts="-h --help --socket --debug" ;;
 	run) opts="-h --help --socket --debug" ;;
 	top) opts="-h --help --socket --debug -o --output --interval --count --once" ;;
 	events) opts="-h --help --socket --debug -o --output --count" ;;
 	version) opts="-h --help --socket --debug -o --output" ;;
+	cdi) opts="-h --help"
+		case $sub in
+		"")
+			if [[ $cur != -* ]]; then
+				COMPREPLY=($(compgen -W "spec refresh" -- "$cur"))
+				return
+			fi ;;
+		spec) opts="-h --help --socket --debug -o --output" ;;
+		refresh) opts="-h --help --socket --debug" ;;
+		*) return ;;
+		esac ;;
 	*) return ;;
 	esac
 	if [[ $cur == -* ]]; then

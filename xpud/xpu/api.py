@@ -135,7 +135,13 @@ OPS = {op.name: op for op in (
     Op("create", CHANGE,
        (_NAME, Arg("gpu", "gpu", True, "the GPU: its UUID or index"),
         Arg("memory_limit_bytes", "integer", True, _LIMITS[0].doc))
-       + _LIMITS[1:],
+       + _LIMITS[1:]
+       + (Arg("owner", "string", False,
+              "makes the slice ephemeral: `release` with this tag destroys "
+              "it (a container's id, say)"),
+          Arg("owner_pid", "integer", False,
+              "with owner: the slice goes when this process ends before a "
+              "cgroup was bound to it")),
        "create a slice; the result is the slice as `show` gives it"),
     Op("set", CHANGE, (_NAME,) + _LIMITS,
        "change a slice's limits in place (at least one); running processes "
@@ -147,7 +153,10 @@ OPS = {op.name: op for op in (
     Op("bind", CHANGE,
        (_NAME, Arg("cgroup", "string", True,
                    "a cgroup v2 directory, as a path under /sys/fs/cgroup "
-                   "or as /proc/PID/cgroup names it")),
+                   "or as /proc/PID/cgroup names it"),
+        Arg("transient", "boolean", False,
+            "the binding lasts while the cgroup has processes (a "
+            "container's)")),
        "put processes of a cgroup (and below) into a slice"),
     Op("unbind", CHANGE,
        (_NAME, Arg("cgroup", "string", True, "as for bind")),
@@ -157,6 +166,15 @@ OPS = {op.name: op for op in (
        "figures /metrics exports)"),
     Op("events", READ, (),
        "a stream of slice events: the reply, then one event per line"),
+    Op("release", CHANGE,
+       (Arg("owner", "string", True, "the owner tag given to create"),),
+       "destroy the ephemeral slices of an owner"),
+    Op("cdi_spec", READ,
+       (Arg("slice", "string", False,
+            "only this slice's device (a ready slice)"),),
+       "the CDI spec of the slices, as xpud writes it"),
+    Op("cdi_refresh", CHANGE, (),
+       "read NVIDIA's CDI spec again and rewrite xpud's"),
 )}
 
 

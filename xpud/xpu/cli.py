@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from . import __version__, api, cmdline, events, model, run, sizes
+from .cdi import cli as cdi_cli
 from .client import Client
 from .errors import UsageError
 
@@ -138,6 +139,10 @@ def print_slice(out: TextIO, s: dict) -> None:
         ("nodes", ", ".join(s["nodes"]) or "-"),
         ("state", s["state"]),
     ]
+    if s.get("transient_cgroups"):
+        rows.append(("containers", ", ".join(s["transient_cgroups"])))
+    if s.get("owner"):
+        rows.append(("owner", s["owner"]))
     if s.get("error"):
         rows.append(("error", s["error"]))
     if s.get("defined_in"):
@@ -221,6 +226,18 @@ def cmd_bind(args, c: Client, out: TextIO) -> int:
 def cmd_unbind(args, c: Client, out: TextIO) -> int:
     c.call("unbind", name=args.name, cgroup=args.cgroup)
     print(f"unbound cgroup {args.cgroup} from slice '{args.name}'", file=out)
+    return 0
+
+
+def cmd_release(args, c: Client, out: TextIO) -> int:
+    r = c.call("release", owner=args.owner)
+    for name in r["released"]:
+        print(f"destroyed slice '{name}'", file=out)
+    for name in r["pending"]:
+        print(f"slice '{name}' is in use: xpud destroys it once it is not",
+              file=out)
+    if not r["released"] and not r["pending"]:
+        print(f"no ephemeral slice of '{args.owner}'", file=out)
     return 0
 
 
@@ -402,6 +419,10 @@ def build_parser() -> cmdline.ArgumentParser:
         p.add_argument("--cgroup", metavar="PATH", required=True,
                        help="a cgroup v2 directory: /sys/fs/cgroup/... or "
                             "as /proc/PID/cgroup shows it")
+    p = command("release", cmd_release,
+                "destroy the ephemeral slices of an owner (a container's "
+                "id, as xpu-container-runtime tags them)")
+    p.add_argument("owner", metavar="OWNER")
     p = command("run", cmd_run,
                 "run a command inside a slice (root): the slice's nodes "
                 "stand at /dev/nvidiactl and /dev/nvidiaN")
@@ -425,6 +446,7 @@ def build_parser() -> cmdline.ArgumentParser:
                    default=0, help="stop after N events")
     command("version", cmd_version,
             "the versions of xpuctl, xpud and xpu.ko", (late, output))
+    cdi_cli.add_commands(sub, late)
     return parser
 
 

@@ -22,6 +22,16 @@
     [metrics]               # the Prometheus endpoint, /metrics
     enabled = true          # false: no endpoint
     listen = "127.0.0.1:9400"   # IP:PORT, [IPv6]:PORT
+    [cdi]                   # the CDI spec for container runtimes (xpu/cdi)
+    vendor = "xpu.dev"      # the kind is VENDOR/slice
+    spec_dir = "/var/run/cdi"   # "" writes none
+    hook = ""               # xpu-cdi-hook's path; "": beside xpud
+    nvidia_spec = ""        # NVIDIA's spec to take libraries from; "":
+                            # /var/run/cdi, then /etc/cdi; "none": none
+
+    [container_runtime]     # xpu-container-runtime (reads this file too)
+    oci_runtime = ""        # "": crun if found, else runc
+    socket = "/run/xpu/xpud.sock"
 
 Every error names the file, the line and the field: ``PATH:LINE: FIELD: what
 is wrong``.  Unknown tables and keys are errors too, so that a misspelt key
@@ -51,10 +61,20 @@ _SETTINGS_KEYS = ("mode", "policy", "period_ms")
 _GPU_KEYS = ("gpu",) + _SETTINGS_KEYS
 _SLICE_KEYS = ("name", "gpu", "memory", "compute", "weight", "priority")
 _METRICS_KEYS = ("enabled", "listen")
-_TOP_KEYS = ("defaults", "gpu", "slice", "metrics")
 
 DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_METRICS_PORT = 9400
+_CDI_KEYS = ("vendor", "spec_dir", "hook", "nvidia_spec")
+_RUNTIME_KEYS = ("oci_runtime", "socket")
+_TOP_KEYS = ("defaults", "gpu", "slice", "metrics", "cdi",
+             "container_runtime")
+
+DEFAULT_CDI_VENDOR = "xpu.dev"
+DEFAULT_CDI_SPEC_DIR = "/var/run/cdi"
+DEFAULT_SOCKET = "/run/xpu/xpud.sock"  # as api.DEFAULT_SOCKET
+# A CDI vendor name (the CDI library's rule): a letter first, a letter or
+# digit last, letters, digits, '_', '-' and '.' between.
+_CDI_VENDOR_RE = re.compile(r"[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -96,12 +116,36 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class CdiConfig:
+    """The [cdi] table: the CDI spec xpud writes (docs/containers.md).
+    spec_dir "" writes none; hook "" finds xpu-cdi-hook beside xpud;
+    nvidia_spec "" looks for NVIDIA's spec in the standard directories,
+    "none" takes none."""
+
+    vendor: str = DEFAULT_CDI_VENDOR
+    spec_dir: str = DEFAULT_CDI_SPEC_DIR
+    hook: str = ""
+    nvidia_spec: str = ""
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """The [container_runtime] table, read by xpu-container-runtime:
+    oci_runtime "" is crun when found, else runc."""
+
+    oci_runtime: str = ""
+    socket: str = DEFAULT_SOCKET
+
+
+@dataclass(frozen=True)
 class Config:
     path: str = DEFAULT_PATH
     defaults: model.GpuSettings = field(default_factory=model.GpuSettings)
     gpus: tuple[GpuConfig, ...] = ()
     slices: tuple[SliceConfig, ...] = ()
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    cdi: CdiConfig = field(default_factory=CdiConfig)
+    container_runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
 
     def settings_for(self, gpu: model.Gpu) -> model.GpuSettings:
         for g in self.gpus:
@@ -263,7 +307,37 @@ class _Checker:
                 self.value(m, "metrics", None, "metrics", "enabled",
                            _bool, True), host, port)
         return Config(self.path, defaults, tuple(gpus), tuple(slices),
-                      metrics)
+                      metrics, self.cdi(doc.get("cdi", {})),
+                      self.container_runtime(doc.get("container_runtime",
+                                                     {})))
+
+    def cdi(self, doc) -> CdiConfig:
+        self.table(doc, "cdi", "cdi", None, _CDI_KEYS)
+        base = CdiConfig()
+
+        def get(key, check):
+            return self.value(doc, "cdi", None, "cdi", key, check,
+                              getattr(base, key))
+
+        return CdiConfig(
+            vendor=get("vendor", _cdi_vendor),
+            spec_dir=get("spec_dir", lambda v: _path(v, empty_ok=True)),
+            hook=get("hook", lambda v: _path(v, empty_ok=True)),
+            nvidia_spec=get("nvidia_spec", _nvidia_spec))
+
+    def container_runtime(self, doc) -> RuntimeConfig:
+        self.table(doc, "container_runtime", "container_runtime", None,
+                   _RUNTIME_KEYS)
+        base = RuntimeConfig()
+
+        def get(key, check):
+            return self.value(doc, "container_runtime", None,
+                              "container_runtime", key, check,
+                              getattr(base, key))
+
+        return RuntimeConfig(
+            oci_runtime=get("oci_runtime", _program),
+            socket=get("socket", lambda v: _path(v, empty_ok=False)))
 
     def array(self, doc: dict, name: str) -> list:
         value = doc.get(name, [])
@@ -341,6 +415,47 @@ def parse_listen(value: object) -> tuple[str, int]:
         raise ValueError(f"'{value}': the port '{port}' is not a number "
                          "from 1 to 65535")
     return str(ip), int(port)
+def _string(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r} is not a string: write it in quotes")
+    return value
+
+
+def _path(value: object, empty_ok: bool) -> str:
+    text = _string(value)
+    if text == "" and empty_ok:
+        return text
+    if not text.startswith("/"):
+        raise ValueError(f"'{text}' is not an absolute path")
+    return text
+
+
+def _cdi_vendor(value: object) -> str:
+    text = _string(value)
+    if not _CDI_VENDOR_RE.fullmatch(text):
+        raise ValueError(
+            f"'{text}' is not a CDI vendor name: a letter first, a letter or "
+            "digit last, and letters, digits, '_', '-' or '.' between (a "
+            "domain such as xpu.dev)")
+    return text
+
+
+def _nvidia_spec(value: object) -> str:
+    text = _string(value)
+    if text in ("", "none"):
+        return text
+    return _path(text, empty_ok=False)
+
+
+def _program(value: object) -> str:
+    """A program's name (looked up in PATH) or absolute path; "" for the
+    default."""
+    text = _string(value)
+    if text == "" or text.startswith("/") or re.fullmatch(
+            r"[A-Za-z0-9_.+-]+", text):
+        return text
+    raise ValueError(f"'{text}' is neither a program's name nor an absolute "
+                     "path")
 
 
 _TOML_POS = re.compile(r"\s*\(at line (\d+), column (\d+)\)")

@@ -8,6 +8,9 @@ it is ready, and then waits for signals, device events and timers in one loop.
     SIGTERM, SIGINT  stop: the socket goes, the kernel's slices stay
     SIGHUP           reload the configuration; an invalid one is refused with
                      one log line and the previous one stays
+
+The CDI spec (xpu/cdi) is written at start and after every change, and
+removed at a clean stop.
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ from typing import ClassVar, Protocol
 
 from . import __version__, api, cmdline, config, inventory, kernel, netlink, state, udev
 from .auth import Authorizer
+from .cdi import refresh
 from .errors import ConfigError, XpuError
 from .metrics import MetricsServer, node_name
 from .notify import Notifier
 from .server import Dispatcher, Server
-from .service import Service
+from .service import REAP_S, Service
 
 PROG = "xpud"
 
@@ -54,7 +58,8 @@ class Daemon:
                  service: Service, server: Server, notifier: Notifier,
                  watchers: Sequence[Watcher] = (),
                  resync_s: float = RESYNC_S,
-                 metrics: MetricsServer | None = None):
+                 metrics: MetricsServer | None = None, cdi=None,
+                 reap_s: float = REAP_S):
         self.config_path = config_path
         self.config_required = config_required
         self.service = service
@@ -63,6 +68,9 @@ class Daemon:
         self.watchers = list(watchers)
         self.metrics = metrics
         self.resync_s = resync_s
+        # The CDI face (cdi.refresh.Refresher), or None.
+        self.cdi = cdi
+        self.reap_s = reap_s
         self.stop_requested = threading.Event()
         self.reload_requested = threading.Event()
         self.reconcile_requested = threading.Event()
@@ -110,6 +118,10 @@ class Daemon:
         try:
             if self.metrics:
                 self.metrics.start()
+            if self.cdi is not None:
+                # Written once xpud serves: the spec's hook asks xpud.
+                self.service.add_listener(self.cdi.update)
+                self.cdi.update(self.service.op_list(), force=True)
             for w in self.watchers:
                 w.start(self.request_reconcile)
             self.notifier.ready(summary)
@@ -122,6 +134,8 @@ class Daemon:
             if self.metrics:
                 self.metrics.stop()
             self.server.stop()
+            if self.cdi is not None:
+                self.cdi.remove()
         log.info("stopped; the kernel's slices stay in force")
         return 0
 
@@ -130,6 +144,7 @@ class Daemon:
         now = time.monotonic()
         next_ping = now if interval else None
         next_resync = now + self.resync_s
+        next_reap = now + self.reap_s
         while not self.stop_requested.is_set():
             now = time.monotonic()
             if next_ping is not None and now >= next_ping:
@@ -138,7 +153,12 @@ class Daemon:
                 if self.server.alive():
                     self.notifier.watchdog()
                 next_ping = now + interval
-            deadline = min(t for t in (next_ping, next_resync)
+            if now >= next_reap:
+                # Containers' slices and bindings: gone with the container.
+                if self.service.reap_due():
+                    self._reap()
+                next_reap = time.monotonic() + self.reap_s
+            deadline = min(t for t in (next_ping, next_resync, next_reap)
                            if t is not None)
             self._wake.wait(max(deadline - time.monotonic(), 0))
             self._wake.clear()
@@ -153,6 +173,12 @@ class Daemon:
                 next_resync = time.monotonic() + self.resync_s
                 self._reconcile()
 
+    def _reap(self) -> None:
+        try:
+            self.service.reap()
+        except Exception:  # keep serving; the log says why
+            log.exception("reaping containers' slices failed")
+
     def _reconcile(self) -> None:
         try:
             self.notifier.status(self.service.reconcile())
@@ -164,6 +190,8 @@ class Daemon:
         try:
             cfg = config.load(self.config_path,
                               missing_ok=not self.config_required)
+            if self.cdi is not None:
+                self.cdi.configure(cfg.cdi)
             summary = self.service.reload(cfg)
         except ConfigError as e:
             log.error("reload refused, the previous configuration stays: "
@@ -190,14 +218,33 @@ def build(args, environ: Mapping[str, str] = os.environ) -> Daemon:
     # logs which.
     backend = kernel.select(inv, args.device, args.node_dir)
     service = Service(backend, state.StateStore(args.state_dir), cfg)
-    server = Server(args.socket, Dispatcher(service, Authorizer()))
+    cdi = refresh.Refresher(cfg.cdi, args.socket, service.op_list)
+    server = Server(args.socket, Dispatcher(Ops(service, cdi),
+                                            Authorizer()))
     watchers = [netlink.NetlinkWatcher(service.events), udev.UdevWatcher()]
     # /metrics: its figures from the service (one kernel read per scrape).
     metrics = MetricsServer(service, cfg.metrics, node_name(environ))
     return Daemon(config_path=config_path, config_required=required,
                   service=service, server=server,
                   notifier=Notifier(environ), watchers=watchers,
-                  metrics=metrics)
+                  metrics=metrics, cdi=cdi)
+
+
+class Ops:
+    """The API's handler: the service's ops, and those of the faces (the
+    CDI spec's); each op_<name> is looked up in the faces, then the
+    service."""
+
+    def __init__(self, service: Service, *faces):
+        self._service = service
+        self._faces = faces
+
+    def __getattr__(self, name: str):
+        if name.startswith("op_"):
+            for f in self._faces:
+                if hasattr(f, name):
+                    return getattr(f, name)
+        return getattr(self._service, name)
 
 
 class _Formatter(logging.Formatter):

@@ -94,7 +94,9 @@ class NvmlSource:
                     bus_id=normalise_bus_id(
                         _text(nvml.nvmlDeviceGetPciInfo(h).busId)),
                     memory_total_bytes=int(
-                        nvml.nvmlDeviceGetMemoryInfo(h).total)))
+                        nvml.nvmlDeviceGetMemoryInfo(h).total),
+                    memory_used_bytes=int(
+                        nvml.nvmlDeviceGetMemoryInfo(h).used)))
             return gpus
         except nvml.NVMLError as e:
             self.unavailable = f"NVML: {e}"

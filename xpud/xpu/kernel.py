@@ -210,7 +210,8 @@ class KernelBackend(Backend):
                       bus_id=g.bus_id if g else "",
                       # The kernel's size: it checks the limits against it.
                       memory_total_bytes=k.memory_total or (
-                          g.memory_total_bytes if g else None))
+                          g.memory_total_bytes if g else None),
+                      memory_used_bytes=g.memory_used_bytes if g else None)
             if g is None:
                 extra.append(k.minor)
             states[k.minor] = GpuState(gpu, gpu_settings(k))

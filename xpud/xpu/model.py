@@ -142,6 +142,33 @@ class SliceSpec:
     priority: str = DEFAULT_PRIORITY
 
 
+# An owner tag of an ephemeral slice: printable, at most this long.
+OWNER_MAX = 256
+
+
+def check_owner(tag: object) -> str:
+    if not isinstance(tag, str):
+        raise TypeError(f"{tag!r} is not an owner tag: write a string")
+    if not tag or len(tag) > OWNER_MAX or not tag.isprintable():
+        raise ValueError(f"owner tag {tag!r} must be 1 to {OWNER_MAX} "
+                         "printable characters")
+    return tag
+
+
+@dataclass(frozen=True)
+class Owner:
+    """What makes a slice ephemeral: the tag `release` names it by (a
+    container's id), the process that must bind a cgroup to it before it
+    ends (pid, with its start time against a reused pid), whether a cgroup
+    was bound to it, and whether its release was asked for."""
+
+    tag: str
+    pid: int | None = None
+    pid_start: int | None = None
+    bound: bool = False
+    released: bool = False
+
+
 @dataclass(frozen=True)
 class Gpu:
     """One GPU of this node, as the inventory sees it.
@@ -156,6 +183,9 @@ class Gpu:
     minor: int
     bus_id: str
     memory_total_bytes: int | None = None
+    # Video memory in use on the whole GPU, in slices or not (NVML's);
+    # None where the source does not say.
+    memory_used_bytes: int | None = None
 
     def label(self) -> str:
         return f"GPU {self.index} ({self.uuid or 'no UUID'})"

@@ -22,6 +22,17 @@ if the kernel refuses it, it is undone in the state file and the refusal is
 the reply.  A crash in between leaves the intent on disk, and the next start
 applies it.
 
+Containers add two kinds of state (xpu/cdi, docs/containers.md): a
+*transient* binding, made by a container's hook, lasts while its cgroup has
+processes; an *ephemeral* slice (made with an owner tag, by
+xpu-container-runtime) is destroyed when its owner releases it, when the
+cgroups bound to it have emptied, or when the process that made it ended
+before binding one.  reap() does that; the daemon calls it every REAP_S
+seconds while there is anything to reap.
+
+Listeners (add_listener) hear of every change with the slices as `list`
+gives them: the CDI spec is written from that.
+
 Every op_* method is an op of api.OPS, called with its checked arguments;
 each raises api.ApiError with a one-line message.
 """
@@ -37,7 +48,7 @@ from dataclasses import dataclass
 
 from . import __version__, api, inventory, model, sizes, usage
 from .api import API_VERSION, ApiError
-from .backend import Backend, BackendError, GpuState, KernelSlice
+from .backend import Backend, BackendError, Busy, GpuState, KernelSlice
 from .config import Config
 from .errors import XpuError
 from .events import EventHub
@@ -54,6 +65,10 @@ READY = "ready"
 PENDING = "pending"
 REMOVING = "removing"
 
+# How often reap() runs while there are transient bindings or ephemeral
+# slices: the delay between a container's end and its slice's.
+REAP_S = 2.0
+
 
 @dataclass(frozen=True)
 class Desired:
@@ -69,6 +84,8 @@ class Desired:
     priority: str = model.DEFAULT_PRIORITY
     cgroups: tuple[str, ...] = ()
     defined_in: str | None = None
+    transient: tuple[str, ...] = ()
+    owner: model.Owner | None = None
 
     def spec(self, gpu_uuid: str) -> model.SliceSpec:
         return model.SliceSpec(self.name, gpu_uuid, self.memory_limit_bytes,
@@ -76,10 +93,15 @@ class Desired:
 
     @classmethod
     def from_spec(cls, spec: model.SliceSpec, origin: str,
-                  cgroups: tuple[str, ...] = ()) -> Desired:
+                  cgroups: tuple[str, ...] = (),
+                  transient: tuple[str, ...] = (),
+                  owner: model.Owner | None = None) -> Desired:
         return cls(spec.name, origin, spec.gpu_uuid, spec.memory_limit_bytes,
                    spec.compute_share, spec.weight, spec.priority,
-                   tuple(cgroups))
+                   tuple(cgroups), transient=tuple(transient), owner=owner)
+
+    def all_cgroups(self) -> tuple[str, ...]:
+        return self.cgroups + self.transient
 
 
 @dataclass(frozen=True)
@@ -119,6 +141,26 @@ class Service:
         # Replaced whole after each pass, so read without the lock.
         self._health = Health()
         self._failed = 0  # what the running pass could not apply
+        # Called with (the slices as op_list gives them, force) after each
+        # change: force after a change through the API.
+        self._listeners: list = []
+
+    def add_listener(self, listener) -> None:
+        """LISTENER(slices, force) is called after every reconcile pass
+        (force False) and every change through the API (force True), with
+        the service's lock held; it must not call back into a change."""
+        self._listeners.append(listener)
+
+    def _changed(self, force: bool) -> None:
+        if not self._listeners:
+            return
+        names = sorted(set(self._desired) | set(self._kernel))
+        views = [self._view(n) for n in names]
+        for listener in self._listeners:
+            try:
+                listener(views, force)
+            except Exception:  # a face must not break the service
+                log.exception("a listener of slice changes failed")
 
     # -- start, reload, reconcile ------------------------------------------
 
@@ -128,14 +170,18 @@ class Service:
         with self._lock:
             state = self.store.load()
             bindings: dict[str, tuple[str, ...]] = {}
+            transient: dict[str, tuple[str, ...]] = {}
             if state is not None:
                 for r in state.slices:
                     self._desired[r.spec.name] = Desired.from_spec(
-                        r.spec, ORIGIN_API, r.cgroups)
+                        r.spec, ORIGIN_API, r.cgroups, r.transient, r.owner)
                 bindings = state.config_bindings
-            self._merge_config(self.config, bindings)
+                transient = state.transient_bindings
+            self._merge_config(self.config, bindings, transient)
             summary = self.reconcile(adopt=state is None)
             self._save()
+            if self.reap():
+                summary = self._summary()
             return summary
 
     def reload(self, config: Config) -> str:
@@ -147,7 +193,10 @@ class Service:
             return self.reconcile()
 
     def _merge_config(self, config: Config,
-                      bindings: dict[str, tuple[str, ...]]) -> None:
+                      bindings: dict[str, tuple[str, ...]],
+                      transient: dict[str, tuple[str, ...]] | None = None
+                      ) -> None:
+        transient = transient or {}
         new = {n: d for n, d in self._desired.items() if d.origin == ORIGIN_API}
         for i, sc in enumerate(config.slices):
             if sc.name in new:
@@ -160,12 +209,14 @@ class Service:
             self._say(("conflict", sc.name), logging.INFO, "")
             old = self._desired.get(sc.name)
             if old is not None and old.origin == ORIGIN_CONFIG:
-                cgroups = old.cgroups
+                cgroups, temp = old.cgroups, old.transient
             else:
                 cgroups = bindings.get(sc.name, ())
+                temp = transient.get(sc.name, ())
             new[sc.name] = Desired(sc.name, ORIGIN_CONFIG, sc.gpu,
                                    sc.memory_limit_bytes, sc.compute_share,
-                                   sc.weight, sc.priority, cgroups, sc.where)
+                                   sc.weight, sc.priority, cgroups, sc.where,
+                                   transient=temp)
         self._desired = new
 
     def _save(self) -> None:
@@ -173,9 +224,13 @@ class Service:
         for d in self._desired.values():
             if d.origin == ORIGIN_API:
                 state.slices.append(SliceRecord(d.spec(str(d.gpu)),
-                                                d.cgroups))
-            elif d.cgroups:
-                state.config_bindings[d.name] = d.cgroups
+                                                d.cgroups, d.transient,
+                                                d.owner))
+            else:
+                if d.cgroups:
+                    state.config_bindings[d.name] = d.cgroups
+                if d.transient:
+                    state.transient_bindings[d.name] = d.transient
         self.store.save(state)
 
     def _say(self, subject: object, level: int, message: str) -> None:
@@ -261,6 +316,7 @@ class Service:
                 self._say(("slice", name), logging.INFO, "")
                 log.info("destroyed slice '%s': nothing asks for it any "
                          "more", name)
+            self._changed(force=False)
             return self._summary()
 
     def _adopt(self) -> None:
@@ -380,13 +436,17 @@ class Service:
         k = dataclasses.replace(k, nodes=tuple(nodes))
         self._kernel[d.name] = k
         have = set(k.cgroups)
-        for cg in d.cgroups:
+        # A transient cgroup that is gone is no longer wanted (reap() drops
+        # it from the desired state).
+        want = d.cgroups + tuple(t for t in d.transient
+                                 if os.path.isdir(self.cgroup_root + t))
+        for cg in want:
             if cg not in have:
                 self.backend.bind_cgroup(d.name, cg)
                 have.add(cg)
                 self._kernel[d.name] = dataclasses.replace(
                     k, cgroups=tuple(sorted(have)))
-        for cg in sorted(have - set(d.cgroups)):
+        for cg in sorted(have - set(want)):
             self.backend.unbind_cgroup(d.name, cg)
             have.discard(cg)
             self._kernel[d.name] = dataclasses.replace(
@@ -436,6 +496,7 @@ class Service:
             raise ApiError(e.code, str(e)) from None
         self._errors.pop(name, None)
         self._say(("slice", name), logging.INFO, "")
+        self._changed(force=True)
 
     def _restore(self, name: str, old: Desired | None) -> None:
         if old is None:
@@ -467,6 +528,7 @@ class Service:
                 self._gpus = self.backend.list_gpus()
             except BackendError as e:
                 raise ApiError(e.code, str(e)) from None
+            self._refresh_kernel()  # the slices' memory in use
             return [self._gpu_view(gs) for gs in self._gpus]
 
     def op_list(self) -> list:
@@ -484,12 +546,14 @@ class Service:
 
     def op_create(self, name: str, gpu, memory_limit_bytes: int,
                   compute_share=None, weight: int | None = None,
-                  priority: str | None = None) -> dict:
+                  priority: str | None = None, owner: str | None = None,
+                  owner_pid: int | None = None) -> dict:
         with self._lock:
             try:
                 model.check_name(name)
             except (TypeError, ValueError) as e:
                 raise _invalid("name", e) from None
+            who = _owner(owner, owner_pid)
             if name in self._desired or name in self._kernel:
                 raise ApiError("exists", f"slice '{name}' exists already "
                                f"(xpuctl show {name})")
@@ -505,7 +569,8 @@ class Service:
                 raise ApiError("not_found", f"{g.label()}: the driver has "
                                "not reported its UUID yet")
             d = self._checked(
-                Desired(name, ORIGIN_API, g.uuid, memory_limit_bytes),
+                Desired(name, ORIGIN_API, g.uuid, memory_limit_bytes,
+                        owner=who),
                 memory_limit_bytes, compute_share, weight, priority)
             gpus = self._gpu_list()
 
@@ -602,31 +667,41 @@ class Service:
                            f"directory {root}{p})")
         return p
 
-    def op_bind(self, name: str, cgroup: str) -> dict:
+    def op_bind(self, name: str, cgroup: str,
+                transient: bool = False) -> dict:
         with self._lock:
             d = self._get(name)
             cg = self._cgroup(cgroup, must_exist=True)
             for other in self._desired.values():
-                if other.name != name and cg in other.cgroups:
+                if other.name != name and cg in other.all_cgroups():
                     raise ApiError(
                         "conflict", f"cgroup {cg} is bound to slice "
                         f"'{other.name}'; a cgroup belongs to one slice at "
                         f"most (xpuctl unbind {other.name} --cgroup {cg})")
-            if cg not in d.cgroups:
+            if cg in d.all_cgroups():
+                return self._view(name)
+            if transient:
+                owner = d.owner
+                if owner is not None and not owner.bound:
+                    owner = dataclasses.replace(owner, bound=True)
+                new = dataclasses.replace(d, transient=d.transient + (cg,),
+                                          owner=owner)
+            else:
                 new = dataclasses.replace(d, cgroups=d.cgroups + (cg,))
-                gpus = self._gpu_list()
-                self._change(name, new, lambda: self._apply(new, gpus))
+            gpus = self._gpu_list()
+            self._change(name, new, lambda: self._apply(new, gpus))
             return self._view(name)
 
     def op_unbind(self, name: str, cgroup: str) -> dict:
         with self._lock:
             d = self._get(name)
             cg = self._cgroup(cgroup, must_exist=False)
-            if cg not in d.cgroups:
+            if cg not in d.all_cgroups():
                 raise ApiError("not_found", f"slice '{name}' is not bound to "
                                f"cgroup {cg}")
             new = dataclasses.replace(
-                d, cgroups=tuple(c for c in d.cgroups if c != cg))
+                d, cgroups=tuple(c for c in d.cgroups if c != cg),
+                transient=tuple(c for c in d.transient if c != cg))
             gpus = self._gpu_list()
             self._change(name, new, lambda: self._apply(new, gpus))
             return self._view(name)
@@ -645,6 +720,113 @@ class Service:
             return self.usage().to_api()
         except BackendError as e:
             raise ApiError(e.code, str(e)) from None
+    def op_release(self, owner: str) -> dict:
+        """Destroy the ephemeral slices of OWNER; those still in use are
+        destroyed by reap() once they are not."""
+        with self._lock:
+            try:
+                model.check_owner(owner)
+            except (TypeError, ValueError) as e:
+                raise _invalid("owner", e) from None
+            mine = sorted(n for n, d in self._desired.items()
+                          if d.owner is not None and d.owner.tag == owner)
+            for n in mine:
+                d = self._desired[n]
+                self._desired[n] = dataclasses.replace(
+                    d, owner=dataclasses.replace(d.owner, released=True))
+            if mine:
+                try:
+                    self._save()
+                except XpuError as e:
+                    raise ApiError("internal", str(e)) from None
+                self.reap()
+            return {"released": [n for n in mine if n not in self._desired],
+                    "pending": [n for n in mine if n in self._desired]}
+
+    def reap_due(self) -> bool:
+        """Whether reap() has anything to look at."""
+        with self._lock:
+            return any(d.transient or d.owner is not None
+                       for d in self._desired.values())
+
+    def reap(self) -> bool:
+        """Drop transient bindings whose cgroups have emptied or gone, and
+        destroy the ephemeral slices that are done with (see the module's
+        docstring).  Returns whether anything changed."""
+        with self._lock:
+            changed = False
+            for name in sorted(self._desired):
+                d = self._desired[name]
+                live = tuple(c for c in d.transient if self._populated(c))
+                if live != d.transient:
+                    for c in sorted(set(d.transient) - set(live)):
+                        self._unbind_quietly(name, c)
+                        log.info("slice '%s': cgroup %s has no processes "
+                                 "left: unbound", name, c)
+                    d = dataclasses.replace(d, transient=live)
+                    self._desired[name] = d
+                    changed = True
+                why = _done(d)
+                if why is None:
+                    continue
+                try:
+                    if name in self._kernel:
+                        self.backend.destroy_slice(name, force=False)
+                        del self._kernel[name]
+                except Busy as e:
+                    self._say(("reap", name), logging.WARNING,
+                              f"ephemeral slice '{name}' stays while it is "
+                              f"in use: {e}")
+                    continue
+                except BackendError as e:
+                    self._say(("reap", name), logging.WARNING,
+                              f"ephemeral slice '{name}' cannot be "
+                              f"destroyed: {e}")
+                    continue
+                self._say(("reap", name), logging.INFO, "")
+                del self._desired[name]
+                self._errors.pop(name, None)
+                changed = True
+                log.info("destroyed ephemeral slice '%s' of %s: %s", name,
+                         d.owner.tag, why)
+            if changed:
+                try:
+                    self._save()
+                except XpuError as e:
+                    log.error("cannot save the state after reaping: %s", e)
+                self._changed(force=True)
+            return changed
+
+    def _unbind_quietly(self, name: str, cgroup: str) -> None:
+        # An emptied cgroup that stays must not put later processes in the
+        # slice; a removed one has nothing to unbind.
+        if name not in self._kernel:
+            return
+        try:
+            self.backend.unbind_cgroup(name, cgroup)
+        except BackendError as e:
+            log.warning("slice '%s': cannot unbind cgroup %s: %s", name,
+                        cgroup, e)
+        k = self._kernel.get(name)
+        if k is not None and cgroup in k.cgroups:
+            self._kernel[name] = dataclasses.replace(
+                k, cgroups=tuple(c for c in k.cgroups if c != cgroup))
+
+    def _populated(self, cgroup: str) -> bool:
+        """Whether CGROUP (as /proc/PID/cgroup names it) exists and it or
+        a cgroup below has a process."""
+        path = self.cgroup_root + cgroup
+        try:
+            with open(os.path.join(path, "cgroup.events")) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "populated":
+                        return value.strip() != "0"
+        except FileNotFoundError:
+            return False
+        except OSError:
+            pass
+        return os.path.isdir(path)
 
     def op_events(self) -> api.Stream:
         why = self.events.unavailable
@@ -668,6 +850,10 @@ class Service:
             except inventory.GpuNotFound:
                 pass
         err = self._gpu_errors.get(g.uuid or g.bus_id)
+        in_slices = sum(k.memory_used_bytes or 0 for k in self._kernel.values()
+                        if k.spec.gpu_uuid == g.uuid)
+        outside = (max(g.memory_used_bytes - in_slices, 0)
+                   if g.memory_used_bytes is not None else None)
         return {
             "index": g.index,
             "gpu_uuid": g.uuid,
@@ -682,6 +868,8 @@ class Service:
             "memory_assigned_bytes": sum(d.memory_limit_bytes for d in mine),
             "compute_assigned": sizes.share_percent(
                 sum(d.compute_share for d in mine)),
+            "memory_used_bytes": g.memory_used_bytes,
+            "memory_used_outside_slices_bytes": outside,
             "state": PENDING if err else READY,
             "error": err,
         }
@@ -717,6 +905,8 @@ class Service:
             "weight": d.weight,
             "priority": d.priority,
             "cgroups": list(d.cgroups),
+            "transient_cgroups": list(d.transient),
+            "owner": d.owner.tag if d.owner else None,
             "nodes": list(k.nodes) if k else [],
             "id": k.id if k else None,
             "gpu_node": next((n for n in k.nodes
@@ -734,3 +924,50 @@ class Service:
             "error": err or None,
             "defined_in": d.defined_in,
         }
+
+
+def _owner(tag: str | None, pid: int | None) -> model.Owner | None:
+    """The Owner of create's arguments, its process's start time read."""
+    if tag is None:
+        if pid is not None:
+            raise ApiError("invalid", "owner_pid: give it with owner")
+        return None
+    try:
+        model.check_owner(tag)
+    except (TypeError, ValueError) as e:
+        raise _invalid("owner", e) from None
+    if pid is None:
+        return model.Owner(tag)
+    start = process_start(pid) if pid > 0 else None
+    if start is None:
+        raise ApiError("invalid", f"owner_pid: no process {pid}")
+    return model.Owner(tag, pid, start)
+
+
+def process_start(pid: int) -> int | None:
+    """PID's start time (clock ticks after boot, /proc/PID/stat field 22),
+    or None when no such process runs (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def _done(d: Desired) -> str | None:
+    """Why ephemeral slice D should go now, or None."""
+    o = d.owner
+    if o is None:
+        return None
+    if o.released:
+        return "released"
+    if o.bound and not d.transient:
+        return "its containers have ended"
+    if not o.bound and o.pid is not None and \
+            process_start(o.pid) != o.pid_start:
+        return f"process {o.pid} ended before binding a cgroup"
+    return None

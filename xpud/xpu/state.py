@@ -12,6 +12,12 @@ configuration's; only their bindings are kept here.
                  "cgroups": [...]}],
      "config_bindings": {"NAME": ["/cgroup/path", ...]}}
 
+Containers (xpu/cdi) add, only where they have something: a slice's
+"transient_cgroups" (bound while they have processes) and "owner" (an
+ephemeral slice: {"tag", "pid", "pid_start", "bound", "released"}), and
+"transient_bindings" {NAME: [...]} for configuration slices.  An xpud that
+predates them ignores them.
+
 compute_share is in tenths of a percent here (an exact integer), unlike the
 socket API's percentage.
 
@@ -45,16 +51,22 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SliceRecord:
-    """A slice made through the API."""
+    """A slice made through the API; transient: cgroups bound while they
+    have processes (containers'); owner: an ephemeral slice's."""
 
     spec: model.SliceSpec
     cgroups: tuple[str, ...] = ()
+    transient: tuple[str, ...] = ()
+    owner: model.Owner | None = None
 
 
 @dataclass
 class State:
     slices: list[SliceRecord] = field(default_factory=list)
     config_bindings: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # The transient bindings of configuration slices.
+    transient_bindings: dict[str, tuple[str, ...]] = field(
+        default_factory=dict)
 
 
 class _Corrupt(Exception):
@@ -94,7 +106,28 @@ def _slice_from_json(obj: object, i: int) -> SliceRecord:
                                         model.PRIORITIES))
     except (TypeError, ValueError) as e:
         raise _Corrupt(f"{where}: {e}") from None
-    return SliceRecord(spec, _cgroups(obj.get("cgroups", []), where))
+    return SliceRecord(spec, _cgroups(obj.get("cgroups", []), where),
+                       _cgroups(obj.get("transient_cgroups", []), where),
+                       _owner(obj.get("owner"), where))
+
+
+def _owner(obj: object, where: str) -> model.Owner | None:
+    if obj is None:
+        return None
+    _expect(isinstance(obj, dict), f"{where}: owner is not an object")
+    try:
+        tag = model.check_owner(obj.get("tag"))
+    except (TypeError, ValueError) as e:
+        raise _Corrupt(f"{where}: {e}") from None
+    for key in ("pid", "pid_start"):
+        v = obj.get(key)
+        _expect(v is None or (isinstance(v, int) and not isinstance(v, bool)
+                              and v >= 0), f"{where}: owner.{key} is bad")
+    for key in ("bound", "released"):
+        _expect(isinstance(obj.get(key, False), bool),
+                f"{where}: owner.{key} is not true or false")
+    return model.Owner(tag, obj.get("pid"), obj.get("pid_start"),
+                       obj.get("bound", False), obj.get("released", False))
 
 
 def decode(text: str) -> State:
@@ -132,25 +165,52 @@ def decode(text: str) -> State:
             raise _Corrupt(f"config_bindings: {e}") from None
         state.config_bindings[name] = _cgroups(cgroups,
                                                f"config_bindings.{name}")
+    transient = doc.get("transient_bindings", {})
+    _expect(isinstance(transient, dict),
+            "transient_bindings is not an object")
+    for name, cgroups in transient.items():
+        try:
+            model.check_name(name)
+        except (TypeError, ValueError) as e:
+            raise _Corrupt(f"transient_bindings: {e}") from None
+        state.transient_bindings[name] = _cgroups(
+            cgroups, f"transient_bindings.{name}")
     return state
+
+
+def _slice_to_json(r: SliceRecord) -> dict:
+    doc = {"name": r.spec.name,
+           "gpu_uuid": r.spec.gpu_uuid,
+           "memory_limit_bytes": r.spec.memory_limit_bytes,
+           "compute_share": r.spec.compute_share,
+           "weight": r.spec.weight,
+           "priority": r.spec.priority,
+           "cgroups": list(r.cgroups)}
+    # Written only when there is something: files without them stay as an
+    # xpud before containers wrote them.
+    if r.transient:
+        doc["transient_cgroups"] = list(r.transient)
+    if r.owner is not None:
+        doc["owner"] = {"tag": r.owner.tag, "pid": r.owner.pid,
+                        "pid_start": r.owner.pid_start,
+                        "bound": r.owner.bound,
+                        "released": r.owner.released}
+    return doc
 
 
 def encode(state: State) -> str:
     doc = {
         "schema": SCHEMA,
         "written_by": f"xpud {__version__}",
-        "slices": [
-            {"name": r.spec.name,
-             "gpu_uuid": r.spec.gpu_uuid,
-             "memory_limit_bytes": r.spec.memory_limit_bytes,
-             "compute_share": r.spec.compute_share,
-             "weight": r.spec.weight,
-             "priority": r.spec.priority,
-             "cgroups": list(r.cgroups)}
-            for r in sorted(state.slices, key=lambda r: r.spec.name)],
+        "slices": [_slice_to_json(r) for r in
+                   sorted(state.slices, key=lambda r: r.spec.name)],
         "config_bindings": {name: list(cg) for name, cg in
                             sorted(state.config_bindings.items()) if cg},
     }
+    transient = {name: list(cg) for name, cg in
+                 sorted(state.transient_bindings.items()) if cg}
+    if transient:
+        doc["transient_bindings"] = transient
     return json.dumps(doc, indent=2) + "\n"
 
 

@@ -44,8 +44,10 @@ def no_groups(name):
 def test_every_op_reads_or_changes():
     reads = {n for n, op in OPS.items() if op.access == READ}
     changes = {n for n, op in OPS.items() if op.access == CHANGE}
-    assert reads == {"version", "gpus", "list", "show", "top", "events"}
-    assert changes == {"create", "set", "destroy", "bind", "unbind"}
+    assert reads == {"version", "gpus", "list", "show", "top", "events",
+                     "cdi_spec"}
+    assert changes == {"create", "set", "destroy", "bind", "unbind",
+                       "release", "cdi_refresh"}
 
 
 def test_check_args():

@@ -447,10 +447,15 @@ def test_every_command_of_the_issue_is_there():
     sub = next(a for a in cli.build_parser()._actions
                if a.dest == "command")
     assert list(sub.choices) == ["gpus", "list", "show", "create", "set",
-                                 "destroy", "bind", "unbind", "run", "top",
-                                 "events", "version"]
-    # Every op of the API has a command (bind/unbind, create/set/...).
-    assert set(OPS) <= set(sub.choices)
+                                 "destroy", "bind", "unbind", "release",
+                                 "run", "top", "events", "version", "cdi"]
+    # Every op of the API has a command (bind/unbind, create/set/...);
+    # cdi_spec and cdi_refresh are `cdi spec` and `cdi refresh`.
+    cdi = next(a for a in sub.choices["cdi"]._actions
+               if a.dest == "cdi_command")
+    assert list(cdi.choices) == ["spec", "refresh"]
+    commands = set(sub.choices) | {f"cdi_{c}" for c in cdi.choices}
+    assert set(OPS) <= commands
 
 
 def completion_words():

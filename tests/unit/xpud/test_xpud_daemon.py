@@ -39,6 +39,8 @@ memory = "1GiB"
 
 [metrics]
 enabled = false
+[cdi]
+spec_dir = ""   # no CDI spec from these: the host's /var/run/cdi is not theirs
 """
 
 CONFIG_B = CONFIG_A.replace('name = "a"', 'name = "b"')

@@ -43,7 +43,7 @@ def fake_pynvml(count=2, init_error=None):
         nvmlDeviceGetMinorNumber=lambda h: 1 - h,
         nvmlDeviceGetPciInfo=pci,
         nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(
-            total=141 * GIB, free=0, used=0),
+            total=141 * GIB, free=141 * GIB - h * GIB, used=h * GIB),
     )
 
 
@@ -51,10 +51,10 @@ def test_nvml():
     nvml = fake_pynvml()
     gpus = NvmlSource(lambda: nvml).list()
     assert gpus == [
-        Gpu(0, UUIDS[0], "NVIDIA H200", 1, "0000:18:00.0", 141 * GIB),
+        Gpu(0, UUIDS[0], "NVIDIA H200", 1, "0000:18:00.0", 141 * GIB, 0),
         Gpu(1, UUIDS[1].replace("AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE",
                                 "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"),
-            "NVIDIA H200", 0, "0000:19:00.0", 141 * GIB)]
+            "NVIDIA H200", 0, "0000:19:00.0", 141 * GIB, GIB)]
     assert nvml.calls == ["init", "shutdown"]
 
 

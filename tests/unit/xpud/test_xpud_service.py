@@ -65,8 +65,8 @@ def test_create_saves_then_applies(make_service, backend, tmp_path):
         "name": "a", "origin": "api", "gpu_uuid": UUID1, "gpu_index": 1,
         "gpu_minor": 1, "memory_limit_bytes": 2 * GIB,
         "memory_used_bytes": 0, "compute_share": 12.5, "weight": 300,
-        "priority": "low", "cgroups": [], "nodes": ["/dev/xpu0",
-                                                    "/dev/xpu0-ctl"],
+        "priority": "low", "cgroups": [], "transient_cgroups": [],
+        "owner": None, "nodes": ["/dev/xpu0", "/dev/xpu0-ctl"],
         "id": None, "gpu_node": "/dev/xpu0", "ctl_node": "/dev/xpu0-ctl",
         "processes": None, "denied_allocs": None, "compute_obtained": None,
         "state": "ready", "error": None, "defined_in": None}
@@ -282,8 +282,25 @@ def test_gpus_view(make_service):
         "bus_id": "0000:19:00.0", "memory_total_bytes": 80 * GIB,
         "mode": "exclusive", "policy": "weighted", "period_ms": 20,
         "slices": 1, "memory_assigned_bytes": 8 * GIB,
-        "compute_assigned": 50, "state": "ready", "error": None}
+        "compute_assigned": 50, "state": "ready", "error": None,
+        "memory_used_bytes": None, "memory_used_outside_slices_bytes": None}
     assert (g0["slices"], g0["mode"]) == (0, "shared")
+
+
+def test_gpus_view_memory_used_outside_slices(make_service, backend):
+    # NVML counts what every process holds; what the slices hold is theirs.
+    import dataclasses
+    backend.gpus[0] = dataclasses.replace(backend.gpus[0],
+                                          memory_used_bytes=5 * GIB)
+    svc = make_service()
+    svc.op_create("a", 0, 4 * GIB)
+    backend.slices["a"] = dataclasses.replace(backend.slices["a"],
+                                              memory_used_bytes=3 * GIB)
+    g0, g1 = svc.op_gpus()
+    assert (g0["memory_used_bytes"],
+            g0["memory_used_outside_slices_bytes"]) == (5 * GIB, 2 * GIB)
+    assert g1["memory_used_outside_slices_bytes"] is None
+
 
 
 def test_bind_and_unbind(make_service, backend, cgroup_root, tmp_path):

@@ -1,0 +1,253 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The scheduler extender over HTTP with the payloads kube-scheduler sends
+(ExtenderArgs with NodeNames, nodeCacheCapable; ExtenderBindingArgs), each
+node's agent over HTTP in front of a real xpud on the in-memory kernel, and
+the test API server: filter, prioritize, bind; concurrent binds through two
+extender replicas; a pod deleted mid-bind; a lost and a repeated bind."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+
+import pytest
+from conftest import GIB, small_gpus
+from testkubelet.apiserver import ApiServer
+from xpu.k8s import agent, extender, node, resources
+from xpu.k8s.apiserver import ApiServer as Client
+
+MIB = 1 << 20
+NAMES = resources.Names()
+
+
+def pod(name, mem_mib=0, compute=0, uid=None, ns="default"):
+    res = {}
+    if mem_mib:
+        res["xpu.dev/xpu-memory"] = str(mem_mib)
+    if compute:
+        res["xpu.dev/xpu-shares"] = str(compute)
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns,
+                         "uid": uid or f"uid-{name}"},
+            "spec": {"containers": [{"name": "main", "image": "x",
+                                     "resources": {"limits": res,
+                                                   "requests": res}}]}}
+
+
+def post(url, verb, body):
+    req = urllib.request.Request(f"{url}/{verb}", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=20) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture
+def cluster(make_xpud, tmpdir_short):
+    """Two nodes (each: xpud + agent), an API server, and make_extender()."""
+    api = ApiServer()
+    nodes = {}
+    agents = []
+    for i, gpus in enumerate([small_gpus(), small_gpus(used=(GIB, None))]):
+        x = make_xpud(gpus, name=f"xpud{i}")
+        a = agent.Agent(f"node{i}", x.socket, node.Reservations(
+            str(tmpdir_short / f"res{i}.json"), ttl_s=60), node.BINPACK,
+            MIB, token="s3cret")
+        port = a.serve("127.0.0.1", 0)
+        nodes[f"node{i}"] = (x, a, port)
+        agents.append(a)
+    ports = {n: p for n, (_, _, p) in nodes.items()}
+    exts = []
+
+    def make_extender(policy=node.BINPACK):
+        # {node} is the agent's port on loopback here (port 1, where
+        # nothing listens, for an unknown node); the node's name in a
+        # cluster.
+        e = extender.Extender(Client(api.url), NAMES, MIB, policy,
+                              node_url="http://127.0.0.1:{node}",
+                              token="s3cret")
+        e.url_of = lambda n: f"http://127.0.0.1:{ports.get(n, 1)}"
+        port = e.serve("127.0.0.1", 0)
+        exts.append(e)
+        return f"http://127.0.0.1:{port}"
+
+    yield api, nodes, make_extender
+    for e in exts:
+        e.stop()
+    for a in agents:
+        a.stop()
+    api.close()
+
+
+def args(p, names=("node0", "node1")):
+    # What kube-scheduler sends with nodeCacheCapable: true.
+    return {"Pod": p, "Nodes": None, "NodeNames": list(names)}
+
+
+def test_filter(cluster):
+    _, nodes, make = cluster
+    url = make()
+    # node1 has 1 GiB of GPU 0 used outside any slice (NVML's count).
+    r = post(url, "filter", args(pod("a", 1536)))
+    assert r["NodeNames"] == ["node0", "node1"]
+    r = post(url, "filter", args(pod("a", 2048)))
+    assert r["NodeNames"] == ["node0", "node1"]   # node1's GPU 1 is free
+    nodes["node1"][0].service.op_create("x", 1, 1 * GIB)
+    r = post(url, "filter", args(pod("a", 2048)))
+    assert r["NodeNames"] == ["node0"]
+    assert r["FailedNodes"]["node1"].startswith(
+        "container main: no GPU has 2048 MiB and 0 % free (the most free: "
+        "GPU 0, 1024 MiB")
+    assert r["Error"] == ""
+    # The slice goes (its pod deleted): the GPU is free at once.
+    nodes["node1"][0].service.op_destroy("x")
+    assert post(url, "filter", args(pod("a", 2048)))["NodeNames"] == [
+        "node0", "node1"]
+    r = post(url, "filter", args(pod("a", 0, 10)))
+    assert r["NodeNames"] == []
+    assert r["FailedAndUnresolvableNodes"]["node0"] == (
+        "container main asks for xpu.dev/xpu-shares without "
+        "xpu.dev/xpu-memory: a slice needs its memory; ask for both")
+
+
+def test_filter_unreachable_node_and_bad_input(cluster):
+    _, _, make = cluster
+    url = make()
+    r = post(url, "filter", args(pod("a", 10), ["node0", "nowhere"]))
+    assert r["NodeNames"] == ["node0"]
+    assert "xpu-k8s on node nowhere cannot be reached" in \
+        r["FailedNodes"]["nowhere"]
+    req = urllib.request.Request(f"{url}/filter", b"{not json",
+                                 {"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    assert e.value.code == 400
+    assert json.loads(e.value.read())["Error"].startswith(
+        "filter: the body is not JSON")
+    bad = pod("a", 10)
+    bad["spec"]["containers"][0]["resources"]["limits"][
+        "xpu.dev/xpu-memory"] = "1.5"
+    r = post(url, "filter", args(bad))
+    assert r["FailedAndUnresolvableNodes"]["node0"] == (
+        "container main: '1.5' is not a whole quantity")
+
+
+def test_prioritize_binpack_and_spread(cluster):
+    _, nodes, make = cluster
+    nodes["node0"][0].service.op_create("x", 0, 1 * GIB)
+    r = post(make(node.BINPACK), "prioritize", args(pod("a", 512)))
+    scores = {h["Host"]: h["Score"] for h in r}
+    # binpack: node0's GPU 0 is 1.5 of 2 GiB full after, node1's GPU 0
+    # too (1 GiB outside slices): equal.
+    assert scores == {"node0": 8, "node1": 8}
+    nodes["node1"][0].service.op_create("y", 0, 512 * MIB)
+    r = post(make(node.BINPACK), "prioritize", args(pod("a", 512)))
+    assert {h["Host"]: h["Score"] for h in r} == {"node0": 8, "node1": 10}
+    r = post(make(node.SPREAD), "prioritize", args(pod("a", 512)))
+    # spread: node0 is 1.5 of 4 GiB full after, node1 2 of 4.
+    assert {h["Host"]: h["Score"] for h in r} == {"node0": 6, "node1": 5}
+
+
+def test_bind_books_then_binds(cluster):
+    api, nodes, make = cluster
+    url = make()
+    api.add_pod(pod("a", 1024, 20))
+    r = post(url, "bind", {"PodName": "a", "PodNamespace": "default",
+                           "PodUID": "uid-a", "Node": "node0"})
+    assert r == {"Error": ""}
+    assert api.bindings == [("default", "a", "node0")]
+    [res] = nodes["node0"][1].reservations.list()
+    assert [(e.memory, e.compute) for e in res.entries] == [(GIB, 20)]
+    # Repeated (the scheduler retried): no second booking, no error.
+    r = post(url, "bind", {"PodName": "a", "PodNamespace": "default",
+                           "PodUID": "uid-a", "Node": "node0"})
+    assert r == {"Error": ""}
+    assert len(nodes["node0"][1].reservations.list()) == 1
+    assert len(api.bindings) == 1
+
+
+def test_pod_deleted_mid_bind(cluster):
+    api, nodes, make = cluster
+    url = make()
+    api.add_pod(pod("a", 1024))
+    # The pod is deleted right after the extender read it.
+    api.on_get_pod = lambda ns, name: api.pods.pop((ns, name))
+    r = post(url, "bind", {"PodName": "a", "PodNamespace": "default",
+                           "PodUID": "uid-a", "Node": "node0"})
+    assert r["Error"] == ("pod default/a was deleted while being bound; its "
+                          "booking on the node is released")
+    assert nodes["node0"][1].reservations.list() == []
+    # Deleted before: a plain error, nothing booked.
+    api.on_get_pod = None
+    r = post(url, "bind", {"PodName": "a", "PodNamespace": "default",
+                           "PodUID": "uid-a", "Node": "node0"})
+    assert r["Error"] == ("pod default/a is gone (deleted before it was "
+                          "bound)")
+    # Made again under the same name: the old UID binds nothing.
+    api.add_pod(pod("a", 1024, uid="uid-new"))
+    r = post(url, "bind", {"PodName": "a", "PodNamespace": "default",
+                           "PodUID": "uid-a", "Node": "node0"})
+    assert "was deleted and made again" in r["Error"]
+    assert api.bindings == []
+
+
+def test_lost_bind_expires(cluster, make_xpud, tmpdir_short):
+    # A booking whose binding never came (the extender died) expires.
+    now = [1000.0]
+    x = make_xpud(name="xpud-t")
+    res = node.Reservations(str(tmpdir_short / "r.json"), ttl_s=30,
+                            clock=lambda: now[0])
+    gpus, _ = node.snapshot(x.socket)
+    res.reserve(gpus, "u1", "ns", "p", [("c", 2 * GIB, 0)], node.BINPACK)
+    res.reserve(gpus, "u2", "ns", "q", [("c", 2 * GIB, 0)], node.BINPACK)
+    with pytest.raises(node.NoRoom):
+        res.reserve(gpus, "u3", "ns", "r", [("c", GIB, 0)], node.BINPACK)
+    # Kept across a restart of xpu-k8s.
+    again = node.Reservations(str(tmpdir_short / "r.json"), ttl_s=30,
+                              clock=lambda: now[0])
+    assert {r.uid for r in again.list()} == {"u1", "u2"}
+    now[0] += 31
+    assert again.list() == []
+    again.reserve(gpus, "u3", "ns", "r", [("c", GIB, 0)], node.BINPACK)
+
+
+def test_two_replicas_never_double_book(cluster):
+    api, nodes, make = cluster
+    urls = [make(), make()]
+    # node0: two GPUs of 2 GiB; twelve pods of 1 GiB, bound concurrently,
+    # half through each replica: exactly four fit.
+    for i in range(12):
+        api.add_pod(pod(f"p{i}", 1024, 10))
+    results = {}
+
+    def bind(i):
+        results[i] = post(urls[i % 2], "bind", {
+            "PodName": f"p{i}", "PodNamespace": "default",
+            "PodUID": f"uid-p{i}", "Node": "node0"})
+
+    threads = [threading.Thread(target=bind, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ok = [i for i, r in results.items() if r["Error"] == ""]
+    assert len(ok) == 4
+    for i, r in results.items():
+        if i not in ok:
+            assert "node node0: container main: no GPU has 1024 MiB" in \
+                r["Error"], r
+    assert sorted(b[1] for b in api.bindings) == sorted(f"p{i}" for i in ok)
+    per_gpu = {}
+    for r in nodes["node0"][1].reservations.list():
+        for e in r.entries:
+            per_gpu[e.gpu_uuid] = per_gpu.get(e.gpu_uuid, 0) + e.memory
+    assert sorted(per_gpu.values()) == [2 * GIB, 2 * GIB]
+
+
+def test_agent_wants_its_token(cluster):
+    _, nodes, _ = cluster
+    port = nodes["node0"][2]
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/node",
+                               timeout=10)
+    assert e.value.code == 401

@@ -1,0 +1,539 @@
+# SPDX-License-Identifier: Apache-2.0
+"""xpu-container-runtime and xpu-cdi-hook on the host: the XPU_* variables,
+the rewrite of config.json, the command line of runc and crun, and both
+programs against a real xpud socket served by a service on the in-memory
+kernel (xpud_fakes.py).  What podman and crun make of it runs in the VM
+(tests/vmtests/test_containers.py)."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+from xpu import config
+from xpu.auth import Authorizer
+from xpu.cdi import hook, oci, runtime
+from xpu.cdi.refresh import Refresher
+from xpu.daemon import Ops
+from xpu.errors import XpuError
+from xpu.server import Dispatcher, Server
+from xpu.sizes import GIB, MIB
+from xpud_fakes import UUID0, UUID1
+
+# -- the variables ---------------------------------------------------------------
+
+
+def test_no_xpu_variable_is_no_request():
+    assert oci.request([]) is None
+    assert oci.request(["PATH=/bin", "XPUX=1", "HOME=/"]) is None
+
+
+def test_a_new_slice_and_its_limits():
+    r = oci.request(["XPU_MEMORY=512MiB", "XPU_COMPUTE=12.5%",
+                     "XPU_GPU=GPU-AAAAAAAA-bbbb-cccc-dddd-eeeeeeeeeeee",
+                     "XPU_PRIORITY=high", "PATH=/bin"])
+    assert r == oci.Request(memory_limit_bytes=512 * MIB, compute_share=12.5,
+                            gpu=UUID1, priority="high")
+    assert oci.request(["XPU_MEMORY=1GiB", "XPU_GPU=1"]).gpu == 1
+    assert oci.request(["XPU_SLICE=train"]) == oci.Request(slice="train")
+    # The last of a name wins, as for execve's callers.
+    assert oci.request(["XPU_MEMORY=1GiB", "XPU_MEMORY=2GiB"]) \
+        .memory_limit_bytes == 2 * GIB
+
+
+@pytest.mark.parametrize("env, message", [
+    (["XPU_MEMORY=512MB"], ("XPU_MEMORY=512MB: '512MB' is ambiguous (MB may "
+     "mean powers of 1000 or of 1024): write 512MiB for binary units, or "
+     "the number of bytes")),
+    (["XPU_MEMORY=512"], ("XPU_MEMORY=512: 512B is below the smallest limit, "
+     "1MiB (sizes without a unit are bytes: did you mean MiB?)")),
+    (["XPU_MEMORY=lots"], "XPU_MEMORY=lots: 'lots' is not a size"),
+    (["XPU_MEMORY="], "XPU_MEMORY is empty: give it a value or leave it out"),
+    (["XPU_MEMORY=1GiB", "XPU_COMPUTE=120"],
+     "XPU_COMPUTE=120: 120% is not between 0 and 100%"),
+    (["XPU_MEMORY=1GiB", "XPU_COMPUTE=0.05"],
+     "XPU_COMPUTE=0.05: '0.05' is finer than the 0.1 % steps"),
+    (["XPU_MEMORY=1GiB", "XPU_GPU=first"], ("XPU_GPU=first: 'first' is not a "
+     "GPU: write its UUID (GPU-xxxxxxxx-...) or its index")),
+    (["XPU_MEMORY=1GiB", "XPU_PRIORITY=urgent"], ("XPU_PRIORITY=urgent: "
+     "'urgent' is not one of low, normal, high")),
+    (["XPU_SLICE=../x"], "XPU_SLICE=../x: '../x' is not a valid slice name"),
+    (["XPU_SLICE=a", "XPU_MEMORY=1GiB"], ("XPU_SLICE=a joins an existing "
+     "slice, whose limits are its own: leave out XPU_MEMORY, or XPU_SLICE "
+     "for a new slice")),
+    (["XPU_COMPUTE=50"], ("XPU_COMPUTE without XPU_MEMORY: a new slice needs "
+     "its memory limit (XPU_MEMORY=8GiB), or name an existing slice with "
+     "XPU_SLICE")),
+    (["XPU_MEMROY=1GiB"], ("unknown variable XPU_MEMROY: xpu reads "
+     "XPU_MEMORY, XPU_COMPUTE, XPU_GPU, XPU_PRIORITY, XPU_SLICE")),
+])
+def test_bad_values_are_refused_in_one_line(env, message):
+    with pytest.raises(oci.RequestError) as e:
+        oci.request(env)
+    assert str(e.value).startswith(message)
+    assert "\n" not in str(e.value)
+
+
+# -- applying edits --------------------------------------------------------------
+
+CONFIG = {
+    "ociVersion": "1.0.2-dev",
+    "process": {"user": {"uid": 0, "gid": 0}, "args": ["sh"],
+                "env": ["PATH=/bin", "XPU_MEMORY=1GiB", "XPU_SLICE=old"]},
+    "root": {"path": "rootfs"},
+    "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"}],
+    "hooks": {"prestart": [{"path": "/bin/true"}]},
+    "linux": {"devices": [{"path": "/dev/nvidiactl", "type": "c",
+                           "major": 1, "minor": 3}],
+              "resources": {"devices": [{"allow": False, "access": "rwm"}]},
+              "namespaces": [{"type": "pid"}]},
+    "annotations": {"a": "b"},
+}
+EDITS = [
+    {"deviceNodes": [{"path": "/dev/nvidia-uvm"}],
+     "mounts": [{"hostPath": "/h/libcuda.so.1",
+                 "containerPath": "/usr/lib/libcuda.so.1",
+                 "options": ["ro", "bind"]}]},
+    {"env": ["XPU_SLICE=train"],
+     "deviceNodes": [
+         {"path": "/dev/nvidiactl", "hostPath": "/dev/xpu3-ctl", "type": "c",
+          "major": 195, "minor": 255, "permissions": "rw"},
+         {"path": "/dev/nvidia1", "hostPath": "/dev/xpu3", "type": "c",
+          "major": 195, "minor": 1, "permissions": "rw"}],
+     "hooks": [{"hookName": "createRuntime", "path": "/bin/xpu-cdi-hook",
+                "args": ["xpu-cdi-hook", "bind", "train"]}]},
+]
+
+
+def uvm_stat(path):
+    assert path == "/dev/nvidia-uvm"
+
+    class St:
+        st_mode = stat.S_IFCHR | 0o666
+        st_rdev = os.makedev(511, 0)
+    return St()
+
+
+def test_edits_as_cdi_applies_them():
+    before = copy.deepcopy(CONFIG)
+    out = oci.apply_edits(CONFIG, EDITS, lstat=uvm_stat)
+    assert CONFIG == before                   # the input is not changed
+    assert out["process"]["env"] == ["PATH=/bin", "XPU_MEMORY=1GiB",
+                                     "XPU_SLICE=train"]
+    assert out["linux"]["devices"] == [
+        {"path": "/dev/nvidia-uvm", "type": "c", "major": 511, "minor": 0},
+        {"path": "/dev/nvidiactl", "type": "c", "major": 195, "minor": 255},
+        {"path": "/dev/nvidia1", "type": "c", "major": 195, "minor": 1}]
+    assert out["linux"]["resources"]["devices"] == [
+        {"allow": False, "access": "rwm"},
+        {"allow": True, "type": "c", "major": 511, "minor": 0,
+         "access": "rwm"},
+        {"allow": True, "type": "c", "major": 195, "minor": 255,
+         "access": "rw"},
+        {"allow": True, "type": "c", "major": 195, "minor": 1,
+         "access": "rw"}]
+    assert out["mounts"][1:] == [{"destination": "/usr/lib/libcuda.so.1",
+                                  "source": "/h/libcuda.so.1",
+                                  "options": ["ro", "bind"]}]
+    assert out["hooks"] == {
+        "prestart": [{"path": "/bin/true"}],
+        "createRuntime": [{"path": "/bin/xpu-cdi-hook",
+                           "args": ["xpu-cdi-hook", "bind", "train"]}]}
+    # Everything else passes untouched.
+    for key in ("ociVersion", "root", "annotations"):
+        assert out[key] == CONFIG[key]
+    assert out["mounts"][0] == CONFIG["mounts"][0]
+    assert out["process"]["args"] == ["sh"]
+    assert out["linux"]["namespaces"] == [{"type": "pid"}]
+    # Applied again (a CDI device and XPU_SLICE for the same slice): the
+    # same container.
+    again = oci.apply_edits(out, EDITS, lstat=uvm_stat)
+    assert again["linux"]["devices"] == out["linux"]["devices"]
+    assert again["hooks"] == out["hooks"]
+
+
+def test_a_container_user_owns_its_nodes():
+    cfg = dict(CONFIG, process=dict(CONFIG["process"],
+                                    user={"uid": 1000, "gid": 100}))
+    out = oci.apply_edits(cfg, EDITS[1:])
+    assert {(d["uid"], d["gid"]) for d in out["linux"]["devices"]
+            if d["major"] == 195} == {(1000, 100)}
+
+
+# -- the command line of runc and crun -----------------------------------------------
+
+def test_command_lines_as_engines_write_them():
+    podman = ["--root", "/run/crun", "--log", "/x/oci-log", "--systemd-cgroup",
+              "create", "--bundle", "/b", "--pid-file", "/p",
+              "--console-socket=/s", "abc123"]
+    c = runtime.parse(podman)
+    assert (c.command, c.index) == ("create", 5)
+    assert c.global_value("--log") == "/x/oci-log"
+    assert runtime.positionals(c.args(), runtime._CREATE_VALUE) == ["abc123"]
+    assert runtime._option(c.args(), "--bundle", runtime._CREATE_VALUE,
+                           "-b") == "/b"
+    docker = ["--root=/var/run/docker/runtime-runc/moby", "--log",
+              "/l/log.json", "--log-format", "json", "create", "-b", "/b2",
+              "--preserve-fds", "3", "id2"]
+    c = runtime.parse(docker)
+    assert c.command == "create"
+    assert c.global_value("--log-format") == "json"
+    assert runtime._option(c.args(), "--bundle", runtime._CREATE_VALUE,
+                           "-b") == "/b2"
+    assert runtime.positionals(c.args(), runtime._CREATE_VALUE) == ["id2"]
+    assert runtime._option(["-b/b3", "x"], "--bundle", set(), "-b") == "/b3"
+    assert runtime.parse(["--version"]).command is None
+    assert runtime.parse(["--debug", "delete", "-f", "x"]).command == "delete"
+
+
+def test_slice_names_from_container_ids():
+    assert runtime.slice_name("a63855e68907ad8bc7fc89617bccbccb4a514c7b1f06"
+                              "b9181d7a8b1c9410ff4d") == "ctr-a63855e68907"
+    other = runtime.slice_name("my container")
+    assert other.startswith("ctr-") and len(other) == 16
+    assert other == runtime.slice_name("my container")
+
+
+def test_the_real_runtime(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    me = bindir / "xpu-container-runtime"
+    for name in ("runc", "crun", me.name):
+        (bindir / name).write_text("#!/bin/sh\n")
+        (bindir / name).chmod(0o755)
+    env = {"PATH": str(bindir)}
+
+    def find(setting):
+        return runtime.find_runtime(setting, str(me), env, search_dirs=())
+
+    assert find("") == str(bindir / "crun")
+    (bindir / "crun").unlink()
+    assert find("") == str(bindir / "runc")
+    assert find(str(bindir / "runc")) == str(bindir / "runc")
+    with pytest.raises(XpuError) as e:
+        find(me.name)
+    assert "is xpu-container-runtime itself" in str(e.value)
+    (bindir / "runc").unlink()
+    with pytest.raises(XpuError) as e:
+        find("")
+    assert str(e.value) == ("neither crun nor runc is installed: install "
+                            "one, or set oci_runtime in [container_runtime]")
+    with pytest.raises(XpuError) as e:
+        find("/nonexistent/runc")
+    assert str(e.value) == ("the OCI runtime '/nonexistent/runc' of "
+                            "[container_runtime] is not found or not "
+                            "executable")
+
+
+def test_the_gpu_with_most_memory_left():
+    gpus = [{"index": 0, "gpu_uuid": UUID0, "memory_total_bytes": 80 * GIB,
+             "memory_assigned_bytes": 70 * GIB},
+            {"index": 1, "gpu_uuid": UUID1, "memory_total_bytes": 80 * GIB,
+             "memory_assigned_bytes": 8 * GIB}]
+    assert runtime.pick_gpu(gpus, GIB) == UUID1
+    gpus[1]["memory_assigned_bytes"] = 79 * GIB
+    assert runtime.pick_gpu(gpus, GIB) == UUID0
+    for g in gpus:
+        g["memory_total_bytes"] = None
+    assert runtime.pick_gpu(gpus, GIB) == UUID0
+
+
+# -- against a served xpud ------------------------------------------------------------
+
+@pytest.fixture
+def xpud(make_service, sockdir, tmp_path):
+    """A service on the in-memory kernel served on a socket with the CDI
+    ops, as daemon.build() wires them: (socket path, service, backend)."""
+    svc = make_service()
+    hook_path = tmp_path / "xpu-cdi-hook"
+    hook_path.write_text("#!/bin/sh\n")
+    path = str(sockdir / "xpud.sock")
+    cdi = Refresher(config.CdiConfig(spec_dir="", hook=str(hook_path),
+                                     nvidia_spec="none"), path, svc.op_list)
+    srv = Server(path, Dispatcher(Ops(svc, cdi), Authorizer()))
+    srv.start()
+    yield path, svc
+    srv.stop()
+
+
+def bundle(tmp_path, env):
+    b = tmp_path / "bundle"
+    b.mkdir(exist_ok=True)
+    cfg = copy.deepcopy(CONFIG)
+    cfg["process"]["env"] = ["PATH=/bin", *env]
+    (b / "config.json").write_text(json.dumps(cfg, indent=4))
+    return b
+
+
+def run_create(socket, b, cid="0123456789abcdef" * 4, command="create"):
+    argv = ["--root", "/run/crun", command, "--bundle", str(b), "--pid-file",
+            str(b / "pid"), cid]
+    rt = runtime.Runtime(runtime.parse(argv),
+                         config.RuntimeConfig(socket=socket), "/x/me")
+    rt.create()
+    return rt
+
+
+def test_create_makes_an_ephemeral_slice_and_rewrites_config(xpud, tmp_path,
+                                                             backend):
+    socket, svc = xpud
+    b = bundle(tmp_path, ["XPU_MEMORY=512MiB", "XPU_COMPUTE=25"])
+    before = json.loads((b / "config.json").read_text())
+    run_create(socket, b)
+    [s] = svc.op_list()
+    assert (s["name"], s["owner"], s["memory_limit_bytes"],
+            s["compute_share"]) == ("ctr-0123456789ab", "0123456789abcdef" * 4,
+                                    512 * MIB, 25)
+    assert s["gpu_uuid"] == UUID0      # both free: the first
+    cfg = json.loads((b / "config.json").read_text())
+    assert "XPU_SLICE=ctr-0123456789ab" in cfg["process"]["env"]
+    assert [d["path"] for d in cfg["linux"]["devices"]] == [
+        "/dev/nvidiactl", "/dev/nvidia0"]
+    [h] = cfg["hooks"]["createRuntime"]
+    assert h["args"][-2:] == ["bind", "ctr-0123456789ab"]
+    assert h["args"][1:3] == ["--socket", socket]
+    for key in ("ociVersion", "root", "annotations", "mounts"):
+        assert cfg[key] == before[key]
+    assert stat.S_IMODE(os.stat(b / "config.json").st_mode) == 0o644
+    assert sorted(os.listdir(b)) == ["config.json"]
+    # The runtime's pid is the slice's owner process.
+    assert svc._desired["ctr-0123456789ab"].owner.pid == os.getpid()
+    # delete releases it.
+    argv = ["--root", "/run/crun", "delete", "0123456789abcdef" * 4]
+    runtime.Runtime(runtime.parse(argv), config.RuntimeConfig(socket=socket),
+                    "/x/me").delete()
+    assert svc.op_list() == [] and backend.slices == {}
+
+
+def test_create_joins_an_existing_slice(xpud, tmp_path, backend):
+    socket, svc = xpud
+    svc.op_create(name="train", gpu=1, memory_limit_bytes=GIB)
+    b = bundle(tmp_path, ["XPU_SLICE=train"])
+    run_create(socket, b)
+    cfg = json.loads((b / "config.json").read_text())
+    assert [d["path"] for d in cfg["linux"]["devices"]] == [
+        "/dev/nvidiactl", "/dev/nvidia1"]
+    assert [s["name"] for s in svc.op_list()] == ["train"]
+    # delete leaves a slice it did not make alone.
+    runtime.Runtime(runtime.parse(["delete", "0123456789abcdef" * 4]),
+                    config.RuntimeConfig(socket=socket), "/x/me").delete()
+    assert "train" in backend.slices
+
+
+@pytest.mark.parametrize("env, message", [
+    (["XPU_MEMORY=512MB"], "XPU_MEMORY=512MB: '512MB' is ambiguous"),
+    (["XPU_MEMORY=1TiB"], "xpud refused: GPU 0 ("),
+    (["XPU_SLICE=nope"], "xpud refused: no slice 'nope'"),
+])
+def test_a_refused_create_leaves_nothing(xpud, tmp_path, backend, env,
+                                         message):
+    socket, svc = xpud
+    b = bundle(tmp_path, env)
+    text = (b / "config.json").read_text()
+    with pytest.raises(XpuError) as e:
+        run_create(socket, b)
+    assert str(e.value).startswith(message), str(e.value)
+    assert "\n" not in str(e.value)
+    assert (b / "config.json").read_text() == text
+    assert svc.op_list() == [] and backend.slices == {}
+    assert sorted(os.listdir(b)) == ["config.json"]
+
+
+def test_a_refusal_after_the_slice_was_made_undoes_it(xpud, tmp_path,
+                                                      backend, monkeypatch):
+    socket, svc = xpud
+    b = bundle(tmp_path, ["XPU_MEMORY=1GiB"])
+
+    def broken(path, doc):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(runtime, "write_json", broken)
+    with pytest.raises(XpuError) as e:
+        run_create(socket, b)
+    assert str(e.value) == (f"cannot rewrite {b}/config.json: Permission "
+                            "denied")
+    assert svc.op_list() == [] and backend.slices == {}
+
+
+def test_without_xpud_a_container_that_asks_does_not_start(tmp_path,
+                                                           sockdir):
+    b = bundle(tmp_path, ["XPU_MEMORY=1GiB"])
+    text = (b / "config.json").read_text()
+    with pytest.raises(XpuError) as e:
+        run_create(str(sockdir / "none.sock"), b)
+    assert str(e.value) == (
+        f"cannot reach xpud at {sockdir}/none.sock: no such socket; is xpud "
+        "running? (systemctl status xpud) (the container asks for a slice "
+        "and is not started)")
+    assert (b / "config.json").read_text() == text
+
+
+def fake_runtime(tmp_path):
+    """A "crun" that records its command line and config.json."""
+    real = tmp_path / "crun"
+    out = tmp_path / "crun.out"
+    real.write_text("#!/bin/sh\n"
+                    f"echo \"$@\" > {out}\n"
+                    "for a; do b=$a; done\n"
+                    f"cat config.json >> {out} 2>/dev/null\n"
+                    "exit 7\n")
+    real.chmod(0o755)
+    return real, out
+
+
+def run_program(tmp_path, argv, socket, cwd, stdin=None):
+    real, out = fake_runtime(tmp_path)
+    cfg = tmp_path / "xpud.toml"
+    cfg.write_text(f'[container_runtime]\noci_runtime = "{real}"\n'
+                   f'socket = "{socket}"\n')
+    env = dict(os.environ, XPU_CONFIG=str(cfg))
+    r = subprocess.run([sys.executable, "-m", "xpu.cdi.runtime", *argv],
+                       cwd=cwd, env=env, capture_output=True, text=True,
+                       timeout=60, check=False, input=stdin)
+    return r, out
+
+
+def test_the_program_passes_everything_else_through(xpud, tmp_path):
+    socket, svc = xpud
+    b = bundle(tmp_path, [])
+    text = (b / "config.json").read_bytes()
+    r, out = run_program(tmp_path, ["--log", str(tmp_path / "log"), "create",
+                                    "--bundle", ".", "c1"], socket, b)
+    # exec'd: the real runtime's status and arguments, config.json as it was
+    assert (r.returncode, r.stderr) == (7, "")
+    assert out.read_text().splitlines()[0] == \
+        f"--log {tmp_path / 'log'} create --bundle . c1"
+    assert (b / "config.json").read_bytes() == text
+    for argv in (["--version"], ["state", "c1"], ["kill", "c1", "9"]):
+        r, out = run_program(tmp_path, argv, socket, b)
+        assert r.returncode == 7
+        assert out.read_text().splitlines()[0] == " ".join(argv)
+    assert svc.op_list() == []
+
+
+def test_the_program_refuses_a_bad_value_in_one_line(xpud, tmp_path):
+    socket, svc = xpud
+    b = bundle(tmp_path, ["XPU_MEMORY=512MB"])
+    log = tmp_path / "log.json"
+    r, out = run_program(tmp_path, ["--log", str(log), "--log-format", "json",
+                                    "create", "--bundle", str(b), "c2"],
+                         socket, tmp_path)
+    assert r.returncode == 1
+    assert r.stderr == (
+        "xpu-container-runtime: error: XPU_MEMORY=512MB: '512MB' is "
+        "ambiguous (MB may mean powers of 1000 or of 1024): write 512MiB "
+        "for binary units, or the number of bytes (the container is not "
+        "started)\n")
+    assert not out.exists()       # the real runtime never ran
+    [entry] = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry["level"] == "error"
+    assert entry["msg"] == r.stderr.split(": error: ", 1)[1].strip()
+    assert svc.op_list() == []
+
+
+def test_the_program_says_what_it_is():
+    r = subprocess.run([sys.executable, "-m", "xpu.cdi.runtime", "--help"],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0
+    assert r.stdout.startswith("usage: xpu-container-runtime ")
+
+
+# -- the hook ------------------------------------------------------------------------
+
+def test_the_hook_reads_the_pid_and_its_cgroup(tmp_path):
+    assert hook.container_pid('{"ociVersion": "1.0", "pid": 42}') == 42
+    for text, what in (("{", "is not JSON"), ('{"pid": 0}', "has no pid (0)"),
+                       ("[]", "has no pid (None)"),
+                       ('{"pid": true}', "has no pid (True)")):
+        with pytest.raises(XpuError) as e:
+            hook.container_pid(text)
+        assert what in str(e.value)
+    proc = tmp_path / "proc"
+    (proc / "42").mkdir(parents=True)
+    (proc / "42" / "cgroup").write_text(
+        "0::/libpod_parent/libpod-abc\n")
+    assert hook.cgroup_of(42, str(proc)) == "/libpod_parent/libpod-abc"
+    (proc / "42" / "cgroup").write_text("12:memory:/docker/abc\n")
+    with pytest.raises(XpuError) as e:
+        hook.cgroup_of(42, str(proc))
+    assert "no cgroup v2 path" in str(e.value)
+    (proc / "42" / "cgroup").write_text("0::/\n")
+    with pytest.raises(XpuError) as e:
+        hook.cgroup_of(42, str(proc))
+    assert "root cgroup" in str(e.value)
+    with pytest.raises(XpuError) as e:
+        hook.cgroup_of(43, str(proc))
+    assert "cannot read the cgroup of the container's process 43" in \
+        str(e.value)
+
+
+def test_the_hook_binds_transiently(xpud, monkeypatch, cgroup_root):
+    socket, svc = xpud
+    svc.op_create(name="train", gpu=0, memory_limit_bytes=GIB)
+    monkeypatch.setattr(hook, "cgroup_of", lambda pid: "/jobs/a")
+    assert hook.bind(socket, "train", '{"pid": 1234}') == "/jobs/a"
+    s = svc.op_show(name="train")
+    assert (s["cgroups"], s["transient_cgroups"]) == ([], ["/jobs/a"])
+
+
+def test_the_hook_program_fails_in_one_line(sockdir):
+    r = subprocess.run(
+        [sys.executable, "-m", "xpu.cdi.hook", "--socket",
+         str(sockdir / "none.sock"), "bind", "train"],
+        input='{"pid": 0}', capture_output=True, text=True, check=False)
+    assert r.returncode == 1
+    assert r.stderr == ("xpu-cdi-hook: error: the container's state has no "
+                        "pid (0): run xpu-cdi-hook as a createRuntime hook, "
+                        "which gets the container's host pid\n")
+
+
+
+def test_the_hook_without_xpud(sockdir, monkeypatch, capsys):
+    monkeypatch.setattr(hook, "cgroup_of", lambda pid: "/jobs/a")
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"pid": 99}'))
+    assert hook.main(["--socket", str(sockdir / "none.sock"), "bind",
+                      "train"]) == 3
+    err = capsys.readouterr().err
+    assert err == (f"xpu-cdi-hook: error: cannot reach xpud at {sockdir}/"
+                   "none.sock: no such socket; is xpud running? (systemctl "
+                   "status xpud)\n")
+
+
+# -- xpuctl's commands for containers --------------------------------------------------
+
+def xpuctl(socket, capsys, *argv):
+    from xpu import cli
+    status = cli.main(["--socket", socket, *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_xpuctl_show_cdi_and_release(xpud, capsys, cgroup_root):
+    from xpu.cdi import simpleyaml
+    socket, svc = xpud
+    svc.op_create(name="ctr-1", gpu=0, memory_limit_bytes=GIB, owner="abc")
+    (cgroup_root / "jobs" / "a" / "cgroup.events").write_text("populated 1\n")
+    svc.op_bind(name="ctr-1", cgroup="/jobs/a", transient=True)
+    status, out, err = xpuctl(socket, capsys, "show", "ctr-1")
+    assert (status, err) == (0, "")
+    assert "containers: /jobs/a" in out.splitlines()
+    assert "owner:      abc" in out.splitlines()
+    status, out, _ = xpuctl(socket, capsys, "cdi", "spec")
+    doc = json.loads(out)
+    assert [d["name"] for d in doc["devices"]] == ["ctr-1"]
+    status, out, _ = xpuctl(socket, capsys, "cdi", "spec", "-o", "yaml")
+    assert status == 0 and simpleyaml.load(out) == doc
+    status, out, _ = xpuctl(socket, capsys, "cdi", "refresh")
+    assert (status, out) == (0, ("no spec written (1 device: xpud writes none "
+                                "while no slice is ready, or when [cdi] "
+                                "spec_dir is empty)\n"))
+    assert xpuctl(socket, capsys, "release", "abc")[:2] == (
+        0, "destroyed slice 'ctr-1'\n")
+    assert xpuctl(socket, capsys, "release", "abc")[:2] == (
+        0, "no ephemeral slice of 'abc'\n")

@@ -1,0 +1,384 @@
+# SPDX-License-Identifier: Apache-2.0
+"""xpu-container-runtime: an OCI runtime that gives a container the slice
+its environment asks for, then executes the real runtime (crun or runc).
+
+    podman run --runtime /usr/local/bin/xpu-container-runtime \\
+        -e XPU_MEMORY=8GiB -e XPU_COMPUTE=25 IMAGE ...
+
+It takes the command line of runc and crun (`[GLOBAL OPTIONS] COMMAND
+[OPTIONS] CONTAINER`), and passes every command through to the real runtime
+unchanged, with two exceptions:
+
+create, run  When the bundle's config.json sets XPU_* variables (oci.py),
+             asks xpud for the slice -- a new ephemeral one named
+             ctr-<first 12 hex digits of the id>, owned by the container's
+             id, or the existing one XPU_SLICE names -- and rewrites
+             config.json with the slice's CDI edits (the ones `--device
+             xpu.dev/slice=NAME` would give: its nodes, XPU_SLICE, the hook
+             that binds the container's cgroup, NVIDIA's libraries), then
+             executes the real runtime.  A bad value, a refusal of xpud or
+             an xpud that cannot be reached stops the start with one line
+             on stderr (and in the runtime's --log), and nothing is left
+             behind: the container never runs without the slice it asked
+             for.  A container without XPU_* variables passes untouched.
+delete       Releases the container's ephemeral slices (best effort: xpud
+             also destroys a slice whose container has ended), then
+             executes the real runtime.
+
+Settings: the [container_runtime] table of xpud's configuration file
+(/etc/xpu/xpud.toml, or the file $XPU_CONFIG names): oci_runtime (default:
+crun when found, else runc) and socket (xpud's, /run/xpu/xpud.sock).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .. import config as xpu_config
+from ..api import ApiError
+from ..client import Client
+from ..errors import XpuError
+from . import RUNTIME_NAME, oci, spec
+
+PROG = RUNTIME_NAME
+SEARCH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin",
+               "/sbin", "/bin")
+DEFAULT_RUNTIMES = ("crun", "runc")
+
+# runc's and crun's global options that take a value.
+_GLOBAL_VALUE = {"--root", "--log", "--log-format", "--log-level", "--criu",
+                 "--rootless", "--cgroup-manager"}
+# create's and run's options that take a value.
+_CREATE_VALUE = {"--bundle", "-b", "--console-socket", "--pid-file",
+                 "--preserve-fds", "--config", "-f"}
+_DELETE_VALUE: set[str] = set()
+
+
+class RuntimeError_(XpuError):
+    pass
+
+
+@dataclass
+class CommandLine:
+    """ARGV split: the global options, the command and its arguments."""
+
+    argv: list[str]
+    command: str | None
+    index: int            # of the command in argv (len(argv) when none)
+
+    def global_value(self, name: str) -> str | None:
+        return _option(self.argv[:self.index], name, _GLOBAL_VALUE)
+
+    def args(self) -> list[str]:
+        return self.argv[self.index + 1:]
+
+
+def _option(args: Sequence[str], name: str, valued: set[str],
+            short: str | None = None) -> str | None:
+    """The value of option NAME (or SHORT) in ARGS: --name=V, --name V,
+    -sV, -s V; the last one given wins."""
+    found = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            break
+        if a.startswith(name + "="):
+            found = a[len(name) + 1:]
+        elif a == name or (short and a == short):
+            if i + 1 < len(args):
+                found = args[i + 1]
+            i += 1
+        elif short and a.startswith(short) and not a.startswith("--"):
+            found = a[len(short):].lstrip("=")
+        elif a in valued:
+            i += 1
+        i += 1
+    return found
+
+
+def positionals(args: Sequence[str], valued: set[str]) -> list[str]:
+    out = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            out += args[i + 1:]
+            break
+        if a.startswith("-") and a != "-":
+            if "=" not in a and a in valued:
+                i += 1
+        else:
+            out.append(a)
+        i += 1
+    return out
+
+
+def parse(argv: Sequence[str]) -> CommandLine:
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith("-"):
+            if "=" not in a and a in _GLOBAL_VALUE:
+                i += 1
+            i += 1
+            continue
+        return CommandLine(list(argv), a, i)
+    return CommandLine(list(argv), None, len(argv))
+
+
+def slice_name(container_id: str) -> str:
+    """The ephemeral slice's name: ctr- and the id's first 12 hex digits
+    (the short id podman and docker show), or of its SHA-256 when the id
+    is not hexadecimal."""
+    if re.fullmatch(r"[0-9a-f]{12,}", container_id):
+        return "ctr-" + container_id[:12]
+    return "ctr-" + hashlib.sha256(container_id.encode()).hexdigest()[:12]
+
+
+def find_runtime(setting: str, me: str, environ=os.environ,
+                 search_dirs: Sequence[str] = SEARCH_DIRS) -> str:
+    """The real runtime's path: SETTING (a path, or a name looked up in
+    PATH and the system's directories), else crun, else runc.  Never this
+    program (ME) itself."""
+    def lookup(name: str) -> str | None:
+        if name.startswith("/"):
+            return name if os.access(name, os.X_OK) else None
+        dirs = [d for d in environ.get("PATH", "").split(":") if d]
+        for d in dirs + [d for d in search_dirs if d not in dirs]:
+            p = os.path.join(d, name)
+            if os.path.isfile(p) and os.access(p, os.X_OK):
+                return p
+        return None
+
+    names = (setting,) if setting else DEFAULT_RUNTIMES
+    for name in names:
+        p = lookup(name)
+        if p is None:
+            continue
+        if os.path.realpath(p) == os.path.realpath(me):
+            raise RuntimeError_(
+                f"oci_runtime {name} is {PROG} itself: set it to crun or "
+                "runc in [container_runtime]")
+        return p
+    if setting:
+        raise RuntimeError_(
+            f"the OCI runtime '{setting}' of [container_runtime] is not "
+            "found or not executable")
+    raise RuntimeError_("neither crun nor runc is installed: install one, "
+                        "or set oci_runtime in [container_runtime]")
+
+
+def pick_gpu(gpus: list, memory: int):
+    """The GPU with the most memory not given to slices (its UUID); the
+    first GPU when memory sizes are unknown."""
+    known = [g for g in gpus if g.get("gpu_uuid")]
+    if not known:
+        raise RuntimeError_("xpud lists no GPU with a UUID: nothing to make "
+                            "a slice on (xpuctl gpus)")
+
+    def left(g):
+        total = g.get("memory_total_bytes")
+        if total is None:
+            return -1
+        return total - g.get("memory_assigned_bytes", 0)
+
+    best = max(known, key=lambda g: (left(g), -g["index"]))
+    return best["gpu_uuid"]
+
+
+def write_json(path: str, doc: dict) -> None:
+    """Replace PATH with DOC atomically, keeping its mode."""
+    d = os.path.dirname(path) or "."
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        mode = 0o644
+    fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".xpu.tmp", dir=d)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _api(e: ApiError) -> RuntimeError_:
+    return RuntimeError_(f"xpud refused: {e.message}")
+
+
+class Runtime:
+    def __init__(self, cmdline: CommandLine, settings, me: str,
+                 environ=os.environ):
+        self.cmdline = cmdline
+        self.settings = settings
+        self.me = me
+        self.environ = environ
+
+    def client(self) -> Client:
+        return Client(self.settings.socket)
+
+    def create(self) -> None:
+        """Give the container of a create (or run) its slice, if it asks
+        for one."""
+        args = self.cmdline.args()
+        ids = positionals(args, _CREATE_VALUE)
+        if not ids:
+            return  # the real runtime says what is missing
+        container = ids[-1]
+        bundle = _option(args, "--bundle", _CREATE_VALUE, "-b") or "."
+        name = _option(args, "--config", _CREATE_VALUE, "-f") or \
+            "config.json"
+        path = os.path.join(bundle, name)
+        try:
+            with open(path) as f:
+                cfg = json.load(f)
+        except (OSError, ValueError):
+            return  # the real runtime reports it, in its own words
+        env = (cfg.get("process") or {}).get("env") or []
+        try:
+            req = oci.request(env)
+        except oci.RequestError as e:
+            raise RuntimeError_(f"{e} (the container is not started)") \
+                from None
+        if req is None:
+            return
+        made = None
+        try:
+            with self.client() as c:
+                if req.slice is not None:
+                    target = req.slice
+                else:
+                    target = slice_name(container)
+                    # What a previous start of this container left.
+                    c.call("release", owner=container)
+                    gpu = req.gpu if req.gpu is not None else \
+                        pick_gpu(c.call("gpus"), req.memory_limit_bytes)
+                    extra = {k: v for k, v in (
+                        ("compute_share", req.compute_share),
+                        ("priority", req.priority)) if v is not None}
+                    c.call("create", name=target, gpu=gpu,
+                           memory_limit_bytes=req.memory_limit_bytes,
+                           owner=container, owner_pid=os.getpid(), **extra)
+                    made = container
+                doc = c.call("cdi_spec", slice=target)
+                dev = spec.device(doc, target)
+                edits = [doc.get("containerEdits") or {},
+                         dev["containerEdits"]]
+                write_json(path, oci.apply_edits(cfg, edits))
+        except ApiError as e:
+            self._undo(made)
+            raise _api(e) from None
+        except XpuError as e:
+            self._undo(made)
+            raise RuntimeError_(f"{e} (the container asks for a slice and "
+                                "is not started)") from None
+        except OSError as e:
+            self._undo(made)
+            raise RuntimeError_(f"cannot rewrite {path}: {e.strerror}") \
+                from None
+
+    def _undo(self, owner: str | None) -> None:
+        if owner is None:
+            return
+        try:
+            with self.client() as c:
+                c.call("release", owner=owner)
+        except XpuError:
+            pass  # xpud destroys it when this process has ended
+
+    def delete(self) -> None:
+        args = self.cmdline.args()
+        if "--regex" in args or "-r" in args:
+            return  # the names are patterns: xpud reaps what ends
+        ids = positionals(args, _DELETE_VALUE)
+        if not ids:
+            return
+        try:
+            with self.client() as c:
+                c.call("release", owner=ids[-1])
+        except XpuError as e:
+            # The container is gone either way; xpud reaps its slice.
+            print(f"{PROG}: warning: {e}", file=sys.stderr)
+
+    def run(self) -> None:
+        """Prepare, then execute the real runtime (never returns)."""
+        real = find_runtime(self.settings.oci_runtime, self.me, self.environ)
+        if self.cmdline.command in ("create", "run"):
+            self.create()
+        elif self.cmdline.command == "delete":
+            self.delete()
+        os.execv(real, [real] + self.cmdline.argv)
+
+
+def log_error(cmdline: CommandLine, message: str) -> None:
+    """MESSAGE in the runtime's --log too, in its --log-format, where
+    conmon and containerd's shim look for a runtime's error."""
+    path = cmdline.global_value("--log")
+    if not path:
+        return
+    if cmdline.global_value("--log-format") == "json":
+        line = json.dumps({"level": "error", "msg": message,
+                           "time": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                 time.gmtime())})
+    else:
+        line = f"{PROG}: error: {message}"
+    try:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+    except OSError:
+        pass
+
+
+def load_settings(environ=os.environ):
+    path = environ.get("XPU_CONFIG") or xpu_config.DEFAULT_PATH
+    cfg = xpu_config.load(path, missing_ok="XPU_CONFIG" not in environ)
+    return cfg.container_runtime
+
+
+USAGE = f"""usage: {PROG} [RUNTIME OPTIONS] COMMAND [OPTIONS] CONTAINER
+
+An OCI runtime for podman --runtime, Docker's "runtimes" and containerd's
+BinaryName: a container whose environment sets XPU_MEMORY=SIZE (with
+XPU_COMPUTE=PCT, XPU_GPU=UUID|INDEX, XPU_PRIORITY=low|normal|high), or
+XPU_SLICE=NAME, gets that slice; everything else passes to the real
+runtime (crun, else runc; [container_runtime] oci_runtime in
+/etc/xpu/xpud.toml or the file $XPU_CONFIG names).  See containers.md.
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv in (["--help"], ["-h"]):
+        print(USAGE, end="")
+        return 0
+    cmdline = parse(argv)
+    try:
+        settings = load_settings()
+        Runtime(cmdline, settings, sys.argv[0]).run()
+    except XpuError as e:
+        message = str(e)
+    except OSError as e:  # execv failed
+        message = f"cannot execute the OCI runtime: {e.strerror}"
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    log_error(cmdline, message)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
