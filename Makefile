@@ -24,6 +24,17 @@ VMRUN := tests/vm/run
 ifeq ($(WERROR),1)
 KBUILD_OPTS := KCFLAGS=-Werror
 endif
+# The compiler a kernel's headers name may not be on this host: Debian 11's
+# 5.10 headers ask for gcc-10, which Debian 12 does not ship.  Modules are
+# then built with plain gcc (the kernel does not require its own compiler for
+# modules; dkms makes the same choice).
+KERNEL_GCC := $(shell sed -n 's/^CONFIG_CC_VERSION_TEXT="\(gcc-[0-9][0-9.]*\) .*/\1/p' \
+	$(KDIR)/.config 2>/dev/null)
+ifneq ($(KERNEL_GCC),)
+ifeq ($(shell command -v $(KERNEL_GCC)),)
+KBUILD_OPTS += CC=gcc
+endif
+endif
 
 # Modules the VM tests load, built against KDIR.  With VM_BUILD_DIR (tests/vm/run
 # passes .vm-cache/build/<kernel>), their sources are copied there, keeping the
@@ -39,8 +50,10 @@ VM_BUILD_DIR ?=
 
 all: modules
 
+# KMOD_DIR: build a copy of kmod/ instead (tests/host/build-kernels does).
+KMOD_DIR ?= $(CURDIR)/kmod
 modules:
-	$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod $(KBUILD_OPTS) modules
+	$(MAKE) -C $(KDIR) M=$(KMOD_DIR) $(KBUILD_OPTS) modules
 
 vm-modules:
 	@set -e; top=$(abspath $(or $(VM_BUILD_DIR),$(CURDIR))); \
@@ -48,7 +61,9 @@ vm-modules:
 		for d in $(VM_MODULE_DIRS); do \
 			mkdir -p $$top/$$d; \
 			(cd $(CURDIR)/$$d && find . -type f \( -name '*.[ch]' -o -name Kbuild \
-				-o -name Makefile \) ! -name '*.mod.c' -exec cp -p --parents {} $$top/$$d/ \;); \
+				-o -name Makefile -o -name '*.sh' -o -name '*.mk' \) \
+				! -name '*.mod.c' ! -name conftest.h \
+				-exec cp -p --parents {} $$top/$$d/ \;); \
 		done; \
 	fi; \
 	for d in $(VM_MODULE_DIRS); do \
@@ -205,7 +220,7 @@ endif
 DKMS_SRC = /usr/src/xpu-$(VERSION)
 
 # dkms.conf and kmod/'s sources, flat, in /usr/src/xpu-VERSION.
-DKMS_FILES = Kbuild Makefile *.c *.h include/uapi/*.h
+DKMS_FILES = Kbuild Makefile conftest.sh conftest.mk *.c *.h include/uapi/*.h
 
 dkms-install:
 	@command -v dkms >/dev/null || { echo "dkms is not installed (apt install dkms, or dnf install dkms)" >&2; exit 1; }
@@ -215,6 +230,7 @@ dkms-install:
 	mkdir -p $(DKMS_SRC)
 	install -m 0644 dkms.conf $(DKMS_SRC)/
 	cd kmod && cp --parents $(DKMS_FILES) $(DKMS_SRC)/
+	rm -f $(DKMS_SRC)/conftest.h
 	dkms add xpu/$(VERSION)
 	dkms build xpu/$(VERSION) -k $(KVER)
 	dkms install xpu/$(VERSION) -k $(KVER)
