@@ -25,10 +25,11 @@ ifeq ($(WERROR),1)
 KBUILD_OPTS := KCFLAGS=-Werror
 endif
 # The compiler a kernel's headers name may not be on this host: Debian 11's
-# 5.10 headers ask for gcc-10, which Debian 12 does not ship.  Modules are
+# 5.10 headers ask for gcc-10 and Debian 13's x86_64-linux-gnu-gcc-14,
+# neither of which Debian 12 ships.  Modules are
 # then built with plain gcc (the kernel does not require its own compiler for
 # modules; dkms makes the same choice).
-KERNEL_GCC := $(shell sed -n 's/^CONFIG_CC_VERSION_TEXT="\(gcc-[0-9][0-9.]*\) .*/\1/p' \
+KERNEL_GCC := $(shell sed -n 's/^CONFIG_CC_VERSION_TEXT="\([A-Za-z0-9_.-]*gcc[0-9.-]*\) .*/\1/p' \
 	$(KDIR)/.config 2>/dev/null)
 ifneq ($(KERNEL_GCC),)
 ifeq ($(shell command -v $(KERNEL_GCC)),)
