@@ -218,27 +218,67 @@ ifneq ($(LIVE),)
 endif
 
 # -- DKMS -------------------------------------------------------------------
-DKMS_SRC = /usr/src/xpu-$(VERSION)
+# DKMS's own places, when not its defaults (/usr/src, /var/lib/dkms,
+# /lib/modules: its --sourcetree, --dkmstree, --installtree); KDIR given on
+# the command line is passed as --kernelsourcedir.  tests/host/test_dkms.py
+# points them at private trees.  DKMS_OPTS: more options for every dkms call.
+DKMS_SOURCETREE ?=
+DKMS_TREE ?=
+DKMS_INSTALLTREE ?=
+DKMS_OPTS ?=
+DKMS = dkms $(if $(DKMS_SOURCETREE),--sourcetree $(DKMS_SOURCETREE)) \
+	$(if $(DKMS_TREE),--dkmstree $(DKMS_TREE)) \
+	$(if $(DKMS_INSTALLTREE),--installtree $(DKMS_INSTALLTREE)) $(DKMS_OPTS)
+DKMS_KDIR = $(if $(filter command line,$(origin KDIR)),--kernelsourcedir $(KDIR))
+DKMS_SRC = $(or $(DKMS_SOURCETREE),/usr/src)/xpu-$(VERSION)
+DKMS_REGISTERED = $(or $(DKMS_TREE),/var/lib/dkms)/xpu/$(VERSION)
 
 # dkms.conf and kmod/'s sources, flat, in /usr/src/xpu-VERSION.
-DKMS_FILES = Kbuild Makefile conftest.sh conftest.mk *.c *.h include/uapi/*.h
+DKMS_FILES = Kbuild Makefile *.sh *.mk *.c *.h include/uapi/*.h
 
+# The NVIDIA driver's own DKMS module, when it is one: xpu.ko is built after
+# it (BUILD_DEPENDS, written into the dkms.conf installed) so that the
+# driver's module is there to take nvidia_get_rm_ops's version from
+# (kmod/nvidia-symvers.sh).  By default the DKMS module that built the module
+# exporting nvidia_get_rm_ops for KVER (depmod's modules.symbols, under
+# NVIDIA_MODULES_ROOT); NVIDIA_DKMS=NAME names it, NVIDIA_DKMS= says none.
+# Its name differs by packaging (nvidia on Ubuntu and with NVIDIA's own
+# packages, nvidia-current on Debian), and dkms refuses to build a module
+# whose BUILD_DEPENDS is not registered: hence decided here, per host.
 dkms-install:
 	@command -v dkms >/dev/null || { echo "dkms is not installed (apt install dkms, or dnf install dkms)" >&2; exit 1; }
-	@if [ -e /var/lib/dkms/xpu/$(VERSION) ]; then \
-		echo "dkms remove xpu/$(VERSION) --all"; dkms remove xpu/$(VERSION) --all; fi
+	@if [ -e $(DKMS_REGISTERED) ]; then \
+		echo "dkms remove xpu/$(VERSION) --all"; $(DKMS) remove xpu/$(VERSION) --all; fi
 	rm -rf $(DKMS_SRC)
 	mkdir -p $(DKMS_SRC)
 	install -m 0644 dkms.conf $(DKMS_SRC)/
 	cd kmod && cp --parents $(DKMS_FILES) $(DKMS_SRC)/
-	rm -f $(DKMS_SRC)/conftest.h
-	dkms add xpu/$(VERSION)
-	dkms build xpu/$(VERSION) -k $(KVER)
-	dkms install xpu/$(VERSION) -k $(KVER)
+	rm -f $(DKMS_SRC)/conftest.h $(DKMS_SRC)/nvidia.symvers
+	@set -e; \
+	$(if $(filter undefined,$(origin NVIDIA_DKMS)), \
+	ko=$$(modinfo -b $(or $(NVIDIA_MODULES_ROOT),/) -k $(KVER) -F filename \
+		symbol:nvidia_get_rm_ops 2>/dev/null | head -n 1); \
+	dep=; \
+	if [ -n "$$ko" ]; then \
+		for m in $(or $(DKMS_TREE),/var/lib/dkms)/*/*/$(KVER)/*/module/$${ko##*/}; do \
+			[ -e "$$m" ] || continue; \
+			m=$${m#$(or $(DKMS_TREE),/var/lib/dkms)/}; dep=$${m%%/*}; break; \
+		done; \
+	fi, \
+	dep="$(NVIDIA_DKMS)"); \
+	if [ -n "$$dep" ]; then \
+		echo "  dkms.conf: BUILD_DEPENDS[0]=\"$$dep\" (the NVIDIA driver's DKMS module)"; \
+		echo "BUILD_DEPENDS[0]=\"$$dep\"" >>$(DKMS_SRC)/dkms.conf; \
+	else \
+		echo "  dkms.conf: no BUILD_DEPENDS (the NVIDIA driver for $(KVER) is not a DKMS module here)"; \
+	fi
+	$(DKMS) add xpu/$(VERSION)
+	$(DKMS) build xpu/$(VERSION) -k $(KVER) $(DKMS_KDIR)
+	$(DKMS) install xpu/$(VERSION) -k $(KVER) $(DKMS_KDIR)
 
 dkms-remove:
-	@if [ -e /var/lib/dkms/xpu/$(VERSION) ]; then \
-		echo "dkms remove xpu/$(VERSION) --all"; dkms remove xpu/$(VERSION) --all; fi
+	@if [ -e $(DKMS_REGISTERED) ]; then \
+		echo "dkms remove xpu/$(VERSION) --all"; $(DKMS) remove xpu/$(VERSION) --all; fi
 	rm -rf $(DKMS_SRC)
 
 # -- Lint and the kernel matrix ---------------------------------------------------
