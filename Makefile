@@ -3,6 +3,7 @@
 # xpu — slices of NVIDIA GPUs. Targets:
 #   make               build kmod/xpu.ko for the running kernel (KDIR=... for another)
 #   make check         install test dependencies, run unit tests, then the VM suite
+#                      (on 6.1), then a part of it on the matrix's other kernels
 #   make check-debug   the debug tier: the rig's self-tests and the VM suite on a
 #                      KASAN/lockdep/kmemleak kernel (built once, then cached)
 #   make demo          boot a VM with the simulated GPU, load xpu.ko, show the GPUs
@@ -45,7 +46,7 @@ endif
 VM_MODULE_DIRS := tests/nvstub kmod tests/vm/selftest tests/vm/planted
 VM_BUILD_DIR ?=
 
-.PHONY: all modules vm-modules setup check check-host check-vm check-debug demo bench \
+.PHONY: all modules vm-modules setup check check-host check-vm check-matrix check-debug demo bench \
 	vm-shell clean install install-kmod install-tools uninstall dkms-install dkms-remove \
 	lint check-install check-kernels
 
@@ -76,13 +77,41 @@ setup:
 	tests/setup
 
 check: setup
-	$(MAKE) --no-print-directory lint check-host check-vm
+	$(MAKE) --no-print-directory lint check-host check-vm check-matrix
 
 check-host:
 	$(PY) -m pytest -q tests/unit tests/rig tests/host
 
 check-vm:
 	$(VMRUN) --werror --timeout 3600 -- $(PY) -m pytest -q -p no:cacheprovider tests/vmtests
+
+# The matrix's other booted kernels (docs/testing.md, README.md): Debian 11's
+# 5.10 and Debian 12's 6.12 (tests/vm/debian-kernel), one boot each, with
+# the tests of what differs between kernels: the link to the driver, the
+# uaccess and misc-device paths, the hooks' install and unload, memory limits
+# through cgroup v2, compute gating (faults, PTE zaps, file references), a
+# tenant in its own pid namespace filling its 1 GiB slice through xpud,
+# userfaultfd, and NVIDIA's own libcuda.  The whole suite runs on 6.1 above.
+MATRIX_KERNELS ?= 5.10 6.12
+MATRIX_TESTS ?= tests/vmtests/test_kernel_link.py \
+	tests/vmtests/test_xpu_skeleton.py::test_device_is_a_root_only_misc_device \
+	tests/vmtests/test_xpu_skeleton.py::test_unwritable_struct_is_efault \
+	tests/vmtests/test_xpu_mem.py::test_exact_fit_succeeds_one_byte_more_fails \
+	tests/vmtests/test_xpu_mem.py::test_cgroup_binding_puts_opens_in_the_slice \
+	tests/vmtests/test_xpu_mem.py::test_kill_9_mid_allocation_returns_usage_to_zero \
+	tests/vmtests/test_xpu_mem.py::test_unload_and_reload_with_files_open \
+	tests/vmtests/test_xpu_mem.py::test_xpu_refuses_to_load_without_the_driver \
+	tests/vmtests/test_xpu_compute.py::test_fixed_holds_each_slice_to_its_share \
+	tests/vmtests/test_xpu_compute.py::test_kill_of_a_gated_process_frees_everything \
+	'tests/vmtests/test_xpud_daemon.py::test_a_tenant_in_its_own_pid_namespace_fills_its_slice_exactly[580.126.20]' \
+	tests/vmtests/test_hostile_mem.py::test_a_stalled_tenant_blocks_no_other_slice \
+	tests/vmtests/test_nvidia_userspace.py::test_libcuda_cuinit
+check-matrix:
+	@set -e; for k in $(MATRIX_KERNELS); do \
+		echo "check-matrix: kernel $$k"; \
+		$(VMRUN) --kernel $$k --werror --timeout 1800 -- \
+			$(PY) -m pytest -q -p no:cacheprovider $(MATRIX_TESTS); \
+	done
 
 # The debug tier (docs/testing.md): tests/vm/debug-kernel builds Debian's kernel
 # source with tests/vm/debug.config, or finds it cached, and prints the tree.
