@@ -3,6 +3,7 @@
 # xpu — slices of NVIDIA GPUs. Targets:
 #   make               build kmod/xpu.ko for the running kernel (KDIR=... for another)
 #   make check         install test dependencies, run unit tests, then the VM suite
+#                      (on 6.1), then a part of it on the matrix's other kernels
 #   make check-debug   the debug tier: the rig's self-tests and the VM suite on a
 #                      KASAN/lockdep/kmemleak kernel (built once, then cached)
 #   make demo          boot a VM with the simulated GPU, load xpu.ko, show the GPUs
@@ -25,6 +26,18 @@ VMRUN := tests/vm/run
 ifeq ($(WERROR),1)
 KBUILD_OPTS := KCFLAGS=-Werror
 endif
+# The compiler a kernel's headers name may not be on this host: Debian 11's
+# 5.10 headers ask for gcc-10 and Debian 13's x86_64-linux-gnu-gcc-14,
+# neither of which Debian 12 ships.  Modules are
+# then built with plain gcc (the kernel does not require its own compiler for
+# modules; dkms makes the same choice).
+KERNEL_GCC := $(shell sed -n 's/^CONFIG_CC_VERSION_TEXT="\([A-Za-z0-9_.-]*gcc[0-9.-]*\) .*/\1/p' \
+	$(KDIR)/.config 2>/dev/null)
+ifneq ($(KERNEL_GCC),)
+ifeq ($(shell command -v $(KERNEL_GCC)),)
+KBUILD_OPTS += CC=gcc
+endif
+endif
 
 # Modules the VM tests load, built against KDIR.  With VM_BUILD_DIR (tests/vm/run
 # passes .vm-cache/build/<kernel>), their sources are copied there, keeping the
@@ -34,14 +47,16 @@ endif
 VM_MODULE_DIRS := tests/nvstub kmod tests/vm/selftest tests/vm/planted
 VM_BUILD_DIR ?=
 
-.PHONY: all modules vm-modules setup check check-host check-vm check-debug demo bench \
+.PHONY: all modules vm-modules setup check check-host check-vm check-matrix check-debug demo bench \
 	vm-shell clean install install-kmod install-tools uninstall dkms-install dkms-remove \
 	lint check-install check-kernels proto
 
 all: modules
 
+# KMOD_DIR: build a copy of kmod/ instead (tests/host/build-kernels does).
+KMOD_DIR ?= $(CURDIR)/kmod
 modules:
-	$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod $(KBUILD_OPTS) modules
+	$(MAKE) -C $(KDIR) M=$(KMOD_DIR) $(KBUILD_OPTS) modules
 
 vm-modules:
 	@set -e; top=$(abspath $(or $(VM_BUILD_DIR),$(CURDIR))); \
@@ -49,7 +64,9 @@ vm-modules:
 		for d in $(VM_MODULE_DIRS); do \
 			mkdir -p $$top/$$d; \
 			(cd $(CURDIR)/$$d && find . -type f \( -name '*.[ch]' -o -name Kbuild \
-				-o -name Makefile \) ! -name '*.mod.c' -exec cp -p --parents {} $$top/$$d/ \;); \
+				-o -name Makefile -o -name '*.sh' -o -name '*.mk' \) \
+				! -name '*.mod.c' ! -name conftest.h \
+				-exec cp -p --parents {} $$top/$$d/ \;); \
 		done; \
 	fi; \
 	for d in $(VM_MODULE_DIRS); do \
@@ -61,13 +78,41 @@ setup:
 	tests/setup
 
 check: setup
-	$(MAKE) --no-print-directory lint check-host check-vm
+	$(MAKE) --no-print-directory lint check-host check-vm check-matrix
 
 check-host:
 	$(PY) -m pytest -q tests/unit tests/rig tests/host
 
 check-vm:
 	$(VMRUN) --werror --timeout 3600 -- $(PY) -m pytest -q -p no:cacheprovider tests/vmtests
+
+# The matrix's other booted kernels (docs/testing.md, README.md): Debian 11's
+# 5.10 and Debian 12's 6.12 (tests/vm/debian-kernel), one boot each, with
+# the tests of what differs between kernels: the link to the driver, the
+# uaccess and misc-device paths, the hooks' install and unload, memory limits
+# through cgroup v2, compute gating (faults, PTE zaps, file references), a
+# tenant in its own pid namespace filling its 1 GiB slice through xpud,
+# userfaultfd, and NVIDIA's own libcuda.  The whole suite runs on 6.1 above.
+MATRIX_KERNELS ?= 5.10 6.12
+MATRIX_TESTS ?= tests/vmtests/test_kernel_link.py \
+	tests/vmtests/test_xpu_skeleton.py::test_device_is_a_root_only_misc_device \
+	tests/vmtests/test_xpu_skeleton.py::test_unwritable_struct_is_efault \
+	tests/vmtests/test_xpu_mem.py::test_exact_fit_succeeds_one_byte_more_fails \
+	tests/vmtests/test_xpu_mem.py::test_cgroup_binding_puts_opens_in_the_slice \
+	tests/vmtests/test_xpu_mem.py::test_kill_9_mid_allocation_returns_usage_to_zero \
+	tests/vmtests/test_xpu_mem.py::test_unload_and_reload_with_files_open \
+	tests/vmtests/test_xpu_mem.py::test_xpu_refuses_to_load_without_the_driver \
+	tests/vmtests/test_xpu_compute.py::test_fixed_holds_each_slice_to_its_share \
+	tests/vmtests/test_xpu_compute.py::test_kill_of_a_gated_process_frees_everything \
+	'tests/vmtests/test_xpud_daemon.py::test_a_tenant_in_its_own_pid_namespace_fills_its_slice_exactly[580.126.20]' \
+	tests/vmtests/test_hostile_mem.py::test_a_stalled_tenant_blocks_no_other_slice \
+	tests/vmtests/test_nvidia_userspace.py::test_libcuda_cuinit
+check-matrix:
+	@set -e; for k in $(MATRIX_KERNELS); do \
+		echo "check-matrix: kernel $$k"; \
+		$(VMRUN) --kernel $$k --werror --timeout 1800 -- \
+			$(PY) -m pytest -q -p no:cacheprovider $(MATRIX_TESTS); \
+	done
 
 # The debug tier (docs/testing.md): tests/vm/debug-kernel builds Debian's kernel
 # source with tests/vm/debug.config, or finds it cached, and prints the tree.
@@ -209,26 +254,67 @@ ifneq ($(LIVE),)
 endif
 
 # -- DKMS -------------------------------------------------------------------
-DKMS_SRC = /usr/src/xpu-$(VERSION)
+# DKMS's own places, when not its defaults (/usr/src, /var/lib/dkms,
+# /lib/modules: its --sourcetree, --dkmstree, --installtree); KDIR given on
+# the command line is passed as --kernelsourcedir.  tests/host/test_dkms.py
+# points them at private trees.  DKMS_OPTS: more options for every dkms call.
+DKMS_SOURCETREE ?=
+DKMS_TREE ?=
+DKMS_INSTALLTREE ?=
+DKMS_OPTS ?=
+DKMS = dkms $(if $(DKMS_SOURCETREE),--sourcetree $(DKMS_SOURCETREE)) \
+	$(if $(DKMS_TREE),--dkmstree $(DKMS_TREE)) \
+	$(if $(DKMS_INSTALLTREE),--installtree $(DKMS_INSTALLTREE)) $(DKMS_OPTS)
+DKMS_KDIR = $(if $(filter command line,$(origin KDIR)),--kernelsourcedir $(KDIR))
+DKMS_SRC = $(or $(DKMS_SOURCETREE),/usr/src)/xpu-$(VERSION)
+DKMS_REGISTERED = $(or $(DKMS_TREE),/var/lib/dkms)/xpu/$(VERSION)
 
 # dkms.conf and kmod/'s sources, flat, in /usr/src/xpu-VERSION.
-DKMS_FILES = Kbuild Makefile *.c *.h include/uapi/*.h
+DKMS_FILES = Kbuild Makefile *.sh *.mk *.c *.h include/uapi/*.h
 
+# The NVIDIA driver's own DKMS module, when it is one: xpu.ko is built after
+# it (BUILD_DEPENDS, written into the dkms.conf installed) so that the
+# driver's module is there to take nvidia_get_rm_ops's version from
+# (kmod/nvidia-symvers.sh).  By default the DKMS module that built the module
+# exporting nvidia_get_rm_ops for KVER (depmod's modules.symbols, under
+# NVIDIA_MODULES_ROOT); NVIDIA_DKMS=NAME names it, NVIDIA_DKMS= says none.
+# Its name differs by packaging (nvidia on Ubuntu and with NVIDIA's own
+# packages, nvidia-current on Debian), and dkms refuses to build a module
+# whose BUILD_DEPENDS is not registered: hence decided here, per host.
 dkms-install:
 	@command -v dkms >/dev/null || { echo "dkms is not installed (apt install dkms, or dnf install dkms)" >&2; exit 1; }
-	@if [ -e /var/lib/dkms/xpu/$(VERSION) ]; then \
-		echo "dkms remove xpu/$(VERSION) --all"; dkms remove xpu/$(VERSION) --all; fi
+	@if [ -e $(DKMS_REGISTERED) ]; then \
+		echo "dkms remove xpu/$(VERSION) --all"; $(DKMS) remove xpu/$(VERSION) --all; fi
 	rm -rf $(DKMS_SRC)
 	mkdir -p $(DKMS_SRC)
 	install -m 0644 dkms.conf $(DKMS_SRC)/
 	cd kmod && cp --parents $(DKMS_FILES) $(DKMS_SRC)/
-	dkms add xpu/$(VERSION)
-	dkms build xpu/$(VERSION) -k $(KVER)
-	dkms install xpu/$(VERSION) -k $(KVER)
+	rm -f $(DKMS_SRC)/conftest.h $(DKMS_SRC)/nvidia.symvers
+	@set -e; \
+	$(if $(filter undefined,$(origin NVIDIA_DKMS)), \
+	ko=$$(modinfo -b $(or $(NVIDIA_MODULES_ROOT),/) -k $(KVER) -F filename \
+		symbol:nvidia_get_rm_ops 2>/dev/null | head -n 1); \
+	dep=; \
+	if [ -n "$$ko" ]; then \
+		for m in $(or $(DKMS_TREE),/var/lib/dkms)/*/*/$(KVER)/*/module/$${ko##*/}; do \
+			[ -e "$$m" ] || continue; \
+			m=$${m#$(or $(DKMS_TREE),/var/lib/dkms)/}; dep=$${m%%/*}; break; \
+		done; \
+	fi, \
+	dep="$(NVIDIA_DKMS)"); \
+	if [ -n "$$dep" ]; then \
+		echo "  dkms.conf: BUILD_DEPENDS[0]=\"$$dep\" (the NVIDIA driver's DKMS module)"; \
+		echo "BUILD_DEPENDS[0]=\"$$dep\"" >>$(DKMS_SRC)/dkms.conf; \
+	else \
+		echo "  dkms.conf: no BUILD_DEPENDS (the NVIDIA driver for $(KVER) is not a DKMS module here)"; \
+	fi
+	$(DKMS) add xpu/$(VERSION)
+	$(DKMS) build xpu/$(VERSION) -k $(KVER) $(DKMS_KDIR)
+	$(DKMS) install xpu/$(VERSION) -k $(KVER) $(DKMS_KDIR)
 
 dkms-remove:
-	@if [ -e /var/lib/dkms/xpu/$(VERSION) ]; then \
-		echo "dkms remove xpu/$(VERSION) --all"; dkms remove xpu/$(VERSION) --all; fi
+	@if [ -e $(DKMS_REGISTERED) ]; then \
+		echo "dkms remove xpu/$(VERSION) --all"; $(DKMS) remove xpu/$(VERSION) --all; fi
 	rm -rf $(DKMS_SRC)
 
 # kubelet's APIs as our own .proto files; the Python grpcio-tools makes of them

@@ -317,7 +317,7 @@ static void xpu_gate_zap(struct xpu_sched *s, struct xpu_slice *slice)
 			list_move_tail(&xf->db_link, &slice->dbfiles);
 			seen++;
 			/* a file on its way to release has no count left */
-			if (atomic_long_inc_not_zero(&xf->file->f_count))
+			if (xpu_get_file_unless_zero(xf->file))
 				files[n++] = xf->file;
 		}
 		spin_unlock(&s->list_lock);
@@ -365,15 +365,6 @@ static void xpu_gate_set(struct xpu_sched *s, struct xpu_slice *slice,
 }
 
 /* --- the doorbell fault */
-
-static void xpu_release_fault_lock(struct vm_fault *vmf)
-{
-#ifdef XPU_HAVE_RELEASE_FAULT_LOCK	/* 6.5: faults under a VMA lock */
-	release_fault_lock(vmf);
-#else
-	mmap_read_unlock(vmf->vma->vm_mm);
-#endif
-}
 
 static bool xpu_gate_open(struct xpu_slice *slice)
 {
@@ -428,7 +419,7 @@ static vm_fault_t xpu_gate_fault(struct vm_fault *vmf)
 	if ((vmf->flags & FAULT_FLAG_ALLOW_RETRY) &&
 	    !(vmf->flags & FAULT_FLAG_RETRY_NOWAIT)) {
 		/* Do not hold the mm while asleep: wait, then have it retried. */
-		xpu_release_fault_lock(vmf);
+		release_fault_lock(vmf);
 		wait_event_killable(slice->gate_wq, xpu_gate_open(slice));
 		atomic_dec(&slice->waiters);
 		xpu_slice_put(slice);
@@ -534,7 +525,8 @@ void xpu_sched_mmap(struct file *file, struct vm_area_struct *vma)
 	spin_unlock(&s->list_lock);
 	/* The driver mapped the page already; not yet in i_mmap, so zap here. */
 	if (!READ_ONCE(slice->allowed) || READ_ONCE(slice->idle))
-		zap_vma_ptes(vma, vma->vm_start, vma->vm_end - vma->vm_start);
+		zap_special_vma_range(vma, vma->vm_start,
+				      vma->vm_end - vma->vm_start);
 }
 
 /* --- what the slice's clients allocate */

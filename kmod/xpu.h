@@ -14,6 +14,8 @@
 #include <linux/wait.h>
 #include <uapi/xpu.h>
 
+#include "compat.h"
+
 #define XPU_MAX_GPUS	32
 /* Processes that may make RM clients through one control file of a slice. */
 #define XPU_MAX_CREATORS	16

@@ -9,6 +9,7 @@
 #include <linux/ctype.h>
 #include <linux/debugfs.h>
 #include <linux/kernel.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/proc_fs.h>
 #include <linux/seq_file.h>

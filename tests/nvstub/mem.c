@@ -949,7 +949,7 @@ static int nvstub_mmap_sysmem(struct vm_area_struct *vma,
 	/* nvidia_mmap_helper(): the ctl node may map any part up to the end */
 	if (ctx->page_index + pages > ctx->mem->npages)
 		return -ERANGE;
-	nvstub_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
 	for (i = 0; i < pages; i++) {
 		ret = vm_insert_page(vma, vma->vm_start + (i << PAGE_SHIFT),
 				     ctx->mem->pages[ctx->page_index + i]);
@@ -971,7 +971,7 @@ static int nvstub_mmap_usermode(struct vm_area_struct *vma,
 	if (pages != ctx->npages ||
 	    ctx->page_index + pages > NVSTUB_USERMODE_PAGES)
 		return -ENXIO;
-	nvstub_vm_flags_set(vma, VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP);
+	vm_flags_set(vma, VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP);
 	for (i = 0; i < pages; i++) {
 		ret = remap_pfn_range(vma, vma->vm_start + (i << PAGE_SHIFT),
 				      page_to_pfn(ctx->db->pages[ctx->page_index + i]),
@@ -991,7 +991,7 @@ static int nvstub_mmap_vidmem(struct vm_area_struct *vma,
 	if (vma_pages(vma) != ctx->npages ||
 	    ctx->page_index + ctx->npages > ctx->mem->size >> PAGE_SHIFT)
 		return -ENXIO;
-	nvstub_vm_flags_set(vma, VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP);
+	vm_flags_set(vma, VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP);
 	nvstub_mem_get(ctx->mem);
 	vma->vm_private_data = ctx->mem;
 	return 0;

@@ -25,6 +25,7 @@
 #include <linux/types.h>
 #include <linux/xarray.h>
 
+#include "compat.h"
 #include "nvabi.h"
 
 #define NVSTUB_MAX_GPUS		16

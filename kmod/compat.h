@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Kernel-version differences, all in one place, for xpu.ko and the test
+ * stub (tests/nvstub) alike.  The rest of the code uses the newest kernel's
+ * names, or the xpu_ helpers below where the kernel has no one name; it
+ * never tests LINUX_VERSION_CODE.  What a kernel has is decided by compile
+ * probes (conftest.sh, whose answers every object gets as conftest.h, see
+ * Kbuild) or, where the kernel's own headers say it, by the preprocessor;
+ * each difference names the kernel change it follows.  Tested from 5.10 to
+ * the newest kernel (README.md, docs/testing.md).
+ */
+#ifndef XPU_COMPAT_H
+#define XPU_COMPAT_H
+
+#ifndef XPU_CONFTEST_H
+#error "conftest.h is missing: build with the module's Kbuild, which makes it"
+#endif
+
+#include <linux/bug.h>
+#include <linux/fs.h>
+#include <linux/kernel.h>
+#include <linux/lockdep.h>
+#include <linux/mm.h>
+
+/*
+ * hex2bin() and friends: <linux/hex.h> from 6.4, which <linux/kernel.h>
+ * stopped including after 6.19; before 6.4 <linux/kernel.h> declares them
+ * (conftest.sh).
+ */
+#ifdef XPU_HAVE_LINUX_HEX_H
+#include <linux/hex.h>
+#endif
+
+/*
+ * lockdep_assert(cond), for assertions over more than one lock:
+ * d19c81378829 ("locking/lockdep: Provide lockdep_assert{,_once}()
+ * helpers"), v5.15.  A macro: the preprocessor sees whether it is there.
+ */
+#ifndef lockdep_assert
+#ifdef CONFIG_LOCKDEP
+#define lockdep_assert(cond)	WARN_ON(debug_locks && !(cond))
+#else
+/* Without lockdep these kernels have no lockdep_is_held() either. */
+#define lockdep_is_held(lock)	((void)(lock), 1)
+#define lockdep_assert(cond)	((void)(cond))
+#endif
+#endif
+
+/* vm_flags_set()/vm_flags_clear(): bc292ab00f6c, v6.3 (conftest.sh). */
+#ifndef XPU_HAVE_VM_FLAGS_SET
+static inline void vm_flags_set(struct vm_area_struct *vma, vm_flags_t flags)
+{
+	vma->vm_flags |= flags;
+}
+
+static inline void vm_flags_clear(struct vm_area_struct *vma, vm_flags_t flags)
+{
+	vma->vm_flags &= ~flags;
+}
+#endif
+
+/*
+ * release_fault_lock(): 1235ccd05b6d, v6.6 (conftest.sh).  Before it a
+ * fault held only the mmap lock.
+ */
+#ifndef XPU_HAVE_RELEASE_FAULT_LOCK
+static inline void release_fault_lock(struct vm_fault *vmf)
+{
+	mmap_read_unlock(vmf->vma->vm_mm);
+}
+#endif
+
+/* zap_special_vma_range(), formerly zap_vma_ptes(): 52a9e9cd181f, v7.1. */
+#ifndef XPU_HAVE_ZAP_SPECIAL_VMA_RANGE
+#define zap_special_vma_range(vma, address, size) \
+	zap_vma_ptes(vma, address, size)
+#endif
+
+/*
+ * A reference on FILE unless its count already reached zero (it is on its
+ * way to release).  The count is f_ref, a file_ref_t, since 90ee6ed776c0
+ * ("fs: port files to file_ref"), v6.13 (conftest.sh).
+ */
+static inline bool xpu_get_file_unless_zero(struct file *file)
+{
+#ifdef XPU_HAVE_FILE_REF
+	return file_ref_get(&file->f_ref);
+#else
+	return atomic_long_inc_not_zero(&file->f_count);
+#endif
+}
+
+#endif /* XPU_COMPAT_H */
