@@ -58,7 +58,7 @@ static u32 xpu_rm_call(void)
 }
 
 static u32 xpu_rm_alloc_in(u32 h_client, u32 h_parent, u32 *h_new,
-			    u32 h_class, void *params, u32 size)
+			   u32 h_class, void *params, u32 size)
 {
 	struct nvos64_parameters *a = &xpu_rm_ops->params.alloc;
 	u32 status;
@@ -330,9 +330,9 @@ void xpu_rm_ledger_destroy(void)
 
 /*
  * A duplicate of (h_client, h_object) -- H_CLIENT 0: the ledger's own --,
- * video memory of GPU, under the ledger's subdevice (SUBDEVICE) or device.  Kernel-privileged: RM applies
- * no share policy to it; the caller undoes it if the object was not the
- * caller's to free (ledger.c).
+ * video memory of GPU, under the ledger's subdevice (SUBDEVICE) or device.
+ * Kernel-privileged: RM applies no share policy to it; the caller undoes it
+ * if the object was not the caller's to free (ledger.c).
  */
 u32 xpu_rm_ledger_dup(struct xpu_gpu *gpu, bool subdevice, u32 h_client,
 		      u32 h_object, u32 *h_new)

@@ -68,7 +68,7 @@ struct xpu_rec {
 	u32 h_client, h_parent, h_object;	/* h_parent: as the caller said */
 	/*
 	 * A channel's context share or VA space, as the caller said: RM
-	 * frees the channel with it (a dependant, not a child).
+	 * frees the channel with it (one of its dependents, not a child).
 	 */
 	u32 h_dep;
 	struct file *ctl;		/* the control file it was made through */

@@ -186,11 +186,11 @@ BAD = [
     (('name = "infer"', 'name = "train"'), 22, "slice[1].name",
      "slice 'train' is already defined at /etc/xpu/xpud.toml:13"),
     (("[defaults]", "[default]"), 2, "default",
-     "unknown key (known: defaults, gpu, slice, metrics, cdi, "
-     "container_runtime)"),
+     ("unknown key (known: defaults, gpu, slice, metrics, cdi, "
+      "container_runtime)")),
     (("[defaults]", "debug = true\n[defaults]"), 2, "debug",
-     "unknown key (known: defaults, gpu, slice, metrics, cdi, "
-     "container_runtime)"),
+     ("unknown key (known: defaults, gpu, slice, metrics, cdi, "
+      "container_runtime)")),
     (("# xpud's configuration\n", "metrics = 1\n"), 1, "metrics",
      "must be a table"),
 ]
