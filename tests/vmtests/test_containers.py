@@ -350,6 +350,8 @@ def test_the_spec_validates_and_follows_every_change(xpud):
     assert xpud.stop() == 0
     assert not SPEC.exists()
     xpud.start()
+    # xpud serves first, then writes the spec, then says it is ready
+    assert nvtest.wait_for(SPEC.exists, WAIT, "the spec after a start")
     assert SPEC.read_text() == before
     r = xpud.xpuctl("cdi", "spec", "-o", "yaml")
     assert r.returncode == 0, r.stderr

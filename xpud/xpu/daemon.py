@@ -116,12 +116,12 @@ class Daemon:
             return 0
         self.server.start()
         try:
-            if self.metrics:
-                self.metrics.start()
             if self.cdi is not None:
                 # Written once xpud serves: the spec's hook asks xpud.
                 self.service.add_listener(self.cdi.update)
                 self.cdi.update(self.service.op_list(), force=True)
+            if self.metrics:
+                self.metrics.start()
             for w in self.watchers:
                 w.start(self.request_reconcile)
             self.notifier.ready(summary)
