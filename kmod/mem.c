@@ -176,7 +176,7 @@ static void xpu_refresh_locked(struct xpu_slice *slice)
 		}
 		used += m->usage;
 	}
-	used += slice->held_bytes;
+	used += slice->held_bytes + atomic64_read(&slice->rec_bytes);
 	WRITE_ONCE(slice->used, used);
 	if (used > slice->peak)
 		WRITE_ONCE(slice->peak, used);
@@ -445,6 +445,14 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	if (slice->held_bytes && slice->used + want > READ_ONCE(slice->memory_limit) &&
 	    xpu_ledger_reprobe(slice))
 		xpu_refresh_locked(slice);
+	/* channels and TSGs RM freed with a grandparent are still charged */
+	if (slice->used + want > READ_ONCE(slice->memory_limit) &&
+	    slice->used - min_t(u64, slice->used, atomic64_read(&slice->rec_bytes)) +
+	    want <= READ_ONCE(slice->memory_limit)) {
+		xpu_sched_forget_stale(slice);
+		if (READ_ONCE(slice->stale))
+			xpu_refresh_locked(slice);
+	}
 	if (want > READ_ONCE(slice->memory_limit) ||
 	    slice->used > READ_ONCE(slice->memory_limit) - want) {
 		slice->denied++;
@@ -487,6 +495,40 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 out:
 	mutex_unlock(&slice->mem_lock);
 	return ret;
+}
+
+/*
+ * Charge BYTES of RM's own video memory (a channel's or TSG's, sched.c) to
+ * SLICE before the call that makes it: NV_OK, NV_ERR_NO_MEMORY past the
+ * limit (a denial counted only if LAST), or -EINTR.  Taken back with
+ * xpu_recs_uncharge() (sched.c), without this lock.
+ */
+long xpu_mem_charge(struct xpu_slice *slice, u64 bytes, bool last)
+{
+	u64 limit;
+
+	if (mutex_lock_killable(&slice->mem_lock))
+		return -EINTR;
+	if (READ_ONCE(slice->stale))
+		xpu_refresh_locked(slice);
+	if (slice->held_bytes && slice->used + bytes > READ_ONCE(slice->memory_limit) &&
+	    xpu_ledger_reprobe(slice))
+		xpu_refresh_locked(slice);
+	limit = READ_ONCE(slice->memory_limit);
+	if (bytes > limit || slice->used > limit - bytes) {
+		if (last) {
+			slice->denied++;
+			xpu_event_denied(slice, bytes);
+		}
+		mutex_unlock(&slice->mem_lock);
+		return NV_ERR_NO_MEMORY;
+	}
+	atomic64_add(bytes, &slice->rec_bytes);
+	WRITE_ONCE(slice->used, slice->used + bytes);
+	if (slice->used > slice->peak)
+		WRITE_ONCE(slice->peak, slice->used);
+	mutex_unlock(&slice->mem_lock);
+	return NV_OK;
 }
 
 /* After a call that can only lower usage (free, dup, close): read anew. */

@@ -37,6 +37,7 @@
 #include <linux/wait.h>
 
 #include "file.h"
+#include "mem.h"
 #include "nvabi.h"
 #include "rmapi.h"
 #include "sched.h"
@@ -62,10 +63,24 @@
  */
 #define XPU_MAX_RECS		1024
 
-/* An RM object of a slice's client: a channel, or a usermode object. */
+/*
+ * Video memory RM takes for a channel and a TSG and charges to no process
+ * (issue 18, rule 5; docs/memory.md): a channel's instance block
+ * (NV_RAMIN_ALLOC_SIZE), and a TSG's GR context buffers, whose size the GSP
+ * firmware decides (not public: an estimate, a parameter).  A channel made
+ * under a device gets a TSG of RM's own, so it is charged both.
+ */
+#define XPU_RAMIN_BYTES		4096
+static unsigned int gr_context_kib = 2048;
+module_param(gr_context_kib, uint, 0444);
+MODULE_PARM_DESC(gr_context_kib,
+		 "video memory charged to a slice per TSG for RM's GR context buffers, KiB (0..1048576)");
+
+/* An RM object of a slice's client: a channel, usermode object or TSG. */
 struct xpu_rec {
-	struct list_head link;		/* in slice->chans or slice->uobjs */
-	u32 h_client, h_parent, h_object;	/* h_parent: as the caller said */
+	struct list_head link;		/* in slice->recs[kind] */
+	u32 h_client, h_parent, h_object;	/* h_parent: as RM says */
+	u64 charge;			/* in slice->rec_bytes */
 	/*
 	 * A channel's context share or VA space, as the caller said: RM
 	 * frees the channel with it (one of its dependents, not a child).
@@ -107,21 +122,36 @@ static bool xpu_rec_matches(const struct xpu_rec *r,
 	return false;
 }
 
-/* Drop the records of LIST that M matches (under list_lock); how many. */
-static unsigned int xpu_recs_drop(struct list_head *list,
-				  const struct xpu_rec_match *m)
+/*
+ * Give back a charge of SLICE's records.  slice->used keeps it until the
+ * memory side reads it anew: no lock here (list_lock may be held).
+ */
+static void xpu_recs_uncharge(struct xpu_slice *slice, u64 bytes)
+{
+	if (!bytes)
+		return;
+	atomic64_sub(bytes, &slice->rec_bytes);
+	/* a reader that sees stale clear sees the charge gone (mem.c) */
+	smp_mb__after_atomic();
+	WRITE_ONCE(slice->stale, true);
+}
+
+/* Drop the records of SLICE's KIND that M matches (under list_lock). */
+static void xpu_recs_drop(struct xpu_slice *slice, int kind,
+			  const struct xpu_rec_match *m)
 {
 	struct xpu_rec *r, *tmp;
-	unsigned int n = 0;
+	u64 bytes = 0;
 
-	list_for_each_entry_safe(r, tmp, list, link) {
+	list_for_each_entry_safe(r, tmp, &slice->recs[kind], link) {
 		if (!xpu_rec_matches(r, m))
 			continue;
 		list_del(&r->link);
+		slice->nr_recs[kind]--;
+		bytes += r->charge;
 		kfree(r);
-		n++;
 	}
-	return n;
+	xpu_recs_uncharge(slice, bytes);
 }
 
 struct xpu_sched {
@@ -147,7 +177,8 @@ static DEFINE_SPINLOCK(xpu_vm_ops_lock);
 static const struct vm_operations_struct *xpu_drv_vm_ops;
 static struct vm_operations_struct xpu_vm_ops;
 
-bool xpu_sched_tracks_class(u32 h_class)
+/* The kind of record an object of H_CLASS gets; -1: none. */
+static int xpu_rec_kind(u32 h_class)
 {
 	switch (h_class) {
 	case VOLTA_USERMODE_A:
@@ -155,6 +186,9 @@ bool xpu_sched_tracks_class(u32 h_class)
 	case AMPERE_USERMODE_A:
 	case HOPPER_USERMODE_A:
 	case BLACKWELL_USERMODE_A:
+		return XPU_REC_UOBJ;
+	case KEPLER_CHANNEL_GROUP_A:
+		return XPU_REC_TSG;
 	case VOLTA_CHANNEL_GPFIFO_A:
 	case TURING_CHANNEL_GPFIFO_A:
 	case AMPERE_CHANNEL_GPFIFO_A:
@@ -162,14 +196,28 @@ bool xpu_sched_tracks_class(u32 h_class)
 	case HOPPER_CHANNEL_GPFIFO_A:
 	case BLACKWELL_CHANNEL_GPFIFO_A:
 	case BLACKWELL_CHANNEL_GPFIFO_B:
-		return true;
+		return XPU_REC_CHAN;
 	}
-	return false;
+	return -1;
 }
 
-static bool xpu_is_usermode_class(u32 h_class)
+bool xpu_sched_tracks_class(u32 h_class)
 {
-	return (h_class & 0xFF) == 0x61;
+	return xpu_rec_kind(h_class) >= 0;
+}
+
+/* What a record of KIND is charged, the most (a channel under a device). */
+static u64 xpu_rec_charge(int kind, bool in_tsg)
+{
+	u64 ctx = (u64)min(gr_context_kib, 1024u * 1024) << 10;
+
+	switch (kind) {
+	case XPU_REC_CHAN:
+		return XPU_RAMIN_BYTES + (in_tsg ? 0 : ctx);
+	case XPU_REC_TSG:
+		return ctx;
+	}
+	return 0;
 }
 
 void xpu_sched_kick(struct xpu_gpu *gpu)
@@ -184,13 +232,11 @@ void xpu_sched_kick(struct xpu_gpu *gpu)
 
 /* --- the two levers */
 
-/* Whether RM has (h_client, h_object) as an object of a class xpu records. */
-static bool xpu_rec_alive(const struct xpu_rec *r, bool usermode)
+/* Whether RM has (h_client, h_object) as an object of KIND. */
+static bool xpu_rec_alive(const struct xpu_rec *r, int kind)
 {
-	u32 cls = xpu_rm_object_class(r->h_client, r->h_object);
-
-	return usermode ? xpu_is_usermode_class(cls) :
-	       xpu_sched_tracks_class(cls) && !xpu_is_usermode_class(cls);
+	return xpu_rec_kind(xpu_rm_object_class(r->h_client, r->h_object)) ==
+	       kind;
 }
 
 /*
@@ -204,11 +250,12 @@ static void xpu_recs_forget_gone(struct xpu_sched *s, struct xpu_slice *slice,
 {
 	struct xpu_rec_match one = { .key = XPU_REC_OBJECT };
 	struct xpu_rec *r, *pairs;
-	unsigned int n, want, i, k;
+	unsigned int n, want, i;
 	struct list_head *list;
+	int k;
 
-	for (k = 0; k < 2; k++) {
-		list = k ? &slice->uobjs : &slice->chans;
+	for (k = 0; k < XPU_REC_KINDS; k++) {
+		list = &slice->recs[k];
 		/* most calls (a memory object's free) match nothing: no alloc */
 		want = 0;
 		spin_lock(&s->list_lock);
@@ -232,10 +279,7 @@ static void xpu_recs_forget_gone(struct xpu_sched *s, struct xpu_slice *slice,
 			one.h_client = pairs[i].h_client;
 			one.h_object = pairs[i].h_object;
 			spin_lock(&s->list_lock);
-			if (k)
-				slice->nr_uobjs -= xpu_recs_drop(list, &one);
-			else
-				slice->nr_chans -= xpu_recs_drop(list, &one);
+			xpu_recs_drop(slice, k, &one);
 			spin_unlock(&s->list_lock);
 		}
 		kfree(pairs);
@@ -247,6 +291,16 @@ static void xpu_forget_stale(struct xpu_sched *s, struct xpu_slice *slice)
 	struct xpu_rec_match all = { .key = XPU_REC_ALL };
 
 	xpu_recs_forget_gone(s, slice, &all);
+}
+
+/*
+ * The memory side, refused for want of room while records are charged:
+ * records RM freed with a grandparent (a device takes a TSG that takes its
+ * channels) are only found by asking.  No lock of sched's held.
+ */
+void xpu_sched_forget_stale(struct xpu_slice *slice)
+{
+	xpu_forget_stale(slice->gpu->sched, slice);
 }
 
 /* Enable or disable every channel of SLICE, 64 to an RM call. */
@@ -264,7 +318,7 @@ static void xpu_gate_channels(struct xpu_sched *s, struct xpu_slice *slice,
 		n = 0;
 		i = 0;
 		spin_lock(&s->list_lock);
-		list_for_each_entry(c, &slice->chans, link) {
+		list_for_each_entry(c, &slice->recs[XPU_REC_CHAN], link) {
 			if (i++ < done)
 				continue;
 			clients[n] = c->h_client;
@@ -536,16 +590,26 @@ static int xpu_put_status(u32 __user *status, u32 value)
 	return put_user(value, status) ? -EFAULT : 0;
 }
 
+/* SLICE's records of KIND hold (h_client, h_object); under list_lock. */
+static bool xpu_recs_hold_kind(struct xpu_slice *slice, int kind,
+			       u32 h_client, u32 h_object)
+{
+	struct xpu_rec *r;
+
+	list_for_each_entry(r, &slice->recs[kind], link)
+		if (r->h_client == h_client && r->h_object == h_object)
+			return true;
+	return false;
+}
+
 /* The records of SLICE hold (h_client, h_object); under list_lock. */
 static bool xpu_recs_hold(struct xpu_slice *slice, u32 h_client, u32 h_object)
 {
-	struct xpu_rec *r;
 	int k;
 
-	for (k = 0; k < 2; k++)
-		list_for_each_entry(r, k ? &slice->uobjs : &slice->chans, link)
-			if (r->h_client == h_client && r->h_object == h_object)
-				return true;
+	for (k = 0; k < XPU_REC_KINDS; k++)
+		if (xpu_recs_hold_kind(slice, k, h_client, h_object))
+			return true;
 	return false;
 }
 
@@ -563,13 +627,36 @@ static void xpu_sched_cheat(struct xpu_file *xf, const char *what)
 }
 
 /*
- * RM_ALLOC of a channel or usermode class by a sliced file.  What counts is
- * what RM made, whatever the ioctl returned (a failed copy-back comes after
- * RM made the object) and whatever the struct's status says: the handles
- * read back are claims, and RM is asked the class of the object they name.
- * A client-chosen handle must come back as it went in (RM never changes
- * one); a claimed success must name an object RM has; a live object xpu
- * already knows cannot be made again.  Else the caller cheats.
+ * Charge what a record of KIND made through SLICE's file costs, before the
+ * call that makes it; records RM freed with a grandparent are found first
+ * if the slice is full.  NV_OK, NV_ERR_NO_MEMORY, or an errno.
+ */
+static long xpu_sched_charge(struct xpu_sched *s, struct xpu_slice *slice,
+			     u64 bytes)
+{
+	long st;
+
+	if (!bytes)
+		return NV_OK;
+	st = xpu_mem_charge(slice, bytes, false);
+	if (st == NV_ERR_NO_MEMORY) {
+		xpu_forget_stale(s, slice);
+		st = xpu_mem_charge(slice, bytes, true);
+	}
+	return st;
+}
+
+/*
+ * RM_ALLOC of a channel, TSG or usermode class by a sliced file.  What
+ * counts is what RM made, whatever the ioctl returned (a failed copy-back
+ * comes after RM made the object) and whatever the struct's status says:
+ * the handles read back are claims, and RM is asked the class of the object
+ * they name.  A client-chosen handle must come back as it went in (RM never
+ * changes one); a claimed success must name an object RM has; a live object
+ * xpu already knows cannot be made again.  Else the caller cheats.  A
+ * channel or TSG is charged its video memory before the call (the most it
+ * can be: under a device, a channel gets a TSG of RM's), and what RM made
+ * is charged after it.
  */
 long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg, u32 h_class)
@@ -578,11 +665,12 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	struct nvos64_parameters __user *p64 = (void __user *)arg;
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_sched *s = slice->gpu->sched;
-	u32 hc_pre, hp_pre, ho_pre, hc, ho, cls, status, dep = 0;
-	u64 params;
+	u32 hc_pre, hp_pre, ho_pre, hc, ho, hp, cls, status, dep = 0;
+	u64 params, reserved, charge;
 	struct xpu_rec_match pre = { .key = XPU_REC_OBJECT };
 	const char *cheat = NULL;
-	bool known, usermode;
+	int kind;
+	bool known, in_tsg;
 	u32 __user *ustatus;
 	struct xpu_rec *r;
 	long ret;
@@ -593,8 +681,9 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	    get_user(ho_pre, &p21->h_object_new) ||
 	    get_user(params, &p21->p_alloc_parms))
 		return -EFAULT;
+	kind = xpu_rec_kind(h_class);
 	/* a channel names its context share, or (under a device) a VA space */
-	if (!xpu_is_usermode_class(h_class) && params) {
+	if (kind == XPU_REC_CHAN && params) {
 		struct nv_channel_alloc_params __user *cp = u64_to_user_ptr(params);
 
 		if (get_user(dep, &cp->h_context_share) ||
@@ -610,12 +699,9 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 		pre.h_object = ho_pre;
 		xpu_recs_forget_gone(s, slice, &pre);
 	}
-	usermode = xpu_is_usermode_class(h_class);
-	if ((usermode ? READ_ONCE(slice->nr_uobjs) :
-	     READ_ONCE(slice->nr_chans)) >= XPU_MAX_RECS) {
+	if (READ_ONCE(slice->nr_recs[kind]) >= XPU_MAX_RECS) {
 		xpu_forget_stale(s, slice);
-		if ((usermode ? READ_ONCE(slice->nr_uobjs) :
-		     READ_ONCE(slice->nr_chans)) >= XPU_MAX_RECS) {
+		if (READ_ONCE(slice->nr_recs[kind]) >= XPU_MAX_RECS) {
 			pr_warn_ratelimited("slice %u: pid %d has %u objects of class 0x%x; refused\n",
 					    slice->id, task_tgid_nr(current),
 					    XPU_MAX_RECS, h_class);
@@ -623,9 +709,22 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 					      NV_ERR_INSUFFICIENT_RESOURCES);
 		}
 	}
+	/* the parent is a claim: RM's decides the charge after the call */
+	spin_lock(&s->list_lock);
+	in_tsg = kind == XPU_REC_CHAN &&
+		 xpu_recs_hold_kind(slice, XPU_REC_TSG, hc_pre, hp_pre);
+	spin_unlock(&s->list_lock);
+	reserved = xpu_rec_charge(kind, in_tsg);
+	ret = xpu_sched_charge(s, slice, reserved);
+	if (ret > 0)
+		return xpu_put_status(ustatus, ret);
+	if (ret)
+		return ret;
 	r = kzalloc(sizeof(*r), GFP_KERNEL);
-	if (!r)
+	if (!r) {
+		xpu_recs_uncharge(slice, reserved);
 		return -ENOMEM;
+	}
 
 	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
 
@@ -644,31 +743,42 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	if (cheat || !xpu_sched_tracks_class(cls))
 		goto out;
 
-	/* RM's class decides the kind, not the class the caller's struct said */
-	usermode = xpu_is_usermode_class(cls);
+	/* RM's class and parent decide the kind and the charge, not the struct */
+	kind = xpu_rec_kind(cls);
+	hp = xpu_rm_object_parent(hc, ho);
+	charge = xpu_rec_charge(kind, kind == XPU_REC_CHAN &&
+				xpu_rm_object_class(hc, hp) ==
+				KEPLER_CHANNEL_GROUP_A);
 	r->h_client = hc;
-	r->h_parent = hp_pre;
+	r->h_parent = hp ? hp : hp_pre;
 	r->h_object = ho;
-	r->h_dep = usermode ? 0 : dep;
+	r->h_dep = kind == XPU_REC_CHAN ? dep : 0;
 	r->ctl = file;
 	mutex_lock(&s->lock);
 	spin_lock(&s->list_lock);
 	known = xpu_recs_hold(slice, hc, ho);
-	if (!known && usermode) {
-		list_add_tail(&r->link, &slice->uobjs);
-		slice->nr_uobjs++;
-	} else if (!known) {
-		list_add_tail(&r->link, &slice->chans);
-		slice->nr_chans++;
+	if (!known) {
+		if (charge > reserved) {
+			/* the class changed under xpu: charged past the limit */
+			atomic64_add(charge - reserved, &slice->rec_bytes);
+			WRITE_ONCE(slice->stale, true);
+		} else {
+			xpu_recs_uncharge(slice, reserved - charge);
+		}
+		r->charge = charge;
+		reserved = 0;
+		list_add_tail(&r->link, &slice->recs[kind]);
+		slice->nr_recs[kind]++;
 	}
 	spin_unlock(&s->list_lock);
-	if (!known && !usermode && slice->state == XPU_GATE_WAIT)
+	if (!known && kind == XPU_REC_CHAN && slice->state == XPU_GATE_WAIT)
 		xpu_rm_disable_channels(slice->gpu, true, &hc, &ho, 1);
 	mutex_unlock(&s->lock);
 	if (!known)
 		return ret;
 	cheat = "named an object it made before";
 out:
+	xpu_recs_uncharge(slice, reserved);
 	kfree(r);
 	if (!cheat)
 		return ret;
@@ -701,7 +811,7 @@ void xpu_sched_map_memory(struct xpu_file *xf, u32 h_client, u32 h_memory,
 	struct file *f;
 
 	spin_lock(&s->list_lock);
-	list_for_each_entry(u, &slice->uobjs, link)
+	list_for_each_entry(u, &slice->recs[XPU_REC_UOBJ], link)
 		if (u->h_client == h_client && u->h_object == h_memory)
 			found = true;
 	spin_unlock(&s->list_lock);
@@ -760,8 +870,10 @@ void xpu_sched_file_release(struct xpu_file *xf)
 		slice->nr_dbfiles--;
 	}
 	if (!xf->gpu) {
-		slice->nr_chans -= xpu_recs_drop(&slice->chans, &m);
-		slice->nr_uobjs -= xpu_recs_drop(&slice->uobjs, &m);
+		int k;
+
+		for (k = 0; k < XPU_REC_KINDS; k++)
+			xpu_recs_drop(slice, k, &m);
 	}
 	spin_unlock(&s->list_lock);
 }
@@ -772,8 +884,10 @@ void xpu_sched_slice_add(struct xpu_slice *slice)
 {
 	struct xpu_sched *s = slice->gpu->sched;
 
-	INIT_LIST_HEAD(&slice->chans);
-	INIT_LIST_HEAD(&slice->uobjs);
+	int k;
+
+	for (k = 0; k < XPU_REC_KINDS; k++)
+		INIT_LIST_HEAD(&slice->recs[k]);
 	INIT_LIST_HEAD(&slice->dbfiles);
 	init_waitqueue_head(&slice->gate_wq);
 	slice->state = XPU_GATE_RUN;
@@ -793,15 +907,14 @@ void xpu_sched_slice_remove(struct xpu_slice *slice)
 	struct xpu_sched *s = slice->gpu->sched;
 	struct xpu_rec_match all = { .key = XPU_REC_ALL };
 	struct xpu_file *xf, *xtmp;
+	int k;
 
 	mutex_lock(&s->lock);
 	xpu_gate_set(s, slice, XPU_GATE_RUN);
 	spin_lock(&s->list_lock);
 	list_del(&slice->sched_link);
-	xpu_recs_drop(&slice->chans, &all);
-	slice->nr_chans = 0;
-	xpu_recs_drop(&slice->uobjs, &all);
-	slice->nr_uobjs = 0;
+	for (k = 0; k < XPU_REC_KINDS; k++)
+		xpu_recs_drop(slice, k, &all);
 	list_for_each_entry_safe(xf, xtmp, &slice->dbfiles, db_link)
 		list_del_init(&xf->db_link);
 	slice->nr_dbfiles = 0;
@@ -820,7 +933,7 @@ void xpu_sched_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 	out->gated_ns = slice->gated_ns;
 	out->runnable_ns = slice->runnable_ns;
 	out->share_obtained = slice->share_obtained;
-	out->channels = slice->nr_chans;
+	out->channels = slice->nr_recs[XPU_REC_CHAN];
 	mutex_unlock(&s->lock);
 	out->gate_faults = atomic64_read(&slice->gate_faults);
 }
@@ -835,7 +948,7 @@ void xpu_sched_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
  */
 static bool xpu_wants(struct xpu_slice *slice, u64 now, u64 period_ns)
 {
-	if (slice->state == XPU_GATE_WAIT && slice->wants && slice->nr_chans)
+	if (slice->state == XPU_GATE_WAIT && slice->wants && slice->nr_recs[XPU_REC_CHAN])
 		return true;
 	return atomic_read(&slice->waiters) ||
 	       now - READ_ONCE(slice->last_active) <
@@ -875,7 +988,7 @@ static u32 xpu_rates(struct xpu_sched *s, u32 policy, u64 now, u64 period_ns)
 	}
 	list_for_each_entry(slice, &s->slices, sched_link) {
 		slice->eligible = policy == XPU_POLICY_FIXED ?
-			slice->nr_chans && READ_ONCE(slice->share) :
+			slice->nr_recs[XPU_REC_CHAN] && READ_ONCE(slice->share) :
 			slice->wants && (policy != XPU_POLICY_PRIORITY ||
 					 READ_ONCE(slice->priority) == top);
 		if (!slice->eligible)

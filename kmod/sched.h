@@ -25,6 +25,7 @@ int xpu_sched_mmap_prepare(struct file *file);
 void xpu_sched_mmap(struct file *file, struct vm_area_struct *vma);
 
 bool xpu_sched_tracks_class(u32 h_class);
+void xpu_sched_forget_stale(struct xpu_slice *slice);
 long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg, u32 h_class);
 void xpu_sched_rm_free(struct xpu_file *xf, u32 h_client, u32 h_object);

@@ -57,6 +57,14 @@ struct xpu_member {
 	atomic_t pins;
 };
 
+/* What xpu records of the RM objects a slice's clients make (sched.c). */
+enum xpu_rec_kind {
+	XPU_REC_CHAN,			/* a channel */
+	XPU_REC_UOBJ,			/* a usermode (doorbell) object */
+	XPU_REC_TSG,			/* a channel group */
+	XPU_REC_KINDS,
+};
+
 struct xpu_slice {
 	struct kref ref;
 	struct list_head link;		/* in xpu_slices, under xpu_lock */
@@ -101,12 +109,19 @@ struct xpu_slice {
 	 * read locklessly by the doorbell fault.
 	 */
 	struct list_head sched_link;	/* in gpu->sched->slices */
-	struct list_head chans;		/* struct xpu_chan: channels to gate */
-	struct list_head uobjs;		/* struct xpu_uobj: usermode objects */
+	/* struct xpu_rec by kind: channels (to gate), usermode objects, TSGs */
+	struct list_head recs[XPU_REC_KINDS];
+	u32 nr_recs[XPU_REC_KINDS];
+	/*
+	 * Video memory RM takes for the recorded channels and TSGs and
+	 * charges to no process (issue 18, rule 5): xpu's estimate, charged
+	 * on top of the members' figure (mem.c).  Added under mem_lock,
+	 * taken back with the records (then used is stale).
+	 */
+	atomic64_t rec_bytes;
 	struct list_head dbfiles;	/* xpu_file with doorbell mappings */
 	u32 nr_dbfiles;
 	u64 zap_gen;			/* the last zap pass (xpu_gate_zap) */
-	u32 nr_chans, nr_uobjs;
 	wait_queue_head_t gate_wq;	/* doorbell writers waiting to run */
 	int state;			/* XPU_GATE_* */
 	bool allowed;			/* doorbell writes may go through */

@@ -572,16 +572,17 @@ DEFINE_SHOW_ATTRIBUTE(nvstub_channels);
 static int nvstub_heap_show(struct seq_file *s, void *unused)
 {
 	struct nvstub_gpu *gpu = s->private;
+	u64 total, free, internal;
 	u32 allocs, users;
-	u64 total, free;
 
 	mutex_lock(&nvstub_rm_lock);
 	nvstub_heap_info(gpu, &total, &free);
+	internal = gpu->heap_internal;
 	allocs = gpu->heap_allocs;
 	users = gpu->users;
 	mutex_unlock(&nvstub_rm_lock);
-	seq_printf(s, "total=%llu used=%llu free=%llu allocations=%u users=%u\n",
-		   total, total - free, free, allocs, users);
+	seq_printf(s, "total=%llu used=%llu free=%llu internal=%llu allocations=%u users=%u\n",
+		   total, total - free, free, internal, allocs, users);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(nvstub_heap);

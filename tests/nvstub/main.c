@@ -38,6 +38,15 @@ static unsigned int timeslice_us = 2000;
 module_param(timeslice_us, uint, 0444);
 MODULE_PARM_DESC(timeslice_us, "the engine's native timeslice");
 
+/*
+ * GR context buffers per TSG: their sizes come from the GSP firmware and are
+ * not in NVIDIA's open source (docs/nvstub.md states the assumption).
+ */
+static unsigned int gr_context_kib = 2048;
+module_param(gr_context_kib, uint, 0444);
+MODULE_PARM_DESC(gr_context_kib,
+		 "video memory a TSG's GR context buffers take, in KiB");
+
 static unsigned int doorbell_poll_us = 50;
 module_param(doorbell_poll_us, uint, 0444);
 MODULE_PARM_DESC(doorbell_poll_us, "how often the engine polls doorbell pages");
@@ -92,6 +101,7 @@ unsigned int nvstub_ngpus;
 unsigned int nvstub_alloc_reread_delay_us;
 unsigned int nvstub_timeslice_us;
 unsigned int nvstub_doorbell_poll_us;
+u64 nvstub_gr_context_bytes;
 struct nvstub_gpu *nvstub_gpus;
 
 /* The RM object world and the heaps (see nvstub.h for the lock order). */
@@ -156,6 +166,11 @@ static int nvstub_check_params(void)
 		       NVSTUB_MAX_SLICE_US);
 		return -EINVAL;
 	}
+	if (gr_context_kib > 1024 * 1024) {
+		pr_err("gr_context_kib=%u: must be at most 1048576\n",
+		       gr_context_kib);
+		return -EINVAL;
+	}
 	if (doorbell_poll_us < 1 || doorbell_poll_us > 1000000) {
 		pr_err("doorbell_poll_us=%u: must be 1..1000000\n",
 		       doorbell_poll_us);
@@ -166,6 +181,7 @@ static int nvstub_check_params(void)
 	nvstub_alloc_reread_delay_us = alloc_reread_delay_us;
 	nvstub_timeslice_us = timeslice_us;
 	nvstub_doorbell_poll_us = doorbell_poll_us;
+	nvstub_gr_context_bytes = (u64)gr_context_kib << 10;
 	return 0;
 }
 

@@ -394,6 +394,27 @@ void nvstub_heap_info(struct nvstub_gpu *gpu, u64 *total, u64 *free)
 	*free = gpu->heap_total - gpu->heap_used;
 }
 
+/*
+ * RM's own video memory (rule 5): PMA hands it out as it does memory
+ * objects', so only the heap's free figure shows it, never PID_INFO.
+ */
+u32 nvstub_heap_take(struct nvstub_gpu *gpu, u64 bytes)
+{
+	lockdep_assert_held(&nvstub_rm_lock);
+	if (bytes > gpu->heap_total - gpu->heap_used)
+		return NV_ERR_NO_MEMORY;
+	gpu->heap_used += bytes;
+	gpu->heap_internal += bytes;
+	return NV_OK;
+}
+
+void nvstub_heap_give(struct nvstub_gpu *gpu, u64 bytes)
+{
+	lockdep_assert_held(&nvstub_rm_lock);
+	gpu->heap_used -= bytes;
+	gpu->heap_internal -= bytes;
+}
+
 /* --- RM_VID_HEAP_CONTROL (rmapi_deprecated_vidheapctrl.c) */
 
 /* The parts of AllocSize, AllocTiledPitchHeight and AllocSizeRange in common. */

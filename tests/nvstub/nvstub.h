@@ -77,6 +77,7 @@ extern char nvstub_version[NV_RM_API_VERSION_STRING_LENGTH];
 extern unsigned int nvstub_ngpus;
 extern unsigned int nvstub_alloc_reread_delay_us;
 extern unsigned int nvstub_timeslice_us;
+extern u64 nvstub_gr_context_bytes;
 extern unsigned int nvstub_doorbell_poll_us;
 extern struct mutex nvstub_rm_lock;
 
@@ -89,6 +90,9 @@ static inline u32 nvstub_fb_info_v2_size(void)
 struct nvstub_proc;
 struct nvstub_call;
 struct nvstub_object;
+
+/* A channel's instance block, RAMFC in it (dev_ram.h, Maxwell to Ampere). */
+#define NVSTUB_RAMIN_ALLOC_SIZE		4096
 
 /* One RM control (ctrl.c's table, and info.c's for inventory controls). */
 struct nvstub_ctrl {
@@ -116,7 +120,12 @@ struct nvstub_gpu {
 
 	/* heap: under nvstub_rm_lock */
 	u64 heap_total;
-	u64 heap_used;
+	u64 heap_used;			/* memory objects and RM's own (below) */
+	/*
+	 * RM's own video memory, charged to no process (rule 5): channels'
+	 * instance blocks and TSGs' GR context buffers.
+	 */
+	u64 heap_internal;
 	u64 heap_next;			/* fake offset of the next allocation */
 	u32 heap_allocs;
 	unsigned int attach_count;	/* ATTACH_GPUS_TO_FD references */
@@ -299,6 +308,7 @@ struct nvstub_tsg {
 	unsigned int nchannels;
 	struct nvstub_vas *vas;		/* legacy mode's VA space, or NULL */
 	u64 subctx_used;		/* VEIDs 0..63 held by context shares */
+	u64 gr_ctx_bytes;		/* its GR context buffers, once made */
 };
 
 /* Engine state of a channel. */
@@ -467,6 +477,8 @@ void nvstub_cpu_maps_free(struct nvstub_object *obj);
 void nvstub_ctx_release(struct nvstub_file *nf);
 int nvstub_mmap(struct file *filp, struct vm_area_struct *vma);
 void nvstub_heap_info(struct nvstub_gpu *gpu, u64 *total, u64 *free);
+u32 nvstub_heap_take(struct nvstub_gpu *gpu, u64 bytes);
+void nvstub_heap_give(struct nvstub_gpu *gpu, u64 bytes);
 extern atomic_long_t nvstub_sysmem_pages;
 
 /* va.c */

@@ -147,8 +147,16 @@ static u32 nvstub_tsg_construct(struct nvstub_call *call,
 	return NV_OK;
 }
 
+/* Its GR context buffers go with the TSG (shrkgrctxTeardown), not before. */
+static void nvstub_tsg_ctx_free(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg)
+{
+	nvstub_heap_give(gpu, tsg->gr_ctx_bytes);
+	tsg->gr_ctx_bytes = 0;
+}
+
 static void nvstub_tsg_destruct(struct nvstub_object *obj)
 {
+	nvstub_tsg_ctx_free(obj->gpu, obj->tsg);
 	nvstub_tsg_put(obj->tsg);
 }
 
@@ -279,12 +287,18 @@ static u32 nvstub_channel_construct(struct nvstub_call *call,
 	if (status)
 		goto err_put;
 
+	/* _kchannelAllocOrDescribeInstMem(): video memory no process is charged */
+	status = nvstub_heap_take(obj->gpu, NVSTUB_RAMIN_ALLOC_SIZE);
+	if (status)
+		goto err_put;
 	/* gpFifoOffset is a GPU VA: the GPU faults later if it is unmapped */
 	status = nvstub_chan_create(obj->gpu, tsg, obj->client, obj->handle,
 				    userd, p->userd_offset[0], vas,
 				    p->gp_fifo_offset, entries, &obj->chan);
-	if (status)
+	if (status) {
+		nvstub_heap_give(obj->gpu, NVSTUB_RAMIN_ALLOC_SIZE);
 		goto err_put;
+	}
 	tsg->nchannels++;
 	nvstub_object_depend(obj, dep ? dep : vas_obj);
 	nvstub_tsg_put(tsg);	/* the channel holds its own */
@@ -297,7 +311,12 @@ err_put:
 
 static void nvstub_channel_destruct(struct nvstub_object *obj)
 {
-	obj->chan->tsg->nchannels--;
+	struct nvstub_tsg *tsg = obj->chan->tsg;
+
+	tsg->nchannels--;
+	nvstub_heap_give(obj->gpu, NVSTUB_RAMIN_ALLOC_SIZE);
+	if (tsg->internal)	/* RM's own TSG goes with its channel */
+		nvstub_tsg_ctx_free(obj->gpu, tsg);
 	nvstub_chan_destroy(obj->chan);
 }
 
@@ -325,7 +344,19 @@ static u32 nvstub_engine_object_construct(struct nvstub_call *call,
 					  void *params)
 {
 	struct nvstub_chan *chan = obj->parent->chan;
+	u32 status;
 
+	/*
+	 * A TSG's first compute object makes its GR context buffers
+	 * (kgrctxAllocCtxBuffers), charged to no process (rule 5).
+	 */
+	if ((obj->hclass & 0xFF) == 0xC0 && !chan->tsg->gr_ctx_bytes &&
+	    nvstub_gr_context_bytes) {
+		status = nvstub_heap_take(obj->gpu, nvstub_gr_context_bytes);
+		if (status)
+			return status;
+		chan->tsg->gr_ctx_bytes = nvstub_gr_context_bytes;
+	}
 	chan->runlist = true;
 	chan->tsg->runlist = true;
 	return NV_OK;

@@ -6,6 +6,8 @@ and whose USERD may be video memory written through BAR1, a channel under a
 device, and objects freed with what they depend on (docs/nvstub.md)."""
 
 
+import os
+
 import nvtest
 import pytest
 from nvclient import abi
@@ -373,6 +375,56 @@ def test_channel_alloc_checks(dev0):
     rm.free(tsg)
     rm.free(mem.handle)
     rm.free(vid.handle)
+
+
+def test_channels_and_tsgs_take_video_memory_no_process_is_charged(dev0):
+    """Rule 5: a channel's instance block (_kchannelAllocOrDescribeInstMem,
+    NV_RAMIN_ALLOC_SIZE) comes with the channel, and a TSG's GR context
+    buffers with its first compute object (kgrctxAllocCtxBuffers), kept until
+    the TSG goes (shrkgrctxTeardown); HEAP_FREE shows them, GPU_GET_PID_INFO
+    never does.  A channel under a device has a TSG of RM's, which goes with
+    it."""
+    rm = dev0.client
+    ctx_kib = int(nvtest.stub.param("gr_context_kib"))
+    me = os.getpid()
+    free_idx = abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE
+
+    def free_kib():
+        return dev0.fb_info_v2([free_idx])[free_idx]
+
+    def charged():
+        return dev0.pid_info([me])[me][1]
+
+    mem = dev0.alloc_sysmem(2 * PAGE_SIZE)
+    vid = dev0.heap_alloc(2 << 20)          # PID_INFO sees memory objects
+    free0, charged0 = free_kib(), charged()
+    assert charged0 >= 2 << 20
+    tsg = _tsg(dev0)
+    assert free_kib() == free0              # nothing until a channel
+    ch = rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A,
+                  _chan_params(dev0, userd=mem.handle))
+    assert free_kib() == free0 - 4
+    rm.alloc(ch, abi.HOPPER_COMPUTE_A, abi.NV_GR_ALLOCATION_PARAMETERS())
+    assert free_kib() == free0 - 4 - ctx_kib
+    ch2 = rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A,
+                   _chan_params(dev0, userd=mem.handle, userd_offset=512))
+    rm.alloc(ch2, abi.HOPPER_COMPUTE_A, abi.NV_GR_ALLOCATION_PARAMETERS())
+    assert free_kib() == free0 - 8 - ctx_kib     # one context per TSG
+    assert charged() == charged0
+    rm.free(ch)
+    rm.free(ch2)
+    assert free_kib() == free0 - ctx_kib         # the TSG keeps its context
+    rm.free(tsg)
+    assert free_kib() == free0
+    own = rm.alloc(dev0.hdevice, abi.HOPPER_CHANNEL_GPFIFO_A,
+                   _chan_params(dev0, userd=mem.handle))
+    rm.alloc(own, abi.HOPPER_COMPUTE_A, abi.NV_GR_ALLOCATION_PARAMETERS())
+    assert free_kib() == free0 - 4 - ctx_kib
+    assert charged() == charged0
+    rm.free(own)
+    assert free_kib() == free0
+    rm.free(vid.handle)
+    rm.free(mem.handle)
 
 
 # --- helpers

@@ -6,9 +6,13 @@
 - class 7: records outlived their RM objects (a TSG's channels stayed
   counted after the TSG went) and had no bound;
 - class 10: an object made by RM whose copy-back to the caller failed (the
-  struct on a read-only page) was never recorded, so never gated.
+  struct on a read-only page) was never recorded, so never gated;
+- issue 18, rule 5: channels and TSGs take video memory RM charges to no
+  process, so a tenant filled the GPU with them past its slice's limit.
 """
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -70,10 +74,14 @@ def run_in(sl, code, check=True):
     return r
 
 
+MiB = 1 << 20
+
+
 @pytest.fixture
 def sl(admin, nodedir):
     heap0 = nvtest.heap_used(0)
-    s = Slice(admin, nodedir, name="objects")
+    # room for 40 TSGs' charges (2 MiB each): these tests are about records
+    s = Slice(admin, nodedir, name="objects", limit=256 * MiB)
     yield s
     assert s.get().channels == 0
     s.destroy()
@@ -203,3 +211,86 @@ rc, err = readonly_alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A, 0)
 report(survived=True, rc=rc, err=err)
 """, check=False)
     assert r.returncode == -signal.SIGKILL, (r.stdout, r.stderr)
+
+
+# A TSG with a channel and a compute object (its GR context), N times, in a
+# client of its own; report how many were made and the refusal.
+FILL = """
+from xpu import ctl as xpu_ctl
+def fill(r, d, n):
+    userd = d.alloc_sysmem(2 * 4096)
+    made = []
+    for _ in range(n):
+        t = r.alloc_raw(d.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+                        abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                            engineType=abi.NV2080_ENGINE_TYPE_GR0))
+        if t.status != abi.NV_OK:
+            return made, t.status
+        p = chan_params()
+        p.hObjectBuffer = p.hUserdMemory[0] = userd.handle
+        ch = r.alloc(t.hObjectNew, abi.HOPPER_CHANNEL_GPFIFO_A, p)
+        r.alloc(ch, abi.HOPPER_COMPUTE_A, abi.NV_GR_ALLOCATION_PARAMETERS())
+        made.append(t.hObjectNew)
+    return made, abi.NV_OK
+"""
+
+
+def test_channels_and_tsgs_are_charged_to_their_slice(admin, nodedir):
+    """Issue 18, rule 5: a channel's instance block and its TSG's GR context
+    buffers are video memory RM charges to no process (GPU_GET_PID_INFO never
+    sees them), so a tenant of a 64 MiB slice made TSGs until the GPU was
+    full.  xpu charges each TSG and channel (docs/memory.md): the tenant is
+    refused NV_ERR_NO_MEMORY before 64 MiB of them, what the stub took for
+    them stays under the limit, and freeing them gives the slice its whole
+    limit back for memory."""
+    heap0 = nvtest.stub.heap(0)
+    # what xpu charges a TSG (an xpu.ko that charges none has no parameter:
+    # then the stub's figure, which the GPU loses per TSG)
+    param = "/sys/module/xpu/parameters/gr_context_kib"
+    if os.path.exists(param):
+        with open(param) as f:
+            ctx = int(f.read()) * 1024
+    else:
+        ctx = int(nvtest.stub.param("gr_context_kib")) * 1024
+    sl = Slice(admin, nodedir, name="rule5", limit=64 * MiB)
+    try:
+        r = run_in(sl, FILL + """
+made, st = fill(rm, dev, 48)            # 48 x 2 MiB: 1.5 times the slice
+report(made=len(made), status=st)
+for t in made:
+    rm.free(t)
+# the charges are given back: the whole limit is memory again
+h = dev.heap_alloc(64 << 20)
+dev.heap_free(h.handle)
+""")
+        out = json.loads(r.stdout.strip().splitlines()[0])
+        assert out["status"] == nvtest.abi.NV_ERR_NO_MEMORY, out
+        per_tsg = ctx + 4096
+        assert out["made"] == (64 * MiB) // per_tsg, out
+        assert sl.get().memory_peak <= 64 * MiB
+        assert sl.get().denied_allocs >= 1
+        assert sl.used() == 0
+    finally:
+        sl.destroy()
+    after = nvtest.stub.heap(0)
+    assert (after["used"], after["internal"]) == \
+        (heap0["used"], heap0["internal"])
+
+
+def test_channels_freed_with_their_device_give_their_charge_back(sl):
+    """A device takes its TSGs and their channels with it; xpu learns of
+    the channels (two levels down) only by asking RM, which it does when
+    their charge stands between the slice and an allocation: after 20 TSGs
+    in a second client's device are freed with the device, the slice's
+    whole limit can be allocated again."""
+    run_in(sl, FILL + """
+rm2 = client.RmClient(ctl)
+dev2 = rm2.device(0, gpu_file=gpu)
+made, st = fill(rm2, dev2, 20)
+assert st == abi.NV_OK and len(made) == 20, hex(st)
+rm2.free(dev2.hdevice)
+h = dev.heap_alloc(LIMIT)
+dev.heap_free(h.handle)
+with xpu_ctl.Ctl() as a:
+    assert a.slice_get(SLICE).channels == 0, a.slice_get(SLICE)
+""".replace("SLICE", str(sl.id)).replace("LIMIT", str(sl.limit)))

@@ -122,7 +122,8 @@ def smi_processes(out):
 def test_smi_table(stub_535):
     total = stub_535.memory_mib
     with holder(GiB) as pid:
-        used = nvtest.heap_used(0) // MiB
+        heap = nvtest.stub.heap(0)
+        used = heap["used"] // MiB
         out = run([SMI])
     assert f"NVIDIA-SMI {VERSION}" in out and f"Driver Version: {VERSION}" in out
     for minor in range(stub_535.gpus):
@@ -131,7 +132,10 @@ def test_smi_table(stub_535):
         assert re.search(rf"\|\s+{minor}\s+{re.escape(info['model'])}\s.*{bus}",
                          out), out
     assert smi_memory(out) == [(used, total)] + [(0, total)] * (stub_535.gpus - 1)
-    assert used == 1024
+    # the GPU's figure has RM's own memory for the holder's TSG and channel
+    # (rule 5); the process is charged its memory objects only
+    assert heap["internal"] > 0
+    assert used == (GiB + heap["internal"]) // MiB
     assert smi_processes(out) == {pid: 1024}
 
 
@@ -148,6 +152,7 @@ def test_smi_query_gpu(stub_535):
     with holder(512 * MiB):
         heap = [(nvtest.heap_used(g), nvtest.heap_free(g))
                 for g in range(stub_535.gpus)]
+        internal = nvtest.stub.heap(0)["internal"]
         out = run([SMI] + QUERY)
     want = []
     for g in range(stub_535.gpus):
@@ -156,7 +161,7 @@ def test_smi_query_gpu(stub_535):
         want.append((str(g), info["model"], info["uuid"],
                      str(stub_535.memory_mib), str(used // MiB), str(free // MiB)))
     assert smi_csv(out) == want
-    assert heap[0][0] == 512 * MiB
+    assert heap[0][0] == 512 * MiB + internal
 
 
 def nvml(ns=None):
@@ -237,24 +242,35 @@ def slice_ns(stub_535):
         s.destroy()
 
 
+def context_charge():
+    """What xpu charges a slice for one TSG with a channel in it (its GR
+    context's estimate and the channel's instance block: docs/memory.md)."""
+    with open("/sys/module/xpu/parameters/gr_context_kib") as f:
+        return int(f.read()) * 1024 + 4096
+
+
 def test_slice_smi(slice_ns):
     with holder(256 * MiB, ns=slice_ns) as pid:
-        assert slice_ns.used() == 256 * MiB
+        used = slice_ns.used()
         table = run([SMI], ns=slice_ns)
         csv = run([SMI] + QUERY, ns=slice_ns)
+    assert used == 256 * MiB + context_charge()
     info = gpu_info(0)
-    # one GPU, the slice's, 1 GiB in all, what the slice holds used
-    assert smi_memory(table) == [(256, 1024)]
+    # one GPU, the slice's, 1 GiB in all, what the slice holds used (its
+    # memory and its context's charge); the process: its memory
+    u, f = str(used // MiB), str((GiB - used) // MiB)
+    assert smi_memory(table) == [(used // MiB, 1024)]
     assert smi_processes(table) == {pid: 256}
-    assert smi_csv(csv) == [("0", info["model"], info["uuid"], "1024", "256", "768")]
+    assert smi_csv(csv) == [("0", info["model"], info["uuid"], "1024", u, f)]
 
 
 def test_slice_nvml(slice_ns):
     with holder(256 * MiB, ns=slice_ns) as pid:
         got = nvml(ns=slice_ns)
+    used = 256 * MiB + context_charge()
     assert [g["uuid"] for g in got["gpus"]] == [gpu_info(0)["uuid"]]
     g = got["gpus"][0]
-    assert (g["total"], g["used"], g["free"]) == (GiB, 256 * MiB, 768 * MiB)
+    assert (g["total"], g["used"], g["free"]) == (GiB, used, GiB - used)
     assert g["procs"] == {str(pid): 256 * MiB}
 
 
