@@ -422,6 +422,41 @@ struct xpu_alloc_site {
 	u32 __user *h_object;
 };
 
+/*
+ * Whether WANT more bytes fit in SLICE, under mem_lock; a denial is counted
+ * when not.  used is RM's figure as of the last change, all of which took
+ * mem_lock, plus what xpu charges; it is read anew where it may be high.
+ */
+static bool xpu_mem_fits(struct xpu_slice *slice, u64 want)
+{
+	u64 limit = READ_ONCE(slice->memory_limit);
+
+	lockdep_assert_held(&slice->mem_lock);
+	/* a free or release that could not take the lock left it stale */
+	if (READ_ONCE(slice->stale))
+		xpu_refresh_locked(slice);
+	/* memory the slice freed and UVM kept may have gone since */
+	if (slice->held_bytes && slice->used + want > limit &&
+	    xpu_ledger_reprobe(slice))
+		xpu_refresh_locked(slice);
+	/*
+	 * channels and TSGs RM freed with a grandparent are still charged:
+	 * ask RM, when their charge is what stands in the way
+	 */
+	if (slice->used + want > limit &&
+	    slice->used - min_t(u64, slice->used, atomic64_read(&slice->rec_bytes)) +
+	    want <= limit) {
+		xpu_sched_forget_stale(slice);
+		if (READ_ONCE(slice->stale))
+			xpu_refresh_locked(slice);
+	}
+	if (want <= limit && slice->used <= limit - want)
+		return true;
+	slice->denied++;
+	xpu_event_denied(slice, want);
+	return false;
+}
+
 static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 			   unsigned int cmd, unsigned long arg, u64 want,
 			   const struct xpu_alloc_site *site)
@@ -435,28 +470,7 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 		return ret;
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	/* a free or release that could not take the lock left it stale */
-	if (READ_ONCE(slice->stale))
-		xpu_refresh_locked(slice);
-	/*
-	 * used is RM's figure as of the last change, all of which took
-	 * mem_lock; memory the slice freed and UVM kept may have gone since.
-	 */
-	if (slice->held_bytes && slice->used + want > READ_ONCE(slice->memory_limit) &&
-	    xpu_ledger_reprobe(slice))
-		xpu_refresh_locked(slice);
-	/* channels and TSGs RM freed with a grandparent are still charged */
-	if (slice->used + want > READ_ONCE(slice->memory_limit) &&
-	    slice->used - min_t(u64, slice->used, atomic64_read(&slice->rec_bytes)) +
-	    want <= READ_ONCE(slice->memory_limit)) {
-		xpu_sched_forget_stale(slice);
-		if (READ_ONCE(slice->stale))
-			xpu_refresh_locked(slice);
-	}
-	if (want > READ_ONCE(slice->memory_limit) ||
-	    slice->used > READ_ONCE(slice->memory_limit) - want) {
-		slice->denied++;
-		xpu_event_denied(slice, want);
+	if (!xpu_mem_fits(slice, want)) {
 		mutex_unlock(&slice->mem_lock);
 		/* The driver's own failure: the call succeeds, status says why. */
 		return xpu_put_status(site->status, NV_ERR_NO_MEMORY);
@@ -500,26 +514,14 @@ out:
 /*
  * Charge BYTES of RM's own video memory (a channel's or TSG's, sched.c) to
  * SLICE before the call that makes it: NV_OK, NV_ERR_NO_MEMORY past the
- * limit (a denial counted only if LAST), or -EINTR.  Taken back with
- * xpu_recs_uncharge() (sched.c), without this lock.
+ * limit, or -EINTR.  Taken back with xpu_recs_uncharge() (sched.c),
+ * without this lock.
  */
-long xpu_mem_charge(struct xpu_slice *slice, u64 bytes, bool last)
+long xpu_mem_charge(struct xpu_slice *slice, u64 bytes)
 {
-	u64 limit;
-
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	if (READ_ONCE(slice->stale))
-		xpu_refresh_locked(slice);
-	if (slice->held_bytes && slice->used + bytes > READ_ONCE(slice->memory_limit) &&
-	    xpu_ledger_reprobe(slice))
-		xpu_refresh_locked(slice);
-	limit = READ_ONCE(slice->memory_limit);
-	if (bytes > limit || slice->used > limit - bytes) {
-		if (last) {
-			slice->denied++;
-			xpu_event_denied(slice, bytes);
-		}
+	if (!xpu_mem_fits(slice, bytes)) {
 		mutex_unlock(&slice->mem_lock);
 		return NV_ERR_NO_MEMORY;
 	}

@@ -627,26 +627,6 @@ static void xpu_sched_cheat(struct xpu_file *xf, const char *what)
 }
 
 /*
- * Charge what a record of KIND made through SLICE's file costs, before the
- * call that makes it; records RM freed with a grandparent are found first
- * if the slice is full.  NV_OK, NV_ERR_NO_MEMORY, or an errno.
- */
-static long xpu_sched_charge(struct xpu_sched *s, struct xpu_slice *slice,
-			     u64 bytes)
-{
-	long st;
-
-	if (!bytes)
-		return NV_OK;
-	st = xpu_mem_charge(slice, bytes, false);
-	if (st == NV_ERR_NO_MEMORY) {
-		xpu_forget_stale(s, slice);
-		st = xpu_mem_charge(slice, bytes, true);
-	}
-	return st;
-}
-
-/*
  * RM_ALLOC of a channel, TSG or usermode class by a sliced file.  What
  * counts is what RM made, whatever the ioctl returned (a failed copy-back
  * comes after RM made the object) and whatever the struct's status says:
@@ -715,7 +695,7 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 		 xpu_recs_hold_kind(slice, XPU_REC_TSG, hc_pre, hp_pre);
 	spin_unlock(&s->list_lock);
 	reserved = xpu_rec_charge(kind, in_tsg);
-	ret = xpu_sched_charge(s, slice, reserved);
+	ret = reserved ? xpu_mem_charge(slice, reserved) : 0;
 	if (ret > 0)
 		return xpu_put_status(ustatus, ret);
 	if (ret)
