@@ -116,8 +116,9 @@ class GpuInfo:
         return cls(minor=s.minor, uuid=uapi.unpack_str(s.uuid), mode=s.mode,
                    policy=s.policy, period_us=s.period_us,
                    nr_slices=s.nr_slices,
+                   # NVIDIA's third part has two digits: 535.288.01
                    driver_version=(f"{s.driver_major}.{s.driver_minor}."
-                                   f"{s.driver_patch}"),
+                                   f"{s.driver_patch:02d}"),
                    memory_total=s.memory_total,
                    memory_sliced=s.memory_sliced)
 

@@ -92,6 +92,9 @@ def test_gpu_info_unpacks():
         memory_sliced=GIB)
     assert ctypes.sizeof(s) == 128
     assert uapi.XpuGpuInfo.uuid.offset == 48
+    # the third part keeps its leading zero, as NVIDIA writes it
+    s.driver_major, s.driver_minor, s.driver_patch = 535, 288, 1
+    assert ctl.GpuInfo.from_struct(s).driver_version == "535.288.01"
 
 
 @pytest.mark.parametrize("kw, flags", [
