@@ -110,29 +110,21 @@ void xpu_ledger_exit(void)
 }
 
 /*
- * RM's size of the memory a new ledger handle duplicates: each of two
- * duplicates adds it to the ledger's shared-duped figure (the caller's
- * handle still owns the memory).  Two equal steps, or 0 when a concurrent
- * change elsewhere made them differ.
+ * RM's size of the memory a new ledger handle duplicates: what its dup added
+ * to the ledger's figures.  GET_PID_INFO counts each handle's length in
+ * exactly one of the three (_gpuCollectMemInfo), others' frees only move the
+ * ledger's handles between them, and only xpu makes or frees its handles
+ * (under the ledger lock): so the sum grows by the new handle's length,
+ * whatever happens elsewhere meanwhile.
  */
-static u64 xpu_ledger_measure(struct xpu_gpu *gpu, bool sub, u32 h,
-			      const struct xpu_vidmem_usage *before,
+static u64 xpu_ledger_measure(const struct xpu_vidmem_usage *before,
 			      const struct xpu_vidmem_usage *after)
 {
-	struct xpu_vidmem_usage third;
-	u64 step = after->duped - before->duped;
-	u32 h2 = 0;
+	u64 a = before->priv + before->owned + before->duped;
+	u64 b = after->priv + after->owned + after->duped;
 
 	lockdep_assert_held(&xpu_ledger_lock);
-	if (after->duped <= before->duped)
-		return 0;
-	if (xpu_rm_ledger_dup(gpu, sub, 0, h, &h2))
-		return 0;
-	if (xpu_rm_ledger_usage(gpu, &third) ||
-	    third.duped - after->duped != step)
-		step = 0;
-	xpu_rm_ledger_free(h2);
-	return step;
+	return b > a ? b - a : 0;
 }
 
 /* Whether the ledger's handle H, SIZE bytes, is its memory's only one. */
@@ -206,7 +198,7 @@ u32 xpu_ledger_free(struct xpu_slice *slice, struct file *file,
 			kfree(held);
 			return xpu_free_as_caller(file, hc, hp, ho);
 		}
-		size = xpu_ledger_measure(gpu, sub, h, &a, &b);
+		size = xpu_ledger_measure(&a, &b);
 	}
 	if (!size && h)
 		xpu_rm_ledger_free(h);

@@ -198,18 +198,18 @@ static int xpu_rm_pid_query(struct xpu_gpu *gpu, struct pid *const *pids,
 			if (e->result != NV_OK)
 				memset(&e->vid_mem_usage, 0,
 				       sizeof(e->vid_mem_usage));
+			/*
+			 * The protected figures are parts of the others
+			 * (_gpuCollectMemInfo adds protected memory to both):
+			 * adding them would charge CC or APM memory twice.
+			 */
 			if (bytes)
 				bytes[i] = e->vid_mem_usage.mem_private +
-					   e->vid_mem_usage.mem_shared_owned +
-					   e->vid_mem_usage.protected_mem_private +
-					   e->vid_mem_usage.protected_mem_shared_owned;
+					   e->vid_mem_usage.mem_shared_owned;
 			if (raw) {
-				raw[i].priv = e->vid_mem_usage.mem_private +
-					      e->vid_mem_usage.protected_mem_private;
-				raw[i].owned = e->vid_mem_usage.mem_shared_owned +
-					       e->vid_mem_usage.protected_mem_shared_owned;
-				raw[i].duped = e->vid_mem_usage.mem_shared_duped +
-					       e->vid_mem_usage.protected_mem_shared_duped;
+				raw[i].priv = e->vid_mem_usage.mem_private;
+				raw[i].owned = e->vid_mem_usage.mem_shared_owned;
+				raw[i].duped = e->vid_mem_usage.mem_shared_duped;
 			}
 		}
 		ret = 0;

@@ -468,8 +468,9 @@ class Device:
     # -- memory through RM_ALLOC
 
     def memory_params(self, size, location=abi.NVOS32_ATTR_LOCATION_VIDMEM,
-                      huge=False, flags=0):
-        """NV_MEMORY_ALLOCATION_PARAMS of this driver version."""
+                      huge=False, flags=0, protection=0):
+        """NV_MEMORY_ALLOCATION_PARAMS of this driver version (PROTECTION:
+        attr2's NVOS32_ATTR2_MEMORY_PROTECTION, 0 the default)."""
         p = self.abi.NV_MEMORY_ALLOCATION_PARAMS()
         p.owner = 0x58505521    # any owner tag; RM keeps it for debugging
         p.type = abi.NVOS32_TYPE_IMAGE
@@ -479,12 +480,15 @@ class Device:
         if huge:
             p.attr2 = (abi.NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB
                        << abi.NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT)
+        p.attr2 |= protection << abi.NVOS32_ATTR2_MEMORY_PROTECTION_SHIFT
         p.size = size
         return p
 
-    def alloc_vidmem(self, size, nvos64=False, huge=False, flags=0):
+    def alloc_vidmem(self, size, nvos64=False, huge=False, flags=0,
+                     protection=0):
         """Video memory by RM_ALLOC of NV01_MEMORY_LOCAL_USER."""
-        p = self.memory_params(size, huge=huge, flags=flags)
+        p = self.memory_params(size, huge=huge, flags=flags,
+                               protection=protection)
         h = self.client.alloc(self.hdevice, abi.NV01_MEMORY_LOCAL_USER, p,
                               nvos64=nvos64)
         return Memory(h, p.size)
@@ -625,6 +629,20 @@ class Device:
                             abi.NV2080_CTRL_CMD_GPU_GET_PID_INFO, p)
         return {e.pid: (e.result, e.data.vidMemUsage.memPrivate)
                 for e in p.pidInfoList[:len(pids)]}
+
+    def pid_vidmem(self, pid):
+        """GPU_GET_PID_INFO's video-memory figures of ``pid``, by name."""
+        u = self.pid_info_entry(pid).data.vidMemUsage
+        return {name: getattr(u, name) for name, _ in u._fields_}
+
+    def pid_info_entry(self, pid):
+        p = abi.NV2080_CTRL_GPU_GET_PID_INFO_PARAMS(pidInfoListCount=1)
+        p.pidInfoList[0].pid = pid
+        p.pidInfoList[0].index = \
+            abi.NV2080_CTRL_GPU_PID_INFO_INDEX_VIDEO_MEMORY_USAGE
+        self.client.control(self.hsubdevice,
+                            abi.NV2080_CTRL_CMD_GPU_GET_PID_INFO, p)
+        return p.pidInfoList[0]
 
     # -- mappings
 

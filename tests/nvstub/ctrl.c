@@ -294,17 +294,25 @@ static void nvstub_collect_vidmem(struct nvstub_object *obj,
 				  struct nvstub_object *dev,
 				  struct nv2080_ctrl_gpu_pid_info *info)
 {
+	typeof(info->vid_mem_usage) *u = &info->vid_mem_usage;
 	struct nvstub_object *child;
 
 	if (obj->hclass == NV01_MEMORY_LOCAL_USER && obj->device == dev) {
 		struct nvstub_mem *mem = obj->mem.mem;
 
-		if (mem->handles == 1)
-			info->vid_mem_usage.mem_private += mem->size;
-		else if (obj->mem.owner)
-			info->vid_mem_usage.mem_shared_owned += mem->size;
-		else
-			info->vid_mem_usage.mem_shared_duped += mem->size;
+		u64 prot = mem->protected ? mem->size : 0;
+
+		/* protected memory counts in both figures, as in RM */
+		if (mem->handles == 1) {
+			u->mem_private += mem->size;
+			u->protected_mem_private += prot;
+		} else if (obj->mem.owner) {
+			u->mem_shared_owned += mem->size;
+			u->protected_mem_shared_owned += prot;
+		} else {
+			u->mem_shared_duped += mem->size;
+			u->protected_mem_shared_duped += prot;
+		}
 	}
 	list_for_each_entry(child, &obj->children, sibling)
 		nvstub_collect_vidmem(child, dev, info);

@@ -47,6 +47,17 @@ module_param(gr_context_kib, uint, 0444);
 MODULE_PARM_DESC(gr_context_kib,
 		 "video memory a TSG's GR context buffers take, in KiB");
 
+/*
+ * Confidential computing (CC) or Ampere protected memory (APM) on every GPU:
+ * video memory is then protected unless attr2 asks otherwise, and
+ * GET_PID_INFO reports it in the protected figures as well as in the
+ * others (vidmemConstruct, _gpuCollectMemInfo).
+ */
+static unsigned int memory_protection;
+module_param(memory_protection, uint, 0444);
+MODULE_PARM_DESC(memory_protection,
+		 "0 off, 1 APM (protected unless UNPROTECTED), 2 CC (UNPROTECTED refused)");
+
 static unsigned int doorbell_poll_us = 50;
 module_param(doorbell_poll_us, uint, 0444);
 MODULE_PARM_DESC(doorbell_poll_us, "how often the engine polls doorbell pages");
@@ -102,6 +113,7 @@ unsigned int nvstub_alloc_reread_delay_us;
 unsigned int nvstub_timeslice_us;
 unsigned int nvstub_doorbell_poll_us;
 u64 nvstub_gr_context_bytes;
+unsigned int nvstub_memory_protection;
 struct nvstub_gpu *nvstub_gpus;
 
 /* The RM object world and the heaps (see nvstub.h for the lock order). */
@@ -171,6 +183,11 @@ static int nvstub_check_params(void)
 		       gr_context_kib);
 		return -EINVAL;
 	}
+	if (memory_protection > NVSTUB_PROTECTION_CC) {
+		pr_err("memory_protection=%u: must be 0 (off), 1 (APM) or 2 (CC)\n",
+		       memory_protection);
+		return -EINVAL;
+	}
 	if (doorbell_poll_us < 1 || doorbell_poll_us > 1000000) {
 		pr_err("doorbell_poll_us=%u: must be 1..1000000\n",
 		       doorbell_poll_us);
@@ -182,6 +199,7 @@ static int nvstub_check_params(void)
 	nvstub_timeslice_us = timeslice_us;
 	nvstub_doorbell_poll_us = doorbell_poll_us;
 	nvstub_gr_context_bytes = (u64)gr_context_kib << 10;
+	nvstub_memory_protection = memory_protection;
 	return 0;
 }
 

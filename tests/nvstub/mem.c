@@ -245,6 +245,27 @@ static u32 nvstub_virtual_construct(struct nvstub_object *obj,
 }
 
 /*
+ * vidmemConstruct()'s protection: with CC or APM on, memory is protected
+ * unless attr2 asks UNPROTECTED, which CC refuses ("Non-CPR region not yet
+ * created"); with neither, asking PROTECTED is refused.
+ */
+static u32 nvstub_vidmem_protection(struct nv_memory_allocation_params *p)
+{
+	u32 prot = (p->attr2 & NVOS32_ATTR2_MEMORY_PROTECTION_MASK) >>
+		   NVOS32_ATTR2_MEMORY_PROTECTION_SHIFT;
+
+	if (nvstub_memory_protection &&
+	    prot != NVOS32_ATTR2_MEMORY_PROTECTION_UNPROTECTED)
+		p->flags |= NVOS32_ALLOC_FLAGS_PROTECTED;
+	else if (nvstub_memory_protection == NVSTUB_PROTECTION_CC)
+		return NV_ERR_INVALID_ARGUMENT;
+	else if (!nvstub_memory_protection &&
+		 prot == NVOS32_ATTR2_MEMORY_PROTECTION_PROTECTED)
+		return NV_ERR_INVALID_ARGUMENT;
+	return NV_OK;
+}
+
+/*
  * NV01_MEMORY_LOCAL_USER, NV01_MEMORY_SYSTEM, NV50_MEMORY_VIRTUAL, and the
  * parameterless NV01_MEMORY_SYSTEM_DYNAMIC handle of the size query.
  */
@@ -290,6 +311,9 @@ u32 nvstub_mem_construct(struct nvstub_object *obj, void *params)
 		if (loc != NVOS32_ATTR_LOCATION_VIDMEM ||
 		    (p->flags & NVOS32_ALLOC_FLAGS_VIRTUAL))
 			return NV_ERR_INVALID_ARGUMENT;
+		status = nvstub_vidmem_protection(p);
+		if (status)
+			return status;
 		type = NVSTUB_MEM_VIDMEM;
 		break;
 	case NV01_MEMORY_SYSTEM:	/* sysmemConstruct() */
@@ -332,6 +356,8 @@ u32 nvstub_mem_construct(struct nvstub_object *obj, void *params)
 			return status;
 		}
 	} else if (type == NVSTUB_MEM_VIDMEM) {
+		mem->protected = nvstub_memory_protection &&
+				 (p->flags & NVOS32_ALLOC_FLAGS_PROTECTED);
 		mem->heap_offset = gpu->heap_next;
 		gpu->heap_next = (gpu->heap_next + size) % gpu->heap_total;
 		gpu->heap_used += size;

@@ -78,6 +78,9 @@ extern unsigned int nvstub_ngpus;
 extern unsigned int nvstub_alloc_reread_delay_us;
 extern unsigned int nvstub_timeslice_us;
 extern u64 nvstub_gr_context_bytes;
+/* gpuIsCCorApmFeatureEnabled() / gpuIsCCFeatureEnabled(), for every GPU */
+enum { NVSTUB_PROTECTION_OFF, NVSTUB_PROTECTION_APM, NVSTUB_PROTECTION_CC };
+extern unsigned int nvstub_memory_protection;
 extern unsigned int nvstub_doorbell_poll_us;
 extern struct mutex nvstub_rm_lock;
 
@@ -226,6 +229,7 @@ struct nvstub_mem {
 	unsigned int handles;		/* DupCount, under nvstub_rm_lock */
 	enum nvstub_mem_type type;
 	struct nvstub_gpu *gpu;
+	bool protected;			/* VIDMEM: NVOS32_ALLOC_FLAGS_PROTECTED */
 	u64 size;
 	u64 heap_offset;		/* VIDMEM: fake physical offset */
 	u64 cookie;			/* SYSMEM: fake physical base */

@@ -238,6 +238,56 @@ def test_pids_and_pid_info_report_this_process(dev0):
     assert dev0.pid_info([me])[me][1] == 0
 
 
+PROTECTED = abi.NVOS32_ATTR2_MEMORY_PROTECTION_PROTECTED
+UNPROTECTED = abi.NVOS32_ATTR2_MEMORY_PROTECTION_UNPROTECTED
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["off", "apm", "cc"])
+def test_protected_memory_counts_in_both_pid_info_figures(reload_stub, mode):
+    """vidmemConstruct(): with CC or APM on, video memory is protected
+    unless attr2 asks UNPROTECTED (CC refuses that); with neither on,
+    asking PROTECTED is refused.  _gpuCollectMemInfo() adds protected
+    memory to memPrivate and to protectedMemPrivate: the second is a part
+    of the first, not more memory."""
+    reload_stub(memory_protection=mode)
+    me = os.getpid()
+    with client.Ctl() as ctl:
+        rm = client.RmClient(ctl)
+        dev = rm.device(0)
+        m = dev.alloc_vidmem(4 * MiB)
+        u = dev.pid_vidmem(me)
+        assert u["memPrivate"] == 4 * MiB
+        assert u["protectedMemPrivate"] == (4 * MiB if mode else 0)
+        if mode == 2:
+            with pytest.raises(client.NvStatusError) as e:
+                dev.alloc_vidmem(2 * MiB, protection=UNPROTECTED)
+            assert e.value.status == abi.NV_ERR_INVALID_ARGUMENT
+        else:
+            dev.alloc_vidmem(2 * MiB, protection=UNPROTECTED)
+        if mode:
+            dev.alloc_vidmem(2 * MiB, protection=PROTECTED)
+        else:
+            with pytest.raises(client.NvStatusError) as e:
+                dev.alloc_vidmem(2 * MiB, protection=PROTECTED)
+            assert e.value.status == abi.NV_ERR_INVALID_ARGUMENT
+        u = dev.pid_vidmem(me)
+        assert u["memPrivate"] == {0: 6, 1: 8, 2: 6}[mode] * MiB
+        assert u["protectedMemPrivate"] == {0: 0, 1: 6, 2: 6}[mode] * MiB
+        # a duplicate: the owner's figure moves to shared, protected too
+        rm2 = client.RmClient(ctl)
+        dev2 = rm2.device(0)
+        rm2.dup(dev2.hdevice, m.handle, client_src=rm)
+        u = dev.pid_vidmem(me)
+        assert u["memSharedOwned"] == 4 * MiB
+        assert u["memSharedDuped"] == 4 * MiB
+        assert u["protectedMemSharedOwned"] == (4 * MiB if mode else 0)
+        assert u["protectedMemSharedDuped"] == (4 * MiB if mode else 0)
+        dev2.close()
+        rm2.close()
+        dev.close()
+        rm.close()
+
+
 def test_pid_info_of_another_process(dev0):
     """A child's allocation is the child's, not ours."""
     code = """

@@ -580,3 +580,37 @@ def test_xpu_refuses_to_load_without_the_driver(reload_stub):
     subprocess.run(["insmod", os.environ["XPU_NVSTUB_KO"],
                     *os.environ.get("XPU_NVSTUB_PARAMS", "").split()],
                    check=True)
+
+
+@pytest.mark.parametrize("mode", [1, 2], ids=["apm", "cc"])
+def test_protected_memory_is_charged_once(reload_stub, nodedir, mode):
+    """On a GPU with confidential computing or APM on, RM reports protected
+    video memory in GET_PID_INFO's protected figures *and* in the others
+    (_gpuCollectMemInfo): a slice fills to its limit exactly, not to half
+    of it."""
+    reload_stub(memory_protection=mode)
+    nvtest._run("insmod", os.environ["XPU_KO"],
+                *os.environ.get("XPU_KO_PARAMS", "").split())
+    with xpu_ctl.Ctl() as admin:
+        sl = Slice(admin, nodedir)
+        ctl, gpu, rm, dev = sl.open()
+        try:
+            heap0 = nvtest.heap_used(0)
+            a = dev.alloc_vidmem(LIMIT // 2)
+            b = dev.alloc_vidmem(LIMIT // 2)
+            assert dev.pid_vidmem(os.getpid())["protectedMemPrivate"] == LIMIT
+            assert sl.used() == LIMIT
+            assert nvtest.heap_used(0) == heap0 + LIMIT
+            with pytest.raises(client.NvStatusError) as e:
+                dev.alloc_vidmem(64 * 1024)
+            assert status_of(e) == abi.NV_ERR_NO_MEMORY
+            rm.free(a.handle)
+            rm.free(b.handle)
+            assert sl.used() == 0
+        finally:
+            # closed before the slice goes: a forced destroy kills members
+            dev.close()
+            rm.close()
+            gpu.close()
+            ctl.close()
+            sl.destroy()
