@@ -619,30 +619,25 @@ class Device:
         self.client.control(self.hsubdevice, abi.NV2080_CTRL_CMD_GPU_GET_PIDS, p)
         return list(p.pidTbl[:p.pidTblCount])
 
-    def pid_info(self, pids):
-        """{pid: (result, memPrivate bytes)} through GPU_GET_PID_INFO."""
+    def pid_info_entries(self, pids):
+        """GPU_GET_PID_INFO's video-memory entries for ``pids``, in order."""
         p = abi.NV2080_CTRL_GPU_GET_PID_INFO_PARAMS(pidInfoListCount=len(pids))
         for e, pid in zip(p.pidInfoList, pids):
             e.pid = pid
             e.index = abi.NV2080_CTRL_GPU_PID_INFO_INDEX_VIDEO_MEMORY_USAGE
         self.client.control(self.hsubdevice,
                             abi.NV2080_CTRL_CMD_GPU_GET_PID_INFO, p)
+        return p.pidInfoList[:len(pids)]
+
+    def pid_info(self, pids):
+        """{pid: (result, memPrivate bytes)} through GPU_GET_PID_INFO."""
         return {e.pid: (e.result, e.data.vidMemUsage.memPrivate)
-                for e in p.pidInfoList[:len(pids)]}
+                for e in self.pid_info_entries(pids)}
 
     def pid_vidmem(self, pid):
         """GPU_GET_PID_INFO's video-memory figures of ``pid``, by name."""
-        u = self.pid_info_entry(pid).data.vidMemUsage
+        u = self.pid_info_entries([pid])[0].data.vidMemUsage
         return {name: getattr(u, name) for name, _ in u._fields_}
-
-    def pid_info_entry(self, pid):
-        p = abi.NV2080_CTRL_GPU_GET_PID_INFO_PARAMS(pidInfoListCount=1)
-        p.pidInfoList[0].pid = pid
-        p.pidInfoList[0].index = \
-            abi.NV2080_CTRL_GPU_PID_INFO_INDEX_VIDEO_MEMORY_USAGE
-        self.client.control(self.hsubdevice,
-                            abi.NV2080_CTRL_CMD_GPU_GET_PID_INFO, p)
-        return p.pidInfoList[0]
 
     # -- mappings
 
