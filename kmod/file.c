@@ -23,6 +23,7 @@
 #include <linux/uaccess.h>
 
 #include "file.h"
+#include "ledger.h"
 #include "mem.h"
 #include "nvabi.h"
 #include "sched.h"
@@ -77,6 +78,7 @@ int xpu_file_open(struct inode *inode, struct file *file)
 
 	xf->file = file;
 	INIT_LIST_HEAD(&xf->db_link);
+	xa_init(&xf->memrecs);
 	xf->slice = slice;
 	xf->gpu = gpu;
 	xf->opener = get_pid(task_tgid(current));
@@ -98,8 +100,13 @@ err_free:
 int xpu_file_release(struct inode *inode, struct file *file)
 {
 	struct xpu_file *xf = xpu_file_lookup(file);
-	int ret = xpu_drv.release(inode, file);
+	int ret;
 
+	/* a control file's clients go: the ledger stands by their memory */
+	if (xf && xf->slice && !xf->gpu)
+		ret = xpu_ledger_release(xf, xpu_drv.release, inode, file);
+	else
+		ret = xpu_drv.release(inode, file);
 	if (!xf)
 		return ret;
 	spin_lock(&xpu_files_lock);
@@ -148,8 +155,10 @@ void xpu_file_exit(void)
 		hash_del(&xf->hash);
 		if (xf->slice) {
 			xpu_sched_file_release(xf);
-			if (!xf->gpu)
+			if (!xf->gpu) {
 				xpu_mem_file_release(xf);
+				xpu_ledger_file_exit(xf);
+			}
 			atomic_dec(&xf->slice->open_files);
 			xpu_slice_put(xf->slice);
 		}

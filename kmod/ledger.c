@@ -33,6 +33,14 @@
  * but it only adds a reference: if the caller's free was not the caller's
  * to make (RM refused it: the object is still there), the duplicate goes
  * again at once, whoever's the object was.
+ *
+ * A free can also take video memory along with a bigger object: RM_FREE of
+ * a client, of a device or subdevice, and the close of a control file free
+ * every memory object under them, and UVM's duplicates keep what it maps.
+ * RM lists no client's objects to a kernel client, so xpu records every
+ * video-memory object a slice's control file makes (by the handles RM gave
+ * it, checked with RM) and takes a duplicate of each such a free covers,
+ * before it; after it, those RM freed are treated as one free each.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -50,10 +58,11 @@
 
 /* A duplicate the ledger keeps for a slice: memory someone else holds too. */
 struct xpu_held {
-	struct list_head link;		/* slice->held, under the slice's mem_lock */
+	struct list_head link;		/* slice->held, under the ledger lock */
 	u32 h_dup;			/* in the ledger's client */
 	bool subdevice;			/* its parent is the ledger's subdevice */
 	u64 size;			/* as RM counts it */
+	u32 hc, ho;			/* the tenant's, while its free runs */
 };
 
 /*
@@ -127,6 +136,30 @@ static u64 xpu_ledger_measure(const struct xpu_vidmem_usage *before,
 	return b > a ? b - a : 0;
 }
 
+/*
+ * A duplicate of the caller's (HC, HO) into the ledger, as *H: RM's size of
+ * it, or 0 when RM would not make or measure it (then none is kept).
+ */
+static u64 xpu_ledger_dup_measure(struct xpu_gpu *gpu, bool sub, u32 hc,
+				  u32 ho, u32 *h)
+{
+	struct xpu_vidmem_usage a, b;
+	u64 size = 0;
+
+	lockdep_assert_held(&xpu_ledger_lock);
+	*h = 0;
+	if (xpu_rm_ledger_usage(gpu, &a) ||
+	    xpu_rm_ledger_dup(gpu, sub, hc, ho, h))
+		return 0;
+	if (!xpu_rm_ledger_usage(gpu, &b))
+		size = xpu_ledger_measure(&a, &b);
+	if (!size) {
+		xpu_rm_ledger_free(*h);
+		*h = 0;
+	}
+	return size;
+}
+
 /* Whether the ledger's handle H, SIZE bytes, is its memory's only one. */
 static bool xpu_ledger_alone(struct xpu_gpu *gpu, bool sub, u32 h, u64 size)
 {
@@ -157,26 +190,203 @@ static bool xpu_ledger_holds(struct xpu_slice *slice, u32 h)
 	return false;
 }
 
+static unsigned long xpu_memrec_key(u32 hc, u32 ho)
+{
+	return (unsigned long)hc << 32 | ho;
+}
+
+static void xpu_memrec_forget(struct xpu_file *xf, u32 hc, u32 ho)
+{
+	if (xa_erase(&xf->memrecs, xpu_memrec_key(hc, ho)))
+		atomic_dec(&xf->slice->nr_memrecs);
+}
+
 /*
- * RM_FREE of (hc, hp, ho) for a caller of SLICE: through FILE, as the caller
- * (xpu_free_as_caller), with the ledger's duplicate standing by when RM says
- * the object is video memory.  Called under the slice's mem_lock.  Returns
- * the status RM gave the caller's free.
+ * An allocation through XF, a control file of a slice, grew RM's figure for
+ * the slice, and the caller's struct names (HC, HO) as the new object: a
+ * claim.  RM must say it is video memory, and xpu must not have it already
+ * (RM never makes a live handle twice; a live recorded one named instead of
+ * the new object is a lie).  Under the slice's mem_lock, which every path
+ * that makes a handle in the slice's clients takes.  0, -ESRCH for a claim
+ * that does not hold, -ENOSPC past XPU_MAX_MEMRECS, -ENOMEM.
  */
-u32 xpu_ledger_free(struct xpu_slice *slice, struct file *file,
+int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 ho)
+{
+	struct xpu_slice *slice = xf->slice;
+	unsigned long key = xpu_memrec_key(hc, ho);
+	int ret;
+
+	lockdep_assert_held(&slice->mem_lock);
+	if (xpu_rm_object_class(hc, ho) != NV01_MEMORY_LOCAL_USER ||
+	    xa_load(&xf->memrecs, key))
+		return -ESRCH;
+	if (atomic_inc_return(&slice->nr_memrecs) > XPU_MAX_MEMRECS) {
+		atomic_dec(&slice->nr_memrecs);
+		return -ENOSPC;
+	}
+	ret = xa_insert(&xf->memrecs, key, xa_mk_value(0), GFP_KERNEL);
+	if (ret)
+		atomic_dec(&slice->nr_memrecs);
+	return ret;
+}
+
+/*
+ * Before a free that takes video memory along with a bigger object -- the
+ * client HC itself (HO == HC), a device or subdevice HO of it (CLS), or
+ * every client of XF (HC 0: the file's release) -- a duplicate of each
+ * recorded object it covers goes into the ledger, on TAKEN.  Memory is
+ * parented by a device or a subdevice (resource_list.h, VideoMemory).
+ */
+static void xpu_ledger_cascade_begin(struct xpu_file *xf, u32 hc, u32 ho,
+				     u32 cls, struct list_head *taken)
+{
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_held *held;
+	unsigned long key;
+	void *entry;
+
+	xa_for_each(&xf->memrecs, key, entry) {
+		u32 rc = key >> 32, ro = (u32)key, parent, pcls;
+
+		if (hc && rc != hc)
+			continue;
+		parent = xpu_rm_object_parent(rc, ro);
+		if (!parent) {		/* gone some other way: forget it */
+			xpu_memrec_forget(xf, rc, ro);
+			continue;
+		}
+		pcls = xpu_rm_object_class(rc, parent);
+		if (cls == NV20_SUBDEVICE_0 && parent != ho)
+			continue;
+		if (cls == NV01_DEVICE_0 && parent != ho &&
+		    (pcls != NV20_SUBDEVICE_0 ||
+		     xpu_rm_object_parent(rc, parent) != ho))
+			continue;
+		held = kzalloc(sizeof(*held), GFP_KERNEL);
+		if (!held) {
+			pr_warn_ratelimited("slice %u: no ledger for 0x%x\n",
+					    slice->id, ro);
+			continue;
+		}
+		held->hc = rc;
+		held->ho = ro;
+		held->subdevice = pcls == NV20_SUBDEVICE_0;
+		mutex_lock(&xpu_ledger_lock);
+		held->size = xpu_ledger_dup_measure(slice->gpu, held->subdevice,
+						    rc, ro, &held->h_dup);
+		mutex_unlock(&xpu_ledger_lock);
+		if (!held->size) {
+			kfree(held);
+			continue;
+		}
+		list_add_tail(&held->link, taken);
+	}
+}
+
+/*
+ * After that free: each object of TAKEN that RM freed (all of them when
+ * CHECK is false: the file's clients are gone) is forgotten, and its
+ * duplicate stays charged to the slice unless it holds the memory alone.
+ * One the free did not take (RM refused it, or another device's) is still
+ * the tenant's: its duplicate goes.  Handles in the slice's clients are made
+ * only under its mem_lock, held by RM_FREE's caller: a live handle is the
+ * one recorded.
+ */
+static void xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
+				   bool check)
+{
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_held *held, *tmp;
+
+	list_for_each_entry_safe(held, tmp, taken, link) {
+		list_del(&held->link);
+		if (check &&
+		    xpu_rm_object_class(held->hc, held->ho) ==
+		    NV01_MEMORY_LOCAL_USER) {
+			mutex_lock(&xpu_ledger_lock);
+			xpu_rm_ledger_free(held->h_dup);
+			mutex_unlock(&xpu_ledger_lock);
+			kfree(held);
+			continue;
+		}
+		xpu_memrec_forget(xf, held->hc, held->ho);
+		mutex_lock(&xpu_ledger_lock);
+		if (xpu_ledger_alone(slice->gpu, held->subdevice, held->h_dup,
+				     held->size)) {
+			xpu_rm_ledger_free(held->h_dup);
+			kfree(held);
+		} else {
+			list_add_tail(&held->link, &slice->held);
+			WRITE_ONCE(slice->held_bytes,
+				   slice->held_bytes + held->size);
+		}
+		mutex_unlock(&xpu_ledger_lock);
+	}
+}
+
+/*
+ * A slice's control file XF is being released (its clients go with it):
+ * call RELEASE with the ledger standing by every video-memory object
+ * recorded in it.  Nothing else can use the file now.
+ */
+int xpu_ledger_release(struct xpu_file *xf, int (*release)(struct inode *,
+							   struct file *),
+		       struct inode *inode, struct file *file)
+{
+	LIST_HEAD(taken);
+	int ret;
+
+	if (xpu_ledger_thread)
+		xpu_ledger_cascade_begin(xf, 0, 0, 0, &taken);
+	ret = release(inode, file);
+	xpu_ledger_cascade_end(xf, &taken, false);
+	xpu_ledger_file_exit(xf);
+	return ret;
+}
+
+/* XF's records go (its release, or xpu.ko's unload). */
+void xpu_ledger_file_exit(struct xpu_file *xf)
+{
+	unsigned long key;
+	void *entry;
+
+	xa_for_each(&xf->memrecs, key, entry)
+		xpu_memrec_forget(xf, key >> 32, (u32)key);
+	xa_destroy(&xf->memrecs);
+}
+
+/*
+ * RM_FREE of (hc, hp, ho) for a caller through XF, a control file of a
+ * slice: through FILE, as the caller (xpu_free_as_caller), with the ledger's
+ * duplicate standing by when RM says the object is video memory, or
+ * duplicates of every recorded object a client, device or subdevice takes
+ * with it.  Called under the slice's mem_lock.  Returns the status RM gave
+ * the caller's free.
+ */
+u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 		    u32 hc, u32 hp, u32 ho)
 {
+	struct xpu_slice *slice = xf->slice;
 	struct xpu_gpu *gpu = slice->gpu;
-	struct xpu_vidmem_usage a, b;
 	struct xpu_held *held;
-	u32 h = 0, status;
+	u32 h = 0, status, cls;
 	u64 size = 0;
 	bool sub;
 
 	lockdep_assert_held(&slice->mem_lock);
-	if (!xpu_ledger_thread ||
-	    xpu_rm_object_class(hc, ho) != NV01_MEMORY_LOCAL_USER)
+	if (!xpu_ledger_thread)
 		return xpu_free_as_caller(file, hc, hp, ho);
+	cls = xpu_rm_object_class(hc, ho);
+	if (cls != NV01_MEMORY_LOCAL_USER) {
+		LIST_HEAD(taken);
+
+		if (ho == hc || cls == NV01_DEVICE_0 || cls == NV20_SUBDEVICE_0)
+			xpu_ledger_cascade_begin(xf, hc, ho, ho == hc ? 0 : cls,
+						 &taken);
+		status = xpu_free_as_caller(file, hc, hp, ho);
+		xpu_ledger_cascade_end(xf, &taken, true);
+		return status;
+	}
 	held = kzalloc(sizeof(*held), GFP_KERNEL);
 	if (!held)
 		return NV_ERR_NO_MEMORY;
@@ -184,48 +394,46 @@ u32 xpu_ledger_free(struct xpu_slice *slice, struct file *file,
 	      NV20_SUBDEVICE_0;
 
 	mutex_lock(&xpu_ledger_lock);
-	if (!xpu_rm_ledger_usage(gpu, &a) &&
-	    !xpu_rm_ledger_dup(gpu, sub, hc, ho, &h) &&
-	    !xpu_rm_ledger_usage(gpu, &b)) {
-		/*
-		 * The ledger holds that memory already (a handle of the
-		 * caller's that duplicates one it freed before): it stays
-		 * charged once, and the ledger keeps one handle of it.
-		 */
-		if (xpu_ledger_holds(slice, h)) {
-			xpu_rm_ledger_free(h);
-			mutex_unlock(&xpu_ledger_lock);
-			kfree(held);
-			return xpu_free_as_caller(file, hc, hp, ho);
-		}
-		size = xpu_ledger_measure(&a, &b);
-	}
-	if (!size && h)
+	size = xpu_ledger_dup_measure(gpu, sub, hc, ho, &h);
+	/*
+	 * The ledger holds that memory already (a handle of the caller's that
+	 * duplicates one it freed before): it stays charged once, and the
+	 * ledger keeps one handle of it.
+	 */
+	if (size && xpu_ledger_holds(slice, h)) {
 		xpu_rm_ledger_free(h);
+		size = 0;
+	}
 	mutex_unlock(&xpu_ledger_lock);
 	if (!size) {
-		/* RM would not say: the free goes ahead, charged by RM alone */
+		/* charged by RM alone, or by the ledger already */
 		kfree(held);
-		pr_warn_ratelimited("slice %u: no ledger for a free of 0x%x\n",
-				    slice->id, ho);
-		return xpu_free_as_caller(file, hc, hp, ho);
+		status = xpu_free_as_caller(file, hc, hp, ho);
+		if (xpu_rm_object_class(hc, ho) != NV01_MEMORY_LOCAL_USER)
+			xpu_memrec_forget(xf, hc, ho);
+		return status;
 	}
 
 	/* may sleep on the caller's own memory: no ledger lock across it */
 	status = xpu_free_as_caller(file, hc, hp, ho);
 
 	mutex_lock(&xpu_ledger_lock);
-	if (xpu_rm_object_class(hc, ho) == NV01_MEMORY_LOCAL_USER ||
-	    xpu_ledger_alone(gpu, sub, h, size)) {
-		/* not freed (not the caller's), or the memory goes with ours */
+	if (xpu_rm_object_class(hc, ho) == NV01_MEMORY_LOCAL_USER) {
+		/* not freed: not the caller's */
+		xpu_rm_ledger_free(h);
+		kfree(held);
+	} else if (xpu_ledger_alone(gpu, sub, h, size)) {
+		/* the memory goes with ours */
+		xpu_memrec_forget(xf, hc, ho);
 		xpu_rm_ledger_free(h);
 		kfree(held);
 	} else {
+		xpu_memrec_forget(xf, hc, ho);
 		held->h_dup = h;
 		held->subdevice = sub;
 		held->size = size;
 		list_add_tail(&held->link, &slice->held);
-		slice->held_bytes += size;
+		WRITE_ONCE(slice->held_bytes, slice->held_bytes + size);
 	}
 	mutex_unlock(&xpu_ledger_lock);
 	return status;
@@ -250,7 +458,7 @@ bool xpu_ledger_reprobe(struct xpu_slice *slice)
 				      held->size))
 			continue;
 		xpu_rm_ledger_free(held->h_dup);
-		slice->held_bytes -= held->size;
+		WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);
 		list_del(&held->link);
 		kfree(held);
 		any = true;
@@ -270,6 +478,6 @@ void xpu_ledger_slice_release(struct xpu_slice *slice)
 		list_del(&held->link);
 		kfree(held);
 	}
-	slice->held_bytes = 0;
+	WRITE_ONCE(slice->held_bytes, 0);
 	mutex_unlock(&xpu_ledger_lock);
 }

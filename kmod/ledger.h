@@ -9,12 +9,19 @@
 #include <linux/types.h>
 
 struct file;
+struct inode;
+struct xpu_file;
 struct xpu_slice;
 
 int xpu_ledger_init(void);
 void xpu_ledger_exit(void);
-u32 xpu_ledger_free(struct xpu_slice *slice, struct file *file,
+u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 		    u32 hc, u32 hp, u32 ho);
+int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 ho);
+int xpu_ledger_release(struct xpu_file *xf, int (*release)(struct inode *,
+							   struct file *),
+		       struct inode *inode, struct file *file);
+void xpu_ledger_file_exit(struct xpu_file *xf);
 bool xpu_ledger_reprobe(struct xpu_slice *slice);
 void xpu_ledger_slice_release(struct xpu_slice *slice);
 

@@ -176,7 +176,9 @@ static void xpu_refresh_locked(struct xpu_slice *slice)
 		}
 		used += m->usage;
 	}
-	used += slice->held_bytes + atomic64_read(&slice->rec_bytes);
+	used += READ_ONCE(slice->held_bytes) +
+		atomic64_read(&slice->rec_bytes) +
+		atomic64_read(&slice->lost_bytes);
 	WRITE_ONCE(slice->used, used);
 	if (used > slice->peak)
 		WRITE_ONCE(slice->peak, used);
@@ -420,6 +422,7 @@ struct xpu_alloc_site {
 	u32 __user *h_client;
 	u32 __user *h_parent;
 	u32 __user *h_object;
+	bool vidmem;			/* the call claims video memory */
 };
 
 /*
@@ -436,7 +439,7 @@ static bool xpu_mem_fits(struct xpu_slice *slice, u64 want)
 	if (READ_ONCE(slice->stale))
 		xpu_refresh_locked(slice);
 	/* memory the slice freed and UVM kept may have gone since */
-	if (slice->held_bytes && slice->used + want > limit &&
+	if (READ_ONCE(slice->held_bytes) && slice->used + want > limit &&
 	    xpu_ledger_reprobe(slice))
 		xpu_refresh_locked(slice);
 	/*
@@ -457,12 +460,54 @@ static bool xpu_mem_fits(struct xpu_slice *slice, u64 want)
 	return false;
 }
 
+/*
+ * What a video-memory allocation through XF made, GROWN bytes by RM's
+ * figure, goes on record for the ledger (ledger.c) by the handles the
+ * caller's struct names: a claim, which RM must confirm.  One that does not
+ * hold (the struct was rewritten after the driver wrote it, or the driver
+ * could not write it) leaves xpu unable to follow that memory through a
+ * free that takes it with its client: so the caller cheats (its control
+ * file is refused from now on, it is killed), and the slice pays for the
+ * memory until it goes.  Past XPU_MAX_MEMRECS the allocation is undone.
+ * A call that claimed another class (the class is read before RM reads it:
+ * docs/security.md, the handle race) is recorded if RM confirms it, and
+ * else left to RM's figure.  Returns NV_OK or a status for the caller.
+ */
+static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
+			  const struct xpu_alloc_site *site, u64 grown)
+{
+	struct xpu_slice *slice = xf->slice;
+	u32 hc = 0, hp = 0, ho = 0;
+	int err = -ESRCH;
+
+	if (!get_user(hc, site->h_client) && !get_user(hp, site->h_parent) &&
+	    !get_user(ho, site->h_object))
+		err = xpu_ledger_record(xf, hc, ho);
+	if (!err || (err == -ESRCH && !site->vidmem))
+		return NV_OK;
+	if (err != -ESRCH) {
+		xpu_free_as_caller(file, hc, hp, ho);
+		xpu_refresh_creators(slice, xf);
+		return err == -ENOSPC ? NV_ERR_INSUFFICIENT_RESOURCES :
+					NV_ERR_NO_MEMORY;
+	}
+	atomic64_add(grown, &slice->lost_bytes);
+	WRITE_ONCE(slice->used, slice->used + grown);
+	WRITE_ONCE(xf->poisoned, true);
+	slice->killed++;
+	pr_warn("slice %u '%s': pid %d made %llu bytes of video memory and named no new object: killed, its control file refused, the slice charged until destroyed\n",
+		slice->id, slice->name, task_tgid_nr(current), grown);
+	send_sig(SIGKILL, current, 1);
+	return NV_OK;
+}
+
 static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 			   unsigned int cmd, unsigned long arg, u64 want,
 			   const struct xpu_alloc_site *site)
 {
 	struct xpu_slice *slice = xf->slice;
-	u32 hc, hp, ho;
+	u32 hc, hp, ho, st;
+	u64 before;
 	long ret;
 
 	ret = xpu_mem_join(slice);
@@ -479,10 +524,18 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	 * Whatever the driver returns -- a failed copy-back is -EFAULT after
 	 * RM made the object -- RM's figure below is what counts.
 	 */
+	before = slice->used;
 	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
 	xpu_refresh_creators(slice, xf);
-	if (slice->used <= READ_ONCE(slice->memory_limit))
+	if (slice->used <= READ_ONCE(slice->memory_limit)) {
+		if (slice->used > before) {
+			st = xpu_mem_record(xf, file, site,
+					    slice->used - before);
+			if (st)
+				ret = xpu_put_status(site->status, st);
+		}
 		goto out;
+	}
 
 	/*
 	 * Over the limit: RM gave more than was asked for (rounding xpu did
@@ -644,6 +697,7 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	site.h_client = &p21->h_root;
 	site.h_parent = &p21->h_object_parent;
 	site.h_object = &p21->h_object_new;
+	site.vidmem = h_class == NV01_MEMORY_LOCAL_USER;
 	return xpu_admit_call(xf, file, cmd, arg, want, &site);
 }
 
@@ -687,7 +741,7 @@ static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
 
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	st = xpu_ledger_free(slice, file, hc, hp, ho);
+	st = xpu_ledger_free(xf, file, hc, hp, ho);
 	xpu_refresh_locked(slice);
 	mutex_unlock(&slice->mem_lock);
 	/* whatever it returned: RM is asked what went (sched.c) */
@@ -745,6 +799,7 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		site.h_client = &p->h_root;
 		site.h_parent = &p->h_object_parent;
 		site.h_object = &p->data.alloc_size.h_memory;
+		site.vidmem = true;
 		return xpu_admit_call(xf, file, cmd, arg, want, &site);
 	case NVOS32_FUNCTION_INFO:
 		ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
@@ -793,10 +848,25 @@ long xpu_mem_rm_free(struct xpu_file *xf, struct file *file,
 					   &up->status);
 }
 
+/*
+ * A duplicate makes a handle in one of the slice's clients: under mem_lock,
+ * as every call that makes one, so that a free that took a recorded object
+ * can tell by its handle whether it went (ledger.c).
+ */
 long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
 		    unsigned int cmd, unsigned long arg)
 {
-	return xpu_call_refresh(xf, file, cmd, arg);
+	struct xpu_slice *slice = xf->slice;
+	long ret;
+
+	if (!slice || xf->gpu)
+		return xpu_call_refresh(xf, file, cmd, arg);
+	if (mutex_lock_killable(&slice->mem_lock))
+		return -EINTR;
+	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
+	xpu_refresh_locked(slice);
+	mutex_unlock(&slice->mem_lock);
+	return ret;
 }
 
 /* RM_ALLOC_MEMORY of class 0x40 answers the FB size - 1: the slice's. */

@@ -12,6 +12,7 @@
 #include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
+#include <linux/xarray.h>
 #include <uapi/xpu.h>
 
 #include "compat.h"
@@ -19,6 +20,12 @@
 #define XPU_MAX_GPUS	32
 /* Processes that may make RM clients through one control file of a slice. */
 #define XPU_MAX_CREATORS	16
+/*
+ * Video-memory objects xpu records for one slice (ledger.c): an allocation
+ * past it is refused (NV_ERR_INSUFFICIENT_RESOURCES).  CUDA sub-allocates
+ * from 2 MiB chunks; 65536 of them are 128 GiB.
+ */
+#define XPU_MAX_MEMRECS		65536
 
 /*
  * A GPU of the driver.  Found at load through the kernel RM API and the
@@ -96,10 +103,19 @@ struct xpu_slice {
 	/*
 	 * The ledger's duplicates of memory the slice freed that something
 	 * else (UVM) still held: charged on top of the members' figure
-	 * (ledger.c).  Under mem_lock.
+	 * (ledger.c).  Under the ledger's lock; held_bytes read with
+	 * READ_ONCE.
 	 */
 	struct list_head held;
 	u64 held_bytes;
+	/* video-memory objects recorded in the slice's control files */
+	atomic_t nr_memrecs;
+	/*
+	 * Video memory a caller of the slice made and hid from xpu (its
+	 * struct named no new object after RM made one): charged until the
+	 * slice goes, as xpu cannot know when RM lets go of it (ledger.c).
+	 */
+	atomic64_t lost_bytes;
 
 	atomic_t open_files;
 
@@ -152,6 +168,12 @@ struct xpu_file {
 	/* control files: who called RM_ALLOC through it; slice->members_lock */
 	struct pid *creators[XPU_MAX_CREATORS];
 	u32 nr_creators;
+	/*
+	 * Control files of slices: the video-memory objects of its clients,
+	 * by client << 32 | object (ledger.c); changed under the slice's
+	 * mem_lock, or by the file's release, when nothing else can.
+	 */
+	struct xarray memrecs;
 };
 
 /* Protects the slice list, node and cgroup bindings, GPU settings. */

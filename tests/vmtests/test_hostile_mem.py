@@ -433,3 +433,58 @@ def test_a_stalled_tenant_blocks_no_other_slice(admin, nodedir):
     assert nvtest.heap_used(0) == heap0
     a.destroy()
     b.destroy()
+
+
+# --- records of video memory (ledger.c): a struct that names no new object
+
+
+HIDE = nvtest.RAW_PRELUDE + """
+# RM_ALLOC of 32 MiB with the handle left to RM, from a read-only page: the
+# driver makes the object and cannot write its handle back (-EFAULT), so
+# xpu cannot know which object it is -- nor follow it through a free that
+# takes it with its client while UVM maps it.
+page = mmap.mmap(-1, mmap.PAGESIZE)
+p = abi.NVOS21_PARAMETERS.from_buffer(page)
+addr = ctypes.addressof(p)
+mp = dev.memory_params(32 << 20)
+p.hRoot, p.hObjectParent, p.hObjectNew = rm.handle, dev.hdevice, 0
+p.hClass = abi.NV01_MEMORY_LOCAL_USER
+p.pAllocParms = ctypes.addressof(mp); p.paramsSize = ctypes.sizeof(mp)
+libc.mprotect(addr, mmap.PAGESIZE, mmap.PROT_READ)
+rc = libc.ioctl(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC, ctypes.sizeof(p)), addr)
+report(rc=rc, errno=ctypes.get_errno())
+"""
+
+
+def test_an_allocation_that_names_no_new_object_is_charged_and_killed(
+        admin, nodedir):
+    """RM made 32 MiB that the caller's struct does not name: the caller is
+    killed and the slice stays charged the 32 MiB until it is destroyed
+    (xpu cannot tell when RM lets go of an object it cannot name).  Before
+    the records the caller went on, and could map the memory through UVM
+    and free it with its client, uncharged."""
+    sl = Slice(admin, nodedir)
+    heap0 = nvtest.heap_used(0)
+    try:
+        child = start_child(HIDE.replace("CTL", repr(sl.ctl_node))
+                            .replace("GPU", repr(sl.gpu_node)))
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == -signal.SIGKILL, (out, err)
+        assert sl.get().killed == 1
+        assert sl.used() >= 32 * MiB
+        # the files closed with the process: RM let go, the slice pays on
+        assert nvtest.heap_used(0) == heap0
+        ctl, gpu, rm, dev = sl.open()
+        try:
+            with pytest.raises(client.NvStatusError) as e:
+                dev.alloc_vidmem(48 * MiB)
+            assert e.value.status == abi.NV_ERR_NO_MEMORY
+            dev.alloc_vidmem(16 * MiB)
+        finally:
+            dev.close()
+            rm.close()
+            gpu.close()
+            ctl.close()
+    finally:
+        sl.destroy()
+    assert nvtest.heap_used(0) == heap0

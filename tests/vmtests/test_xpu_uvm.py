@@ -106,3 +106,100 @@ def test_a_tenant_that_frees_may_allocate_again(admin, nodedir,  # noqa: F811
     finally:
         sl.destroy()
     assert nvtest.heap_used(0) == used0
+
+
+# A tenant that maps 32 MiB through UVM and then frees, with the memory, a
+# bigger object that holds it: its client, the device or subdevice it was
+# made under, or the whole control file.  UVM's duplicate keeps the memory;
+# each round starts again on a new control file, client and UVM file.
+CASCADE = """
+import os
+from nvclient.cudalike import CudaContext
+from nvclient.uvm import Uvm
+gpu = client.GpuFile(0, {gpu!r})
+what = {what!r}
+got, kept = [], []
+for _ in range({rounds}):
+    ctl = client.Ctl({ctl!r})
+    rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+    uvm = Uvm(ctl.abi.version)
+    ctx = CudaContext(dev, uvm)
+    parent = dev.hsubdevice if what == "subdevice" else dev.hdevice
+    try:
+        h = rm.alloc(parent, abi.NV01_MEMORY_LOCAL_USER,
+                     dev.memory_params({size}))
+    except client.NvStatusError as e:
+        got.append(e.status)
+    else:
+        got.append(abi.NV_OK)
+        va = ctx.va({size})
+        uvm.create_external_range(va, {size})
+        uvm.map_external(va, {size}, ctl.fileno(), rm.handle, h, [ctx.uuid])
+    if what == "client":
+        rm.close()
+    elif what == "device":
+        rm.free(dev.hdevice)
+    elif what == "subdevice":
+        rm.free(dev.hsubdevice)
+    elif what == "close":
+        ctl.close()
+    kept.append(uvm)
+report(got=got)
+sys.stdin.readline()
+for uvm in kept:
+    uvm.close()
+report(freed=len(kept))
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("what", ["client", "device", "subdevice", "close"])
+def test_memory_uvm_keeps_through_a_bigger_free_stays_charged(
+        admin, nodedir, uvm_nodes, what):  # noqa: F811
+    """Allocate 32 MiB, map it through UVM, free the client, device or
+    subdevice it is under (or close the control file), again: the 64 MiB
+    slice holds two and refuses the third, and is free once UVM lets go.
+    Without the records of the slice's video memory (ledger.c) the slice
+    read 0 after each free and RM held 6 x 32 MiB."""
+    sl = Slice(admin, nodedir)
+    used0 = nvtest.heap_used(0)
+    try:
+        child = nvtest.spawn_child(CASCADE.format(
+            ctl=sl.ctl_node, gpu=sl.gpu_node, what=what, rounds=6,
+            size=32 * MiB))
+        r = child.report()
+        assert r["got"] == [abi.NV_OK] * 2 + [abi.NV_ERR_NO_MEMORY] * 4
+        assert nvtest.heap_used(0) - used0 <= 64 * MiB + 4 * MiB
+        assert sl.used() >= 64 * MiB
+        _go(child)                      # UVM lets go of everything
+        assert child.report() == {"freed": 6}
+        assert nvtest.wait_for(lambda: sl.used() <= 4 * MiB, 30,
+                               "the slice to be charged nothing")
+        _go(child)
+        assert child.finish() == 0
+    finally:
+        sl.destroy()
+    assert nvtest.heap_used(0) == used0
+
+
+def test_a_process_that_exits_with_memory_mapped_leaves_its_slice_free(
+        admin, nodedir, uvm_nodes):  # noqa: F811
+    """A CUDA-like process exits with 48 MiB allocated and mapped: its files
+    close in whatever order (the control file first, UVM's after), and the
+    slice is charged nothing afterwards; a second such process fits."""
+    sl = Slice(admin, nodedir)
+    used0 = nvtest.heap_used(0)
+    code = CASCADE.replace('report(got=got)\nsys.stdin.readline()',
+                           'report(got=got)\nos._exit(0)')
+    try:
+        for _ in range(2):
+            child = nvtest.spawn_child(code.format(
+                ctl=sl.ctl_node, gpu=sl.gpu_node, what="none", rounds=1,
+                size=48 * MiB))
+            assert child.report() == {"got": [abi.NV_OK]}
+            assert child.finish() == 0
+            assert nvtest.wait_for(lambda: sl.used() <= 4 * MiB, 30,
+                                   "the slice to be charged nothing")
+    finally:
+        sl.destroy()
+    assert nvtest.heap_used(0) == used0
