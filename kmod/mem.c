@@ -491,6 +491,7 @@ static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 		return err == -ENOSPC ? NV_ERR_INSUFFICIENT_RESOURCES :
 					NV_ERR_NO_MEMORY;
 	}
+	/* on top of RM's figure, which still has it while the file is open */
 	atomic64_add(grown, &slice->lost_bytes);
 	WRITE_ONCE(slice->used, slice->used + grown);
 	WRITE_ONCE(xf->poisoned, true);
@@ -501,13 +502,29 @@ static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 	return NV_OK;
 }
 
+/*
+ * What RM charges the slice's members, as last read: RM's own figures only,
+ * not what xpu charges on top (held, lost, channels), which others' frees
+ * and releases change without mem_lock.
+ */
+static u64 xpu_members_usage(struct xpu_slice *slice)
+{
+	struct xpu_member *m;
+	u64 sum = 0;
+
+	lockdep_assert_held(&slice->mem_lock);
+	list_for_each_entry(m, &slice->members, link)
+		sum += m->usage;
+	return sum;
+}
+
 static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 			   unsigned int cmd, unsigned long arg, u64 want,
 			   const struct xpu_alloc_site *site)
 {
 	struct xpu_slice *slice = xf->slice;
 	u32 hc, hp, ho, st;
-	u64 before;
+	u64 before, after;
 	long ret;
 
 	ret = xpu_mem_join(slice);
@@ -524,13 +541,13 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	 * Whatever the driver returns -- a failed copy-back is -EFAULT after
 	 * RM made the object -- RM's figure below is what counts.
 	 */
-	before = slice->used;
+	before = xpu_members_usage(slice);
 	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
 	xpu_refresh_creators(slice, xf);
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {
-		if (slice->used > before) {
-			st = xpu_mem_record(xf, file, site,
-					    slice->used - before);
+		after = xpu_members_usage(slice);
+		if (after > before) {
+			st = xpu_mem_record(xf, file, site, after - before);
 			if (st)
 				ret = xpu_put_status(site->status, st);
 		}
