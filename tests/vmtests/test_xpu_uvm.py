@@ -61,6 +61,23 @@ def _go(child):
     child.p.stdin.flush()
 
 
+def _two_held_until_uvm_lets_go(sl, child, used0, freed):
+    """CHILD's six rounds of 32 MiB: the 64 MiB slice held two and refused
+    four, RM holds no more than the slice's limit; then the child's UVM
+    lets go of FREED ranges, and a probe finds the ledger's duplicates
+    alone: the slice is free."""
+    r = child.report()
+    assert r["got"] == [abi.NV_OK] * 2 + [abi.NV_ERR_NO_MEMORY] * 4
+    assert nvtest.heap_used(0) - used0 <= 64 * MiB + 4 * MiB
+    assert sl.used() >= 64 * MiB
+    _go(child)
+    assert child.report() == {"freed": freed}
+    assert nvtest.wait_for(lambda: sl.used() <= 4 * MiB, 30,
+                           "the slice to be charged nothing")
+    _go(child)
+    assert child.finish() == 0
+
+
 def test_memory_uvm_keeps_after_rm_free_stays_charged(admin, nodedir,  # noqa: F811
                                                       uvm_nodes):
     """Allocate 32 MiB, map it through UVM, RM_FREE the handle, again: the
@@ -70,17 +87,7 @@ def test_memory_uvm_keeps_after_rm_free_stays_charged(admin, nodedir,  # noqa: F
     used0 = nvtest.heap_used(0)
     try:
         child = tenant(sl, "keep", rounds=6)
-        r = child.report()
-        assert r["got"] == [abi.NV_OK] * 2 + [abi.NV_ERR_NO_MEMORY] * 4
-        assert nvtest.heap_used(0) - used0 <= 64 * MiB + 4 * MiB
-        assert sl.used() >= 64 * MiB
-        _go(child)                      # UVM lets go of the two
-        assert child.report() == {"freed": 2}
-        # a probe finds the ledger's duplicates alone: the slice is free
-        assert nvtest.wait_for(lambda: sl.used() <= 4 * MiB, 30,
-                               "the slice to be charged nothing")
-        _go(child)
-        assert child.finish() == 0
+        _two_held_until_uvm_lets_go(sl, child, used0, freed=2)
     finally:
         sl.destroy()
     assert nvtest.heap_used(0) == used0
@@ -167,16 +174,7 @@ def test_memory_uvm_keeps_through_a_bigger_free_stays_charged(
         child = nvtest.spawn_child(CASCADE.format(
             ctl=sl.ctl_node, gpu=sl.gpu_node, what=what, rounds=6,
             size=32 * MiB))
-        r = child.report()
-        assert r["got"] == [abi.NV_OK] * 2 + [abi.NV_ERR_NO_MEMORY] * 4
-        assert nvtest.heap_used(0) - used0 <= 64 * MiB + 4 * MiB
-        assert sl.used() >= 64 * MiB
-        _go(child)                      # UVM lets go of everything
-        assert child.report() == {"freed": 6}
-        assert nvtest.wait_for(lambda: sl.used() <= 4 * MiB, 30,
-                               "the slice to be charged nothing")
-        _go(child)
-        assert child.finish() == 0
+        _two_held_until_uvm_lets_go(sl, child, used0, freed=6)
     finally:
         sl.destroy()
     assert nvtest.heap_used(0) == used0
