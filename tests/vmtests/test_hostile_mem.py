@@ -233,21 +233,21 @@ def test_a_tiled_allocation_is_admitted_by_height_times_pitch(admin, nodedir):
 # --- class 9: a planted handle
 
 
-# An RM_ALLOC of SIZE bytes of video memory whose NVOS21 struct is alone on
+# An RM_ALLOC of ALLOC_BYTES of video memory whose NVOS21 struct is alone on
 # a page, so that the page can be made read-only under the driver: its
 # copy-back then fails and the struct keeps what it held.
 STRUCT_PAGE = """
 page = mmap.mmap(-1, mmap.PAGESIZE)
 p = abi.NVOS21_PARAMETERS.from_buffer(page)
 addr = ctypes.addressof(p)
-mp = dev.memory_params(SIZE)
-p.hRoot, p.hObjectParent, p.hObjectNew = rm.handle, dev.hdevice, HNEW
+mp = dev.memory_params(ALLOC_BYTES)
+p.hRoot, p.hObjectParent, p.hObjectNew = rm.handle, dev.hdevice, NEW_HANDLE
 p.hClass = abi.NV01_MEMORY_LOCAL_USER
 p.pAllocParms = ctypes.addressof(mp); p.paramsSize = ctypes.sizeof(mp)
 """
 
-ATTACK = nvtest.RAW_PRELUDE + STRUCT_PAGE.replace("SIZE", "1 << 20").replace(
-    "HNEW", "0x5c00beef") + """
+ATTACK = nvtest.RAW_PRELUDE + STRUCT_PAGE.replace(
+    "ALLOC_BYTES", "1 << 20").replace("NEW_HANDLE", "0x5c00beef") + """
 import threading, time
 # the racing thread's writes stay in the struct
 go = threading.Event()
@@ -447,8 +447,8 @@ def test_a_stalled_tenant_blocks_no_other_slice(admin, nodedir):
 # driver makes the object and cannot write its handle back (-EFAULT), so
 # xpu cannot know which object it is -- nor follow it through a free that
 # takes it with its client while UVM maps it.
-HIDE = nvtest.RAW_PRELUDE + STRUCT_PAGE.replace("SIZE", "32 << 20").replace(
-    "HNEW", "0") + """
+HIDE = nvtest.RAW_PRELUDE + STRUCT_PAGE.replace(
+    "ALLOC_BYTES", "32 << 20").replace("NEW_HANDLE", "0") + """
 libc.mprotect(addr, mmap.PAGESIZE, mmap.PROT_READ)
 rc = libc.ioctl(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC, ctypes.sizeof(p)), addr)
 report(rc=rc, errno=ctypes.get_errno())
