@@ -370,6 +370,7 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	struct xpu_gpu *gpu = slice->gpu;
 	struct xpu_held *held;
 	u32 h = 0, status, cls;
+	LIST_HEAD(taken);
 	u64 size = 0;
 	bool sub;
 
@@ -378,8 +379,6 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 		return xpu_free_as_caller(file, hc, hp, ho);
 	cls = xpu_rm_object_class(hc, ho);
 	if (cls != NV01_MEMORY_LOCAL_USER) {
-		LIST_HEAD(taken);
-
 		if (ho == hc || cls == NV01_DEVICE_0 || cls == NV20_SUBDEVICE_0)
 			xpu_ledger_cascade_begin(xf, hc, ho, ho == hc ? 0 : cls,
 						 &taken);
@@ -417,25 +416,14 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	/* may sleep on the caller's own memory: no ledger lock across it */
 	status = xpu_free_as_caller(file, hc, hp, ho);
 
-	mutex_lock(&xpu_ledger_lock);
-	if (xpu_rm_object_class(hc, ho) == NV01_MEMORY_LOCAL_USER) {
-		/* not freed: not the caller's */
-		xpu_rm_ledger_free(h);
-		kfree(held);
-	} else if (xpu_ledger_alone(gpu, sub, h, size)) {
-		/* the memory goes with ours */
-		xpu_memrec_forget(xf, hc, ho);
-		xpu_rm_ledger_free(h);
-		kfree(held);
-	} else {
-		xpu_memrec_forget(xf, hc, ho);
-		held->h_dup = h;
-		held->subdevice = sub;
-		held->size = size;
-		list_add_tail(&held->link, &slice->held);
-		WRITE_ONCE(slice->held_bytes, slice->held_bytes + size);
-	}
-	mutex_unlock(&xpu_ledger_lock);
+	/* then as for each object a bigger free takes */
+	held->hc = hc;
+	held->ho = ho;
+	held->h_dup = h;
+	held->subdevice = sub;
+	held->size = size;
+	list_add_tail(&held->link, &taken);
+	xpu_ledger_cascade_end(xf, &taken, true);
 	return status;
 }
 

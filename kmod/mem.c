@@ -192,9 +192,11 @@ static void xpu_refresh_locked(struct xpu_slice *slice)
  * one is among XF's creators.  So only their figures can have grown: ask
  * RM for those (one query, at most XPU_MAX_CREATORS processes) rather than
  * for every member.  Frees can move ownership to another member's
- * duplicate, so they read the whole slice.
+ * duplicate, so they read the whole slice.  Returns how much RM's own
+ * figures grew (not what xpu charges on top: held, lost, channels, which
+ * others' frees and releases change without mem_lock).
  */
-static void xpu_refresh_creators(struct xpu_slice *slice, struct xpu_file *xf)
+static u64 xpu_refresh_creators(struct xpu_slice *slice, struct xpu_file *xf)
 {
 	struct xpu_member *batch[XPU_MAX_CREATORS];
 	struct xpu_member *m;
@@ -204,8 +206,12 @@ static void xpu_refresh_creators(struct xpu_slice *slice, struct xpu_file *xf)
 	BUILD_BUG_ON(XPU_MAX_CREATORS > XPU_PID_BATCH);
 	lockdep_assert_held(&slice->mem_lock);
 	if (READ_ONCE(slice->stale)) {
+		list_for_each_entry(m, &slice->members, link)
+			before += m->usage;
 		xpu_refresh_locked(slice);
-		return;
+		list_for_each_entry(m, &slice->members, link)
+			after += m->usage;
+		return after > before ? after - before : 0;
 	}
 	/* members go only under mem_lock, which we hold */
 	spin_lock(&slice->members_lock);
@@ -216,7 +222,7 @@ static void xpu_refresh_creators(struct xpu_slice *slice, struct xpu_file *xf)
 	}
 	spin_unlock(&slice->members_lock);
 	if (!n)
-		return;
+		return 0;
 	for (i = 0; i < n; i++)
 		before += batch[i]->usage;
 	xpu_refresh_batch(slice, batch, n);
@@ -226,6 +232,7 @@ static void xpu_refresh_creators(struct xpu_slice *slice, struct xpu_file *xf)
 	WRITE_ONCE(slice->used, used);
 	if (used > slice->peak)
 		WRITE_ONCE(slice->peak, used);
+	return after > before ? after - before : 0;
 }
 
 /*
@@ -502,29 +509,13 @@ static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 	return NV_OK;
 }
 
-/*
- * What RM charges the slice's members, as last read: RM's own figures only,
- * not what xpu charges on top (held, lost, channels), which others' frees
- * and releases change without mem_lock.
- */
-static u64 xpu_members_usage(struct xpu_slice *slice)
-{
-	struct xpu_member *m;
-	u64 sum = 0;
-
-	lockdep_assert_held(&slice->mem_lock);
-	list_for_each_entry(m, &slice->members, link)
-		sum += m->usage;
-	return sum;
-}
-
 static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 			   unsigned int cmd, unsigned long arg, u64 want,
 			   const struct xpu_alloc_site *site)
 {
 	struct xpu_slice *slice = xf->slice;
 	u32 hc, hp, ho, st;
-	u64 before, after;
+	u64 grown;
 	long ret;
 
 	ret = xpu_mem_join(slice);
@@ -541,13 +532,11 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	 * Whatever the driver returns -- a failed copy-back is -EFAULT after
 	 * RM made the object -- RM's figure below is what counts.
 	 */
-	before = xpu_members_usage(slice);
 	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
-	xpu_refresh_creators(slice, xf);
+	grown = xpu_refresh_creators(slice, xf);
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {
-		after = xpu_members_usage(slice);
-		if (after > before) {
-			st = xpu_mem_record(xf, file, site, after - before);
+		if (grown) {
+			st = xpu_mem_record(xf, file, site, grown);
 			if (st)
 				ret = xpu_put_status(site->status, st);
 		}
