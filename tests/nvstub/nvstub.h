@@ -269,6 +269,8 @@ struct nvstub_vas {
 	spinlock_t lock;
 	struct list_head maps;		/* nvstub_va_map, by owner */
 	unsigned int nmaps;
+	struct xarray pt;		/* page tables: level|index → users (rm_lock) */
+	const void *root_owner;		/* who made RM's PDB, NULL: none */
 };
 
 struct nvstub_va_range {
@@ -486,8 +488,12 @@ void nvstub_heap_give(struct nvstub_gpu *gpu, u64 bytes);
 extern atomic_long_t nvstub_sysmem_pages;
 
 /* va.c */
+void nvstub_vas_drop_root(struct nvstub_vas *vas, const void *owner);
+u32 nvstub_pt_take_root(struct nvstub_gpu *gpu);
+void nvstub_pt_give_root(struct nvstub_gpu *gpu);
 struct nvstub_vas *nvstub_vas_create(struct nvstub_gpu *gpu, u64 start,
-				     u64 limit, bool external);
+				     u64 limit, bool external,
+				     const void *owner);
 void nvstub_vas_get(struct nvstub_vas *vas);
 void nvstub_vas_put(struct nvstub_vas *vas);
 u32 nvstub_vas_lookup(struct nvstub_client *c, struct nvstub_object *dev,

@@ -99,6 +99,7 @@ static u32 nvstub_device_construct(struct nvstub_call *call,
 
 static void nvstub_device_destruct(struct nvstub_object *obj)
 {
+	nvstub_vas_drop_root(obj->dev.vas, obj);
 	nvstub_vas_put(obj->dev.vas);
 }
 

@@ -328,6 +328,7 @@ static void nvstub_uvm_drop_vas(struct nvstub_uvm_file *uf,
 		return;
 	nvstub_uvm_drop_gpu(uf, gpu);
 	vas->page_dir--;		/* nvGpuOpsUnsetPageDirectory() */
+	nvstub_pt_give_root(gpu);	/* uvm_page_tree_deinit() */
 	nvstub_vas_put(vas);
 	uf->gpu_vas[gpu->index] = NULL;
 }
@@ -467,6 +468,8 @@ static u32 nvstub_uvm_register_gpu_va_space(struct nvstub_uvm_file *uf,
 		status = NV_ERR_INVALID_DEVICE;		/* registered already */
 	else if (o->vas->page_dir)
 		status = NV_ERR_INVALID_DEVICE;		/* another va_space's */
+	else	/* uvm_page_tree_init(): UVM's own root, charged to no one */
+		status = nvstub_pt_take_root(gpu);
 	if (!status) {
 		o->vas->page_dir++;
 		nvstub_vas_get(o->vas);

@@ -8,9 +8,10 @@
  * (the VA limits), mem_mgr/virtual_mem.c (virtmemMapTo, virtmemUnmapFrom) and
  * gpu/fifo/kernel_ctxshare.c.
  *
- * stub: there are no page tables.  A VA space is RM's VA heap (the ranges
- * its virtual allocations reserved) and a list of mappings, through which the
- * engine reads rings; an externally owned one gets its mappings from UVM.
+ * A VA space is RM's VA heap (the ranges its virtual allocations reserved),
+ * a list of mappings, through which the engine reads rings, and the page
+ * tables those mappings need, as video memory of the heap's (below); an
+ * externally owned one gets its mappings and tables from UVM.
  */
 #include <linux/mm.h>
 #include <linux/slab.h>
@@ -26,28 +27,144 @@
 #define NVSTUB_MAX_VA_MAPS	4096	/* stub: per VA space */
 #define NVSTUB_MAX_SUBCTX	64	/* VEIDs of a TSG */
 
+/*
+ * Page tables (rule 5).  gmmu_walk.c _gmmuWalkCBLevelAlloc(): each level of
+ * the walk is a memdesc of the level's whole size (mmuFmtLevelSize) in the
+ * PDE aperture, video memory unless a registry key says otherwise, made when
+ * a mapping first reaches it (mmuWalkMap) and freed when its last entry goes
+ * (mmuWalkUnmap); the PDB, the root, comes with the VA space
+ * (gvaspaceConstruct_).  Hopper's levels (kern_gmmu_fmt_gh10x.c): below the
+ * root, 4 KiB tables of 512 PDEs covering 2^56, 2^47 and 2^38 bytes, PD0
+ * (256 dual PDEs of 16 bytes: 2^29) and the small-page PT (512 PTEs: 2^21).
+ * RM charges none of it to a process: only HEAP_FREE shows it.  An
+ * externally owned VA space's tables are UVM's (uvm_page_tree.c), made from
+ * the same heap and charged to no one either: the same walk, with the root
+ * made at UVM's registration.
+ * stub: every mapping uses small pages (a 64 KiB big-page PT is 256 bytes,
+ * so the stub errs high) and the root is 4 KiB.
+ */
+#define NVSTUB_PT_BYTES		(4ull << 10)
+static const u8 nvstub_pt_shift[] = { 56, 47, 38, 29, 21 };
+
+u32 nvstub_pt_take_root(struct nvstub_gpu *gpu)
+{
+	return nvstub_heap_take(gpu, NVSTUB_PT_BYTES);
+}
+
+void nvstub_pt_give_root(struct nvstub_gpu *gpu)
+{
+	nvstub_heap_give(gpu, NVSTUB_PT_BYTES);
+}
+
+/*
+ * Drop the first N references nvstub_pt_get() takes for [VA, END] (all:
+ * ULONG_MAX); a table whose last user goes is freed.
+ */
+static void nvstub_pt_put(struct nvstub_vas *vas, u64 va, u64 end,
+			  unsigned long n)
+{
+	unsigned long key, users;
+	unsigned int l;
+	u64 i;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	for (l = 0; l < ARRAY_SIZE(nvstub_pt_shift); l++) {
+		for (i = va >> nvstub_pt_shift[l];
+		     i <= end >> nvstub_pt_shift[l]; i++) {
+			if (!n--)
+				return;
+			key = ((unsigned long)l << 60) | i;
+			users = xa_to_value(xa_load(&vas->pt, key));
+			if (WARN_ON(!users))
+				continue;
+			if (users == 1) {
+				xa_erase(&vas->pt, key);
+				nvstub_heap_give(vas->gpu, NVSTUB_PT_BYTES);
+			} else {
+				/* an existing entry: no allocation */
+				xa_store(&vas->pt, key, xa_mk_value(users - 1),
+					 GFP_KERNEL);
+			}
+		}
+	}
+}
+
+/* A reference on every table a mapping of [VA, END] needs. */
+static u32 nvstub_pt_get(struct nvstub_vas *vas, u64 va, u64 end)
+{
+	unsigned long key, users, done = 0;
+	unsigned int l;
+	u32 status;
+	u64 i;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	for (l = 0; l < ARRAY_SIZE(nvstub_pt_shift); l++) {
+		for (i = va >> nvstub_pt_shift[l];
+		     i <= end >> nvstub_pt_shift[l]; i++) {
+			key = ((unsigned long)l << 60) | i;
+			users = xa_to_value(xa_load(&vas->pt, key));
+			if (!users) {
+				status = nvstub_heap_take(vas->gpu,
+							  NVSTUB_PT_BYTES);
+				if (status)
+					goto undo;
+			}
+			if (xa_is_err(xa_store(&vas->pt, key,
+					       xa_mk_value(users + 1),
+					       GFP_KERNEL))) {
+				if (!users)
+					nvstub_heap_give(vas->gpu,
+							 NVSTUB_PT_BYTES);
+				status = NV_ERR_NO_MEMORY;
+				goto undo;
+			}
+			done++;
+		}
+	}
+	return NV_OK;
+undo:
+	nvstub_pt_put(vas, va, end, done);
+	return status;
+}
+
 static void nvstub_vas_release(struct kref *ref)
 {
 	struct nvstub_vas *vas = container_of(ref, struct nvstub_vas, ref);
-	struct nvstub_va_map *m, *mt;
 
-	/* every user is gone: nobody else can see these lists now */
-	list_for_each_entry_safe(m, mt, &vas->maps, node) {
-		list_del(&m->node);
-		nvstub_mem_put(m->mem);
-		kfree(m);
-	}
+	/*
+	 * Every user is gone.  Mappings are each owned by a virtual
+	 * allocation or a UVM mapping, which hold references, so none is left
+	 * nor any page table, and the root went with its owner.
+	 */
+	WARN_ON(!list_empty(&vas->maps) || !xa_empty(&vas->pt) ||
+		vas->root_owner);
 	WARN_ON(!list_empty(&vas->ranges));	/* each holds a reference */
+	xa_destroy(&vas->pt);
 	kfree(vas);
 }
 
+/*
+ * OWNER (the FERMI_VASPACE_A object or the device) makes an RM VA space, and
+ * with it its PDB; an externally owned one gets its root from UVM.
+ */
 struct nvstub_vas *nvstub_vas_create(struct nvstub_gpu *gpu, u64 start,
-				     u64 limit, bool external)
+				     u64 limit, bool external,
+				     const void *owner)
 {
-	struct nvstub_vas *vas = kzalloc(sizeof(*vas), GFP_KERNEL);
+	struct nvstub_vas *vas;
 
+	lockdep_assert_held(&nvstub_rm_lock);
+	vas = kzalloc(sizeof(*vas), GFP_KERNEL);
 	if (!vas)
 		return NULL;
+	if (!external) {
+		if (nvstub_pt_take_root(gpu)) {
+			kfree(vas);
+			return NULL;
+		}
+		vas->root_owner = owner;
+	}
+	xa_init(&vas->pt);
 	kref_init(&vas->ref);
 	vas->gpu = gpu;
 	vas->start = start;
@@ -57,6 +174,16 @@ struct nvstub_vas *nvstub_vas_create(struct nvstub_gpu *gpu, u64 start,
 	INIT_LIST_HEAD(&vas->maps);
 	spin_lock_init(&vas->lock);
 	return vas;
+}
+
+/* OWNER goes: the PDB it made goes with it (resserv frees its users first). */
+void nvstub_vas_drop_root(struct nvstub_vas *vas, const void *owner)
+{
+	lockdep_assert_held(&nvstub_rm_lock);
+	if (vas && vas->root_owner && vas->root_owner == owner) {
+		vas->root_owner = NULL;
+		nvstub_pt_give_root(vas->gpu);
+	}
 }
 
 void nvstub_vas_get(struct nvstub_vas *vas)
@@ -92,7 +219,7 @@ u32 nvstub_vas_lookup(struct nvstub_client *c, struct nvstub_object *dev,
 			dev->dev.vas = nvstub_vas_create(dev->gpu,
 							 NVSTUB_VA_START_MIN,
 							 NVSTUB_VA_LIMIT_MAX,
-							 false);
+							 false, dev);
 			if (!dev->dev.vas)
 				return NV_ERR_NO_MEMORY;
 		}
@@ -181,7 +308,8 @@ u32 nvstub_vaspace_construct(struct nvstub_call *call,
 		return NV_ERR_INVALID_ARGUMENT;
 
 	vas = nvstub_vas_create(obj->gpu, start, limit,
-				p->flags & NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED);
+				p->flags & NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED,
+				obj);
 	if (!vas)
 		return NV_ERR_NO_MEMORY;
 	obj->vas = vas;
@@ -193,6 +321,7 @@ u32 nvstub_vaspace_construct(struct nvstub_call *call,
 
 void nvstub_vaspace_destruct(struct nvstub_object *obj)
 {
+	nvstub_vas_drop_root(obj->vas, obj);
 	nvstub_vas_put(obj->vas);
 }
 
@@ -273,6 +402,7 @@ u32 nvstub_vas_map(struct nvstub_vas *vas, u64 va, u64 length,
 		   struct nvstub_mem *mem, u64 mem_offset, const void *owner)
 {
 	struct nvstub_va_map *m, *nm;
+	u32 status;
 	u64 end;
 
 	lockdep_assert_held(&nvstub_rm_lock);
@@ -289,6 +419,7 @@ u32 nvstub_vas_map(struct nvstub_vas *vas, u64 va, u64 length,
 	nm->mem_offset = mem_offset;
 	nm->owner = owner;
 
+	/* the list changes only under the RM lock, which we hold */
 	spin_lock(&vas->lock);
 	list_for_each_entry(m, &vas->maps, node) {
 		if (va <= m->va + m->length - 1 && m->va <= end) {
@@ -297,7 +428,14 @@ u32 nvstub_vas_map(struct nvstub_vas *vas, u64 va, u64 length,
 			return NV_ERR_STATE_IN_USE;	/* stub: no remapping */
 		}
 	}
+	spin_unlock(&vas->lock);
+	status = nvstub_pt_get(vas, va, end);
+	if (status) {
+		kfree(nm);
+		return status;
+	}
 	nvstub_mem_get(mem);
+	spin_lock(&vas->lock);
 	list_add_tail(&nm->node, &vas->maps);
 	vas->nmaps++;
 	spin_unlock(&vas->lock);
@@ -326,6 +464,7 @@ unsigned int nvstub_vas_unmap(struct nvstub_vas *vas, u64 va,
 	}
 	spin_unlock(&vas->lock);
 	list_for_each_entry_safe(m, tmp, &gone, node) {
+		nvstub_pt_put(vas, m->va, m->va + m->length - 1, ULONG_MAX);
 		nvstub_mem_put(m->mem);
 		kfree(m);
 	}

@@ -397,6 +397,7 @@ def test_channels_and_tsgs_take_video_memory_no_process_is_charged(dev0):
 
     mem = dev0.alloc_sysmem(2 * PAGE_SIZE)
     vid = dev0.heap_alloc(2 << 20)          # PID_INFO sees memory objects
+    rm.free(dev0.alloc_virtual(PAGE_SIZE)[0])   # the default VA space's PDB
     free0, charged0 = free_kib(), charged()
     assert charged0 >= 2 << 20
     tsg = _tsg(dev0)
@@ -424,6 +425,60 @@ def test_channels_and_tsgs_take_video_memory_no_process_is_charged(dev0):
     rm.free(own)
     assert free_kib() == free0
     rm.free(vid.handle)
+    rm.free(mem.handle)
+
+
+PT_KIB = 4      # a page table or directory, as the stub takes them
+
+
+def test_page_tables_take_video_memory_no_process_is_charged(dev0):
+    """Rule 5: an RM VA space's PDB comes with it (gvaspaceConstruct_); each
+    level a mapping reaches is made then, at its whole size, in video memory,
+    and freed with its last entry (gmmu_walk.c _gmmuWalkCBLevelAlloc,
+    mmuWalkMap, mmuWalkUnmap): on Hopper four directories and the PT, a PT
+    per 2 MiB and a PD0 per 512 MiB of VA.  HEAP_FREE shows them,
+    GPU_GET_PID_INFO never does."""
+    rm = dev0.client
+    me = os.getpid()
+    free_idx = abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE
+
+    def free_kib():
+        return dev0.fb_info_v2([free_idx])[free_idx]
+
+    def charged():
+        return dev0.pid_info([me])[me][1]
+
+    mem = dev0.alloc_vidmem(64 * KIB)
+    free0, charged0 = free_kib(), charged()
+    hvas, _ = dev0.vaspace()
+    assert free_kib() == free0 - PT_KIB                 # the PDB
+    virt, va = dev0.alloc_virtual(1 << 30, hvaspace=hvas, va=1 << 30)
+    assert free_kib() == free0 - PT_KIB                 # a reservation: none
+    at = [dev0.map_dma(virt, mem.handle, 4 * KIB, dma_offset=off)
+          for off in (0, 4 * KIB)]
+    assert at == [va, va + 4 * KIB]
+    # three directories, PD0 and one PT, shared by both mappings
+    assert free_kib() == free0 - PT_KIB - 5 * PT_KIB
+    dev0.map_dma(virt, mem.handle, 4 * KIB, dma_offset=2 << 20)
+    assert free_kib() == free0 - 7 * PT_KIB             # the next 2 MiB: a PT
+    far = dev0.map_dma(virt, mem.handle, 64 * KIB, dma_offset=512 << 20)
+    assert free_kib() == free0 - 9 * PT_KIB             # and a PD0
+    assert charged() == charged0
+    dev0.ctl.rm_unmap_memory_dma(rm.handle, dev0.hdevice, virt, mem.handle,
+                                 far)
+    assert free_kib() == free0 - 7 * PT_KIB
+    dev0.ctl.rm_unmap_memory_dma(rm.handle, dev0.hdevice, virt, mem.handle,
+                                 va + 4 * KIB)
+    assert free_kib() == free0 - 7 * PT_KIB             # the PT has a user
+    rm.free(virt)                                       # with its mappings
+    assert free_kib() == free0 - PT_KIB
+    rm.free(hvas)
+    assert free_kib() == free0
+    # the device's default VA space has a PDB too, from its first use
+    virt, va = dev0.alloc_virtual(64 * KIB)
+    dev0.map_dma(virt, mem.handle, 64 * KIB)
+    assert free_kib() < free0 and charged() == charged0
+    rm.free(virt)
     rm.free(mem.handle)
 
 

@@ -23,6 +23,17 @@ def uvm(config, uvm_nodes):
         yield u
 
 
+PT = 4096           # a page table or directory, as the stub takes them
+
+
+def _page_tables(va, size):
+    """The tables a mapping of [va, va + size) alone needs on Hopper: one
+    per 2^56, 2^47, 2^38 and 2^29 bytes of VA it reaches (the directories)
+    and per 2 MiB (the PTs)."""
+    return sum(((va + size - 1) >> s) - (va >> s) + 1
+               for s in (56, 47, 38, 29, 21)) * PT
+
+
 def _pid_info(dev):
     """This process's GPU_GET_PID_INFO entry (all three figures)."""
     p = abi.NV2080_CTRL_GPU_GET_PID_INFO_PARAMS(pidInfoListCount=1)
@@ -125,12 +136,14 @@ def test_uvm_keeps_memory_freed_by_rm_free_and_charges_no_one(dev0, uvm):
     ctx = CudaContext(dev0, uvm)
     used0 = nvtest.heap_used(0)
     buf = ctx.alloc(64 * MIB)
+    mapped = nvtest.heap_used(0)
+    assert mapped - used0 == 64 * MIB + _page_tables(buf.va, buf.size)
     info = _pid_info(dev0)
     # two handles now (the user's, UVM's): shared, owned by the user
     assert info.data.vidMemUsage.memPrivate == 0
     assert info.data.vidMemUsage.memSharedOwned == 64 * MIB
     dev0.client.free(buf.handle)
-    assert nvtest.heap_used(0) == used0 + 64 * MIB
+    assert nvtest.heap_used(0) == mapped
     info = _pid_info(dev0)
     usage = info.data.vidMemUsage
     assert (usage.memPrivate, usage.memSharedOwned, usage.memSharedDuped) == \
@@ -146,9 +159,37 @@ def test_closing_uvm_releases_its_duplicates(dev0, config, uvm_nodes):
         ctx = CudaContext(dev0, u)
         buf = ctx.alloc(32 * MIB)
         dev0.client.free(buf.handle)
-        assert nvtest.heap_used(0) == used0 + 32 * MIB
+        assert nvtest.heap_used(0) == used0 + 32 * MIB + PT + \
+            _page_tables(buf.va, buf.size)      # UVM's root and tables
     assert nvtest.heap_used(0) == used0
     dev0.client.free(ctx.hvas)
+
+
+def test_uvm_page_tables_take_video_memory_no_process_is_charged(dev0, uvm):
+    """Rule 5: UVM's page tree (uvm_page_tree.c) is UVM's own video memory:
+    a root at REGISTER_GPU_VASPACE, the levels an external mapping reaches at
+    MAP_EXTERNAL_ALLOCATION, freed with the last mapping of each and the
+    root at unregistration.  GPU_GET_PID_INFO charges the process only its
+    memory."""
+    used0 = nvtest.heap_used(0)
+    ctx = CudaContext(dev0, uvm)
+    assert nvtest.heap_used(0) == used0 + PT
+    bufs = [ctx.alloc(2 * MIB) for _ in range(3)]
+    tables = _page_tables(bufs[0].va, 3 * 2 * MIB)
+    assert tables == (4 + 3) * PT               # four directories, three PTs
+    assert nvtest.heap_used(0) == used0 + PT + 3 * 2 * MIB + tables
+    info = _pid_info(dev0)
+    assert info.data.vidMemUsage.memSharedOwned == 3 * 2 * MIB
+    assert info.data.vidMemUsage.memPrivate == 0
+    middle = bufs[1]
+    ctx.uvm.free(middle.va, middle.size)
+    dev0.client.free(middle.handle)
+    assert nvtest.heap_used(0) == used0 + PT + 2 * 2 * MIB + tables - PT
+    ctx.close()                                 # the rest and the root
+    assert nvtest.heap_used(0) == used0 + 2 * 2 * MIB
+    for b in (bufs[0], bufs[2]):
+        dev0.client.free(b.handle)
+    assert nvtest.heap_used(0) == used0
 
 
 def test_uvm_dups_only_the_callers_clients(dev0, uvm):
