@@ -386,15 +386,7 @@ def test_channels_and_tsgs_take_video_memory_no_process_is_charged(dev0):
     it."""
     rm = dev0.client
     ctx_kib = int(nvtest.stub.param("gr_context_kib"))
-    me = os.getpid()
-    free_idx = abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE
-
-    def free_kib():
-        return dev0.fb_info_v2([free_idx])[free_idx]
-
-    def charged():
-        return dev0.pid_info([me])[me][1]
-
+    free_kib, charged = _heap_free_and_charged(dev0)
     mem = dev0.alloc_sysmem(2 * PAGE_SIZE)
     vid = dev0.heap_alloc(2 << 20)          # PID_INFO sees memory objects
     rm.free(dev0.alloc_virtual(PAGE_SIZE)[0])   # the default VA space's PDB
@@ -439,15 +431,7 @@ def test_page_tables_take_video_memory_no_process_is_charged(dev0):
     per 2 MiB and a PD0 per 512 MiB of VA.  HEAP_FREE shows them,
     GPU_GET_PID_INFO never does."""
     rm = dev0.client
-    me = os.getpid()
-    free_idx = abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE
-
-    def free_kib():
-        return dev0.fb_info_v2([free_idx])[free_idx]
-
-    def charged():
-        return dev0.pid_info([me])[me][1]
-
+    free_kib, charged = _heap_free_and_charged(dev0)
     mem = dev0.alloc_vidmem(64 * KIB)
     free0, charged0 = free_kib(), charged()
     hvas, _ = dev0.vaspace()
@@ -483,6 +467,21 @@ def test_page_tables_take_video_memory_no_process_is_charged(dev0):
 
 
 # --- helpers
+
+def _heap_free_and_charged(dev):
+    """Two readings: the heap's free KiB (FB_GET_INFO HEAP_FREE) and what
+    GPU_GET_PID_INFO charges this process."""
+    me = os.getpid()
+    free_idx = abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE
+
+    def free_kib():
+        return dev.fb_info_v2([free_idx])[free_idx]
+
+    def charged():
+        return dev.pid_info([me])[me][1]
+
+    return free_kib, charged
+
 
 def _tsg(dev):
     return dev.client.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
