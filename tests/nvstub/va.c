@@ -46,6 +46,17 @@
 #define NVSTUB_PT_BYTES		(4ull << 10)
 static const u8 nvstub_pt_shift[] = { 56, 47, 38, 29, 21 };
 
+/* Each table (level L, index I) a mapping of [VA, END] reaches, top down. */
+#define nvstub_for_each_table(l, i, va, end)				\
+	for (l = 0; l < ARRAY_SIZE(nvstub_pt_shift); l++)		\
+		for (i = (va) >> nvstub_pt_shift[l];			\
+		     i <= (end) >> nvstub_pt_shift[l]; i++)
+
+static unsigned long nvstub_pt_key(unsigned int l, u64 i)
+{
+	return ((unsigned long)l << 60) | i;
+}
+
 u32 nvstub_pt_take_root(struct nvstub_gpu *gpu)
 {
 	return nvstub_heap_take(gpu, NVSTUB_PT_BYTES);
@@ -68,23 +79,20 @@ static void nvstub_pt_put(struct nvstub_vas *vas, u64 va, u64 end,
 	u64 i;
 
 	lockdep_assert_held(&nvstub_rm_lock);
-	for (l = 0; l < ARRAY_SIZE(nvstub_pt_shift); l++) {
-		for (i = va >> nvstub_pt_shift[l];
-		     i <= end >> nvstub_pt_shift[l]; i++) {
-			if (!n--)
-				return;
-			key = ((unsigned long)l << 60) | i;
-			users = xa_to_value(xa_load(&vas->pt, key));
-			if (WARN_ON(!users))
-				continue;
-			if (users == 1) {
-				xa_erase(&vas->pt, key);
-				nvstub_heap_give(vas->gpu, NVSTUB_PT_BYTES);
-			} else {
-				/* an existing entry: no allocation */
-				xa_store(&vas->pt, key, xa_mk_value(users - 1),
-					 GFP_KERNEL);
-			}
+	nvstub_for_each_table(l, i, va, end) {
+		if (!n--)
+			return;
+		key = nvstub_pt_key(l, i);
+		users = xa_to_value(xa_load(&vas->pt, key));
+		if (WARN_ON(!users))
+			continue;
+		if (users == 1) {
+			xa_erase(&vas->pt, key);
+			nvstub_heap_give(vas->gpu, NVSTUB_PT_BYTES);
+		} else {
+			/* an existing entry: no allocation */
+			xa_store(&vas->pt, key, xa_mk_value(users - 1),
+				 GFP_KERNEL);
 		}
 	}
 }
@@ -98,28 +106,22 @@ static u32 nvstub_pt_get(struct nvstub_vas *vas, u64 va, u64 end)
 	u64 i;
 
 	lockdep_assert_held(&nvstub_rm_lock);
-	for (l = 0; l < ARRAY_SIZE(nvstub_pt_shift); l++) {
-		for (i = va >> nvstub_pt_shift[l];
-		     i <= end >> nvstub_pt_shift[l]; i++) {
-			key = ((unsigned long)l << 60) | i;
-			users = xa_to_value(xa_load(&vas->pt, key));
-			if (!users) {
-				status = nvstub_heap_take(vas->gpu,
-							  NVSTUB_PT_BYTES);
-				if (status)
-					goto undo;
-			}
-			if (xa_is_err(xa_store(&vas->pt, key,
-					       xa_mk_value(users + 1),
-					       GFP_KERNEL))) {
-				if (!users)
-					nvstub_heap_give(vas->gpu,
-							 NVSTUB_PT_BYTES);
-				status = NV_ERR_NO_MEMORY;
+	nvstub_for_each_table(l, i, va, end) {
+		key = nvstub_pt_key(l, i);
+		users = xa_to_value(xa_load(&vas->pt, key));
+		if (!users) {
+			status = nvstub_heap_take(vas->gpu, NVSTUB_PT_BYTES);
+			if (status)
 				goto undo;
-			}
-			done++;
 		}
+		if (xa_is_err(xa_store(&vas->pt, key, xa_mk_value(users + 1),
+				       GFP_KERNEL))) {
+			if (!users)
+				nvstub_heap_give(vas->gpu, NVSTUB_PT_BYTES);
+			status = NV_ERR_NO_MEMORY;
+			goto undo;
+		}
+		done++;
 	}
 	return NV_OK;
 undo:
@@ -180,7 +182,7 @@ struct nvstub_vas *nvstub_vas_create(struct nvstub_gpu *gpu, u64 start,
 void nvstub_vas_drop_root(struct nvstub_vas *vas, const void *owner)
 {
 	lockdep_assert_held(&nvstub_rm_lock);
-	if (vas && vas->root_owner && vas->root_owner == owner) {
+	if (vas && owner && vas->root_owner == owner) {
 		vas->root_owner = NULL;
 		nvstub_pt_give_root(vas->gpu);
 	}

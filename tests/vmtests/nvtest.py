@@ -167,6 +167,17 @@ def snapshot():
     return state
 
 
+PAGE_TABLE = 4096    # a page table or directory, as the stub takes them
+
+
+def page_tables(va, size):
+    """The tables a mapping of [va, va + size) alone needs on Hopper: one
+    per 2^56, 2^47, 2^38 and 2^29 bytes of VA it reaches (the directories)
+    and per 2 MiB (the PTs), in bytes."""
+    return sum(((va + size - 1) >> s) - (va >> s) + 1
+               for s in (56, 47, 38, 29, 21)) * PAGE_TABLE
+
+
 def heap_used(gpu=0):
     return stub.heap(gpu)["used"]
 

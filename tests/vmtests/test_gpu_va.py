@@ -420,7 +420,7 @@ def test_channels_and_tsgs_take_video_memory_no_process_is_charged(dev0):
     rm.free(mem.handle)
 
 
-PT_KIB = 4      # a page table or directory, as the stub takes them
+PT_KIB = nvtest.PAGE_TABLE // KIB
 
 
 def test_page_tables_take_video_memory_no_process_is_charged(dev0):

@@ -23,15 +23,8 @@ def uvm(config, uvm_nodes):
         yield u
 
 
-PT = 4096           # a page table or directory, as the stub takes them
-
-
-def _page_tables(va, size):
-    """The tables a mapping of [va, va + size) alone needs on Hopper: one
-    per 2^56, 2^47, 2^38 and 2^29 bytes of VA it reaches (the directories)
-    and per 2 MiB (the PTs)."""
-    return sum(((va + size - 1) >> s) - (va >> s) + 1
-               for s in (56, 47, 38, 29, 21)) * PT
+PT = nvtest.PAGE_TABLE
+_page_tables = nvtest.page_tables
 
 
 def _pid_info(dev):
