@@ -515,7 +515,7 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 {
 	struct xpu_slice *slice = xf->slice;
 	u32 hc, hp, ho, st;
-	u64 grown;
+	u64 grown, before, hidden;
 	long ret;
 
 	ret = xpu_mem_join(slice);
@@ -532,6 +532,7 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	 * Whatever the driver returns -- a failed copy-back is -EFAULT after
 	 * RM made the object -- RM's figure below is what counts.
 	 */
+	before = slice->used;
 	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
 	grown = xpu_refresh_creators(slice, xf);
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {
@@ -560,10 +561,21 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 		ret = xpu_put_status(site->status, NV_ERR_NO_MEMORY);
 		goto out;
 	}
+	/*
+	 * What is left is on no record (only allocations within the limit
+	 * are recorded), so the ledger cannot follow it through a free that
+	 * takes it with its client while UVM maps it: as for an allocation
+	 * that names no new object (xpu_mem_record), the slice pays for it
+	 * until destroyed and the control file is refused from now on.
+	 */
+	hidden = slice->used > before ? slice->used - before : 0;
+	atomic64_add(hidden, &slice->lost_bytes);
+	WRITE_ONCE(slice->used, slice->used + hidden);
+	WRITE_ONCE(xf->poisoned, true);
 	slice->killed++;
-	pr_warn("slice %u '%s': pid %d holds memory past the limit (%llu > %llu bytes) and hid it: killed\n",
+	pr_warn("slice %u '%s': pid %d holds memory past the limit (%llu > %llu bytes) and hid it: killed, its control file refused, the slice charged %llu bytes until destroyed\n",
 		slice->id, slice->name, task_tgid_nr(current),
-		slice->used, READ_ONCE(slice->memory_limit));
+		slice->used - hidden, READ_ONCE(slice->memory_limit), hidden);
 	kill_pid(task_tgid(current), SIGKILL, 1);
 out:
 	mutex_unlock(&slice->mem_lock);

@@ -270,7 +270,8 @@ def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
     """The attacker's allocation is grown past its slice's limit during the
     driver's second read, and its struct, made read-only before the
     copy-back, names the victim's RM client.  xpu.ko must not free the
-    victim's client; the attacker ends killed and its memory freed."""
+    victim's client; the attacker ends killed, its memory freed by RM and
+    still charged to its slice, which xpu.ko could not follow it through."""
     reload_stub(alloc_reread_delay_us=30000)
     subprocess.run(["insmod", os.environ["XPU_KO"],
                     *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
@@ -301,10 +302,15 @@ def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
             rm.close()
             gpu.close()
             ctl.close()
-        assert attacker.used() == 0
+        # RM let go of the 1 GiB with the attacker's files, but xpu.ko had
+        # no record of it to follow through a free that UVM outlives: the
+        # slice pays for it until destroyed, as for an allocation that
+        # names no new object.  Before, it read 0 and took more.
         assert nvtest.heap_used(0) == heap0
+        assert attacker.used() >= 1 << 30
         attacker.destroy()
         victim.destroy()
+        assert nvtest.heap_used(0) == heap0
 
 
 # --- class 5: a stalled tenant
