@@ -22,12 +22,15 @@
  *
  * The probe: RM exposes no duplicate count, but GET_PID_INFO sorts each
  * handle as private (the memory's only handle), shared-owned or shared-duped.
- * One more duplicate of the ledger's handle turns it from private to shared
- * exactly when it was alone, so the ledger's private figure drops by its
- * size.  Nothing but xpu acts on the ledger's client (the ledger lock
- * serialises it), and other clients' frees only ever make its handles more
- * private, so a drop by the size means alone; anything else means "ask again
- * later", which errs on the side of charging.
+ * When the ledger has one handle on the GPU, its private figure says whether
+ * that handle is alone.  Else one more duplicate of the handle turns it from
+ * private to shared exactly when it was alone, so the ledger's private
+ * figure drops by its size.  Nothing but xpu acts on the ledger's client
+ * (the ledger lock serialises it), and other clients' frees only ever make
+ * its handles more private, so a drop by the size means alone; anything else
+ * means "ask again later", which errs on the side of charging.  The sum of
+ * the three figures moves only with xpu's own dups and frees, so one reading
+ * of it serves until then, and a new handle's size is what its dup added.
  *
  * The duplicate is made with xpu's privilege on a handle the caller named,
  * but it only adds a reference: if the caller's free was not the caller's
@@ -119,48 +122,98 @@ void xpu_ledger_exit(void)
 }
 
 /*
- * RM's size of the memory a new ledger handle duplicates: what its dup added
- * to the ledger's figures.  GET_PID_INFO counts each handle's length in
- * exactly one of the three (_gpuCollectMemInfo), others' frees only move the
- * ledger's handles between them, and only xpu makes or frees its handles
- * (under the ledger lock): so the sum grows by the new handle's length,
- * whatever happens elsewhere meanwhile.
+ * What the ledger holds on each GPU, under the ledger lock: how many handles,
+ * and the sum of RM's three figures for them when known.  GET_PID_INFO counts
+ * each handle's length in exactly one of the three (_gpuCollectMemInfo),
+ * others' frees only move the ledger's handles between them, and only xpu
+ * makes or frees its handles: so the sum moves only with xpu's own dups and
+ * frees, by the handle's length, and one reading stands until then.
  */
-static u64 xpu_ledger_measure(const struct xpu_vidmem_usage *before,
-			      const struct xpu_vidmem_usage *after)
+static u32 xpu_ledger_handles[XPU_MAX_GPUS];
+static u64 xpu_ledger_sum[XPU_MAX_GPUS];
+static bool xpu_ledger_sum_known[XPU_MAX_GPUS];
+
+static u64 xpu_usage_sum(const struct xpu_vidmem_usage *u)
 {
-	u64 a = before->priv + before->owned + before->duped;
-	u64 b = after->priv + after->owned + after->duped;
+	return u->priv + u->owned + u->duped;
+}
+
+/* A reading of RM's figures for the ledger on GPU, which the sum follows. */
+static int xpu_ledger_read(struct xpu_gpu *gpu, struct xpu_vidmem_usage *u)
+{
+	unsigned int i = gpu - xpu_gpus;
+	int ret;
 
 	lockdep_assert_held(&xpu_ledger_lock);
-	return b > a ? b - a : 0;
+	ret = xpu_rm_ledger_usage(gpu, u);
+	xpu_ledger_sum[i] = ret ? 0 : xpu_usage_sum(u);
+	xpu_ledger_sum_known[i] = !ret;
+	return ret;
+}
+
+static u32 xpu_ledger_dup(struct xpu_gpu *gpu, bool sub, u32 hc, u32 ho,
+			  u32 *h)
+{
+	u32 status;
+
+	lockdep_assert_held(&xpu_ledger_lock);
+	status = xpu_rm_ledger_dup(gpu, sub, hc, ho, h);
+	if (status == NV_OK)
+		xpu_ledger_handles[gpu - xpu_gpus]++;
+	return status;
+}
+
+/* The ledger lets go of its handle H on GPU, SIZE bytes by RM's count. */
+static void xpu_ledger_drop(struct xpu_gpu *gpu, u32 h, u64 size)
+{
+	unsigned int i = gpu - xpu_gpus;
+
+	lockdep_assert_held(&xpu_ledger_lock);
+	xpu_rm_ledger_free(h);
+	xpu_ledger_handles[i]--;
+	if (xpu_ledger_sum[i] >= size)
+		xpu_ledger_sum[i] -= size;
+	else
+		xpu_ledger_sum_known[i] = false;
 }
 
 /*
  * A duplicate of the caller's (HC, HO) into the ledger, as *H: RM's size of
- * it, or 0 when RM would not make or measure it (then none is kept).
+ * it -- what its dup added to the ledger's figures --, or 0 when RM would
+ * not make or measure it (then none is kept).
  */
 static u64 xpu_ledger_dup_measure(struct xpu_gpu *gpu, bool sub, u32 hc,
 				  u32 ho, u32 *h)
 {
-	struct xpu_vidmem_usage a, b;
-	u64 size = 0;
+	unsigned int i = gpu - xpu_gpus;
+	struct xpu_vidmem_usage u;
+	u64 before, size = 0;
 
 	lockdep_assert_held(&xpu_ledger_lock);
 	*h = 0;
-	if (xpu_rm_ledger_usage(gpu, &a) ||
-	    xpu_rm_ledger_dup(gpu, sub, hc, ho, h))
+	if (!xpu_ledger_sum_known[i] && xpu_ledger_read(gpu, &u))
 		return 0;
-	if (!xpu_rm_ledger_usage(gpu, &b))
-		size = xpu_ledger_measure(&a, &b);
+	before = xpu_ledger_sum[i];
+	if (xpu_ledger_dup(gpu, sub, hc, ho, h))
+		return 0;
+	if (!xpu_ledger_read(gpu, &u) && xpu_ledger_sum[i] > before)
+		size = xpu_ledger_sum[i] - before;
 	if (!size) {
-		xpu_rm_ledger_free(*h);
+		xpu_ledger_drop(gpu, *h, 0);
 		*h = 0;
 	}
 	return size;
 }
 
-/* Whether the ledger's handle H, SIZE bytes, is its memory's only one. */
+/*
+ * Whether the ledger's handle H, SIZE bytes, is its memory's only one.
+ * GET_PID_INFO calls a handle private exactly when it is its memory's only
+ * one.  When H is the only handle the ledger has on the GPU, the ledger's
+ * private figure says it: SIZE or 0.  Else, one more duplicate of H turns it
+ * from private to shared exactly when it was alone, so the ledger's private
+ * figure drops by SIZE (others' frees meanwhile only raise it: anything
+ * else means "ask again later", which errs on the side of charging).
+ */
 static bool xpu_ledger_alone(struct xpu_gpu *gpu, bool sub, u32 h, u64 size)
 {
 	struct xpu_vidmem_usage a, b;
@@ -168,13 +221,15 @@ static bool xpu_ledger_alone(struct xpu_gpu *gpu, bool sub, u32 h, u64 size)
 	u32 h2 = 0;
 
 	lockdep_assert_held(&xpu_ledger_lock);
-	if (xpu_rm_ledger_usage(gpu, &a))
+	if (xpu_ledger_read(gpu, &a))
 		return false;
-	if (xpu_rm_ledger_dup(gpu, sub, 0, h, &h2))
+	if (xpu_ledger_handles[gpu - xpu_gpus] == 1)
+		return a.priv == size;
+	if (xpu_ledger_dup(gpu, sub, 0, h, &h2))
 		return false;
-	if (!xpu_rm_ledger_usage(gpu, &b))
+	if (!xpu_ledger_read(gpu, &b))
 		alone = a.priv >= size && a.priv - b.priv == size;
-	xpu_rm_ledger_free(h2);
+	xpu_ledger_drop(gpu, h2, size);
 	return alone;
 }
 
@@ -304,7 +359,7 @@ static void xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		    xpu_rm_object_class(held->hc, held->ho) ==
 		    NV01_MEMORY_LOCAL_USER) {
 			mutex_lock(&xpu_ledger_lock);
-			xpu_rm_ledger_free(held->h_dup);
+			xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
 			mutex_unlock(&xpu_ledger_lock);
 			kfree(held);
 			continue;
@@ -313,7 +368,7 @@ static void xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		mutex_lock(&xpu_ledger_lock);
 		if (xpu_ledger_alone(slice->gpu, held->subdevice, held->h_dup,
 				     held->size)) {
-			xpu_rm_ledger_free(held->h_dup);
+			xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
 			kfree(held);
 		} else {
 			list_add_tail(&held->link, &slice->held);
@@ -400,7 +455,7 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	 * ledger keeps one handle of it.
 	 */
 	if (size && xpu_ledger_holds(slice, h)) {
-		xpu_rm_ledger_free(h);
+		xpu_ledger_drop(gpu, h, size);
 		size = 0;
 	}
 	mutex_unlock(&xpu_ledger_lock);
@@ -445,7 +500,7 @@ bool xpu_ledger_reprobe(struct xpu_slice *slice)
 		if (!xpu_ledger_alone(slice->gpu, held->subdevice, held->h_dup,
 				      held->size))
 			continue;
-		xpu_rm_ledger_free(held->h_dup);
+		xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
 		WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);
 		list_del(&held->link);
 		kfree(held);
@@ -462,7 +517,7 @@ void xpu_ledger_slice_release(struct xpu_slice *slice)
 
 	mutex_lock(&xpu_ledger_lock);
 	list_for_each_entry_safe(held, tmp, &slice->held, link) {
-		xpu_rm_ledger_free(held->h_dup);
+		xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
 		list_del(&held->link);
 		kfree(held);
 	}
