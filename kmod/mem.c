@@ -468,6 +468,27 @@ static bool xpu_mem_fits(struct xpu_slice *slice, u64 want)
 }
 
 /*
+ * The caller made BYTES of video memory xpu has no record of, so the ledger
+ * cannot follow them through a free that takes them with their client while
+ * UVM maps them: the slice pays for them, on top of RM's figure (which still
+ * has them while the file is open), until destroyed; the control file is
+ * refused from now on and the caller killed.  WHY is for the log.
+ */
+static void xpu_mem_unrecorded(struct xpu_file *xf, u64 bytes, const char *why)
+{
+	struct xpu_slice *slice = xf->slice;
+
+	lockdep_assert_held(&slice->mem_lock);
+	atomic64_add(bytes, &slice->lost_bytes);
+	WRITE_ONCE(slice->used, slice->used + bytes);
+	WRITE_ONCE(xf->poisoned, true);
+	slice->killed++;
+	pr_warn("slice %u '%s': pid %d %s: killed, its control file refused, the slice charged %llu bytes until destroyed\n",
+		slice->id, slice->name, task_tgid_nr(current), why, bytes);
+	kill_pid(task_tgid(current), SIGKILL, 1);
+}
+
+/*
  * What a video-memory allocation through XF made, GROWN bytes by RM's
  * figure, goes on record for the ledger (ledger.c) by the handles the
  * caller's struct names: a claim, which RM must confirm.  One that does not
@@ -498,14 +519,7 @@ static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 		return err == -ENOSPC ? NV_ERR_INSUFFICIENT_RESOURCES :
 					NV_ERR_NO_MEMORY;
 	}
-	/* on top of RM's figure, which still has it while the file is open */
-	atomic64_add(grown, &slice->lost_bytes);
-	WRITE_ONCE(slice->used, slice->used + grown);
-	WRITE_ONCE(xf->poisoned, true);
-	slice->killed++;
-	pr_warn("slice %u '%s': pid %d made %llu bytes of video memory and named no new object: killed, its control file refused, the slice charged until destroyed\n",
-		slice->id, slice->name, task_tgid_nr(current), grown);
-	send_sig(SIGKILL, current, 1);
+	xpu_mem_unrecorded(xf, grown, "made video memory and named no new object");
 	return NV_OK;
 }
 
@@ -515,7 +529,7 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 {
 	struct xpu_slice *slice = xf->slice;
 	u32 hc, hp, ho, st;
-	u64 grown, before, hidden;
+	u64 grown, before;
 	long ret;
 
 	ret = xpu_mem_join(slice);
@@ -561,22 +575,9 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 		ret = xpu_put_status(site->status, NV_ERR_NO_MEMORY);
 		goto out;
 	}
-	/*
-	 * What is left is on no record (only allocations within the limit
-	 * are recorded), so the ledger cannot follow it through a free that
-	 * takes it with its client while UVM maps it: as for an allocation
-	 * that names no new object (xpu_mem_record), the slice pays for it
-	 * until destroyed and the control file is refused from now on.
-	 */
-	hidden = slice->used > before ? slice->used - before : 0;
-	atomic64_add(hidden, &slice->lost_bytes);
-	WRITE_ONCE(slice->used, slice->used + hidden);
-	WRITE_ONCE(xf->poisoned, true);
-	slice->killed++;
-	pr_warn("slice %u '%s': pid %d holds memory past the limit (%llu > %llu bytes) and hid it: killed, its control file refused, the slice charged %llu bytes until destroyed\n",
-		slice->id, slice->name, task_tgid_nr(current),
-		slice->used - hidden, READ_ONCE(slice->memory_limit), hidden);
-	kill_pid(task_tgid(current), SIGKILL, 1);
+	/* only allocations within the limit are recorded: what is left is not */
+	xpu_mem_unrecorded(xf, slice->used > before ? slice->used - before : 0,
+			   "holds memory past the limit and hid it");
 out:
 	mutex_unlock(&slice->mem_lock);
 	return ret;
