@@ -258,14 +258,14 @@ static void xpu_memrec_forget(struct xpu_file *xf, u32 hc, u32 ho)
 
 /*
  * An allocation through XF, a control file of a slice, grew RM's figure for
- * the slice, and the caller's struct names (HC, HO) as the new object: a
- * claim.  RM must say it is video memory, and xpu must not have it already
+ * the slice by SIZE, and the caller's struct names (HC, HO) as the new
+ * object: a claim.  RM must say it is video memory, and xpu must not have it already
  * (RM never makes a live handle twice; a live recorded one named instead of
  * the new object is a lie).  Under the slice's mem_lock, which every path
  * that makes a handle in the slice's clients takes.  0, -ESRCH for a claim
  * that does not hold, -ENOSPC past XPU_MAX_MEMRECS, -ENOMEM.
  */
-int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 ho)
+int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 ho, u64 size)
 {
 	struct xpu_slice *slice = xf->slice;
 	unsigned long key = xpu_memrec_key(hc, ho);
@@ -279,10 +279,34 @@ int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 ho)
 		atomic_dec(&slice->nr_memrecs);
 		return -ENOSPC;
 	}
-	ret = xa_insert(&xf->memrecs, key, xa_mk_value(0), GFP_KERNEL);
+	ret = xa_insert(&xf->memrecs, key,
+			xa_mk_value(min_t(u64, size, LONG_MAX)), GFP_KERNEL);
 	if (ret)
 		atomic_dec(&slice->nr_memrecs);
 	return ret;
+}
+
+/*
+ * What went from XF's records with no free xpu made or stood by for it (a
+ * call xpu made as the caller did not free what xpu asked for): the records
+ * whose objects RM no longer has are forgotten, and their sizes returned,
+ * for the slice to pay.  Under the slice's mem_lock.
+ */
+u64 xpu_ledger_unseen(struct xpu_file *xf)
+{
+	unsigned long key;
+	void *entry;
+	u64 bytes = 0;
+
+	lockdep_assert_held(&xf->slice->mem_lock);
+	xa_for_each(&xf->memrecs, key, entry) {
+		if (xpu_rm_object_class(key >> 32, (u32)key) ==
+		    NV01_MEMORY_LOCAL_USER)
+			continue;
+		bytes += xa_to_value(entry);
+		xpu_memrec_forget(xf, key >> 32, (u32)key);
+	}
+	return bytes;
 }
 
 /*
@@ -431,13 +455,13 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 
 	lockdep_assert_held(&slice->mem_lock);
 	if (!xpu_ledger_thread)
-		return xpu_free_as_caller(file, hc, hp, ho);
+		return xpu_free_as_caller(xf, file, hc, hp, ho);
 	cls = xpu_rm_object_class(hc, ho);
 	if (cls != NV01_MEMORY_LOCAL_USER) {
 		if (ho == hc || cls == NV01_DEVICE_0 || cls == NV20_SUBDEVICE_0)
 			xpu_ledger_cascade_begin(xf, hc, ho, ho == hc ? 0 : cls,
 						 &taken);
-		status = xpu_free_as_caller(file, hc, hp, ho);
+		status = xpu_free_as_caller(xf, file, hc, hp, ho);
 		xpu_ledger_cascade_end(xf, &taken, true);
 		return status;
 	}
@@ -462,14 +486,14 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	if (!size) {
 		/* charged by RM alone, or by the ledger already */
 		kfree(held);
-		status = xpu_free_as_caller(file, hc, hp, ho);
+		status = xpu_free_as_caller(xf, file, hc, hp, ho);
 		if (xpu_rm_object_class(hc, ho) != NV01_MEMORY_LOCAL_USER)
 			xpu_memrec_forget(xf, hc, ho);
 		return status;
 	}
 
 	/* may sleep on the caller's own memory: no ledger lock across it */
-	status = xpu_free_as_caller(file, hc, hp, ho);
+	status = xpu_free_as_caller(xf, file, hc, hp, ho);
 
 	/* then as for each object a bigger free takes */
 	held->hc = hc;

@@ -36,6 +36,7 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
+#include "callpage.h"
 #include "events.h"
 #include "ledger.h"
 #include "mem.h"
@@ -386,40 +387,6 @@ static int xpu_put_status(u32 __user *status, u32 value)
 }
 
 /*
- * RM_FREE of (hc, hp, ho) as the caller itself would make it: through FILE,
- * in the caller's context, with parameters in a page xpu maps into the
- * caller's address space for the call.  RM checks it as any user call (the
- * client must be one of FILE's), so handles read back from the caller's
- * memory -- a claim, which a racing thread may have pointed at another
- * tenant's objects -- let xpu free only what the caller could free itself.
- * Whether it worked is read from RM's usage, not from the page.
- */
-u32 xpu_free_as_caller(struct file *file, u32 hc, u32 hp, u32 ho)
-{
-	struct nvos00_parameters p = {
-		.h_root = hc, .h_object_parent = hp, .h_object_old = ho,
-	};
-	u32 status = NV_ERR_GENERIC;
-	unsigned long addr;
-
-	if (!current->mm)
-		return status;
-	addr = vm_mmap(NULL, 0, PAGE_SIZE, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, 0);
-	if (IS_ERR_VALUE(addr))
-		return status;
-	/* the page is the caller's: its status is only what the caller sees */
-	if (!copy_to_user((void __user *)addr, &p, sizeof(p)) &&
-	    !xpu_drv.unlocked_ioctl(file, _IOWR(NV_IOCTL_MAGIC, NV_ESC_RM_FREE,
-						struct nvos00_parameters),
-				    addr) &&
-	    !copy_from_user(&p, (void __user *)addr, sizeof(p)))
-		status = p.status;
-	vm_munmap(addr, PAGE_SIZE);
-	return status;
-}
-
-/*
  * The common path of the allocating escapes: admit want bytes, call the
  * driver, read RM's figure, undo or kill past the limit.  h[] locates the new
  * object's handles in the caller's struct for the undo.
@@ -468,9 +435,9 @@ static bool xpu_mem_fits(struct xpu_slice *slice, u64 want)
 }
 
 /*
- * The caller made BYTES of video memory xpu has no record of, so the ledger
- * cannot follow them through a free that takes them with their client while
- * UVM maps them: the slice pays for them, on top of RM's figure (which still
+ * The caller made BYTES of video memory xpu has no record of, or made RM
+ * free recorded memory behind xpu's back, so the ledger cannot follow them
+ * through a free that takes them (with their client) while UVM maps them: the slice pays for them, on top of RM's figure (which still
  * has them while the file is open), until destroyed; the control file is
  * refused from now on and the caller killed.  WHY is for the log.
  */
@@ -486,6 +453,44 @@ static void xpu_mem_unrecorded(struct xpu_file *xf, u64 bytes, const char *why)
 	pr_warn("slice %u '%s': pid %d %s: killed, its control file refused, the slice charged %llu bytes until destroyed\n",
 		slice->id, slice->name, task_tgid_nr(current), why, bytes);
 	kill_pid(task_tgid(current), SIGKILL, 1);
+}
+
+/*
+ * RM_FREE of (hc, hp, ho) as the caller itself would make it: through FILE,
+ * in the caller's context, with parameters in a page of the caller's
+ * address space that only xpu and the driver can write (callpage.c).  RM
+ * checks it as any user call (the client must be one of FILE's), so handles
+ * read back from the caller's memory -- a claim, which a racing thread may
+ * have pointed at another tenant's objects -- let xpu free only what the
+ * caller could free itself.  If the page did not stay where xpu mapped it
+ * until the driver had read it, the caller made RM free what it chose: what
+ * went from XF's records unseen is charged until the slice is destroyed,
+ * and the caller killed.  Under the slice's mem_lock.  Returns RM's status,
+ * as the driver wrote it back.
+ */
+u32 xpu_free_as_caller(struct xpu_file *xf, struct file *file,
+		       u32 hc, u32 hp, u32 ho)
+{
+	struct nvos00_parameters p = {
+		.h_root = hc, .h_object_parent = hp, .h_object_old = ho,
+	};
+	struct xpu_callpage *cp;
+	unsigned long addr;
+	long ret;
+
+	lockdep_assert_held(&xf->slice->mem_lock);
+	cp = xpu_callpage_map(&p, sizeof(p), &addr);
+	if (IS_ERR(cp))
+		return NV_ERR_NO_MEMORY;
+	ret = xpu_drv.unlocked_ioctl(file, _IOWR(NV_IOCTL_MAGIC, NV_ESC_RM_FREE,
+						 struct nvos00_parameters),
+				     addr);
+	if (!xpu_callpage_done(cp, &p, sizeof(p))) {
+		xpu_mem_unrecorded(xf, xpu_ledger_unseen(xf),
+				   "moved the page of a free xpu made as it");
+		return NV_ERR_INVALID_ARGUMENT;
+	}
+	return ret ? NV_ERR_GENERIC : p.status;
 }
 
 /*
@@ -510,11 +515,11 @@ static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 
 	if (!get_user(hc, site->h_client) && !get_user(hp, site->h_parent) &&
 	    !get_user(ho, site->h_object))
-		err = xpu_ledger_record(xf, hc, ho);
+		err = xpu_ledger_record(xf, hc, ho, grown);
 	if (!err || (err == -ESRCH && !site->vidmem))
 		return NV_OK;
 	if (err != -ESRCH) {
-		xpu_free_as_caller(file, hc, hp, ho);
+		xpu_free_as_caller(xf, file, hc, hp, ho);
 		xpu_refresh_creators(slice, xf);
 		return err == -ENOSPC ? NV_ERR_INSUFFICIENT_RESOURCES :
 					NV_ERR_NO_MEMORY;
@@ -566,7 +571,7 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	 */
 	if (!get_user(hc, site->h_client) && !get_user(hp, site->h_parent) &&
 	    !get_user(ho, site->h_object)) {
-		xpu_free_as_caller(file, hc, hp, ho);
+		xpu_free_as_caller(xf, file, hc, hp, ho);
 		xpu_refresh_creators(slice, xf);
 	}
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {

@@ -14,7 +14,8 @@ void xpu_mem_fill(struct xpu_slice *slice, struct xpu_slice_info *out);
 int xpu_mem_set_limit(struct xpu_slice *slice, u64 limit);
 void xpu_mem_slice_release(struct xpu_slice *slice);
 void xpu_mem_file_release(struct xpu_file *xf);
-u32 xpu_free_as_caller(struct file *file, u32 hc, u32 hp, u32 ho);
+u32 xpu_free_as_caller(struct xpu_file *xf, struct file *file,
+		       u32 hc, u32 hp, u32 ho);
 
 long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg);

@@ -6,6 +6,7 @@
  * rm_perform_version_check()'s part of osapi.c.
  */
 #include <linux/cdev.h>
+#include <linux/delay.h>
 #include <linux/fdtable.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -616,6 +617,8 @@ static long nvidia_unlocked_ioctl(struct file *filp, unsigned int cmd,
 	buf = kmalloc(size, GFP_KERNEL);
 	if (!buf)
 		return -ENOMEM;
+	if (nr == NV_ESC_RM_FREE && READ_ONCE(nvstub_free_copyin_delay_us))
+		fsleep(READ_ONCE(nvstub_free_copyin_delay_us));
 	if (copy_from_user(buf, uptr, size)) {
 		kfree(buf);
 		return -EFAULT;

@@ -34,6 +34,11 @@ module_param(alloc_reread_delay_us, uint, 0444);
 MODULE_PARM_DESC(alloc_reread_delay_us,
 		 "delay before RM reads alloc params from user memory");
 
+static unsigned int free_copyin_delay_us;
+module_param(free_copyin_delay_us, uint, 0444);
+MODULE_PARM_DESC(free_copyin_delay_us,
+		 "delay before the escape copies an RM_FREE's parameters in");
+
 static unsigned int timeslice_us = 2000;
 module_param(timeslice_us, uint, 0444);
 MODULE_PARM_DESC(timeslice_us, "the engine's native timeslice");
@@ -110,6 +115,7 @@ const struct nvstub_abi *nvstub_abi;
 char nvstub_version[NV_RM_API_VERSION_STRING_LENGTH];
 unsigned int nvstub_ngpus;
 unsigned int nvstub_alloc_reread_delay_us;
+unsigned int nvstub_free_copyin_delay_us;
 unsigned int nvstub_timeslice_us;
 unsigned int nvstub_doorbell_poll_us;
 u64 nvstub_gr_context_bytes;
@@ -173,6 +179,11 @@ static int nvstub_check_params(void)
 		       alloc_reread_delay_us);
 		return -EINVAL;
 	}
+	if (free_copyin_delay_us > 10000000) {
+		pr_err("free_copyin_delay_us=%u: must be at most 10000000\n",
+		       free_copyin_delay_us);
+		return -EINVAL;
+	}
 	if (timeslice_us < 1 || timeslice_us > NVSTUB_MAX_SLICE_US) {
 		pr_err("timeslice_us=%u: must be 1..%llu\n", timeslice_us,
 		       NVSTUB_MAX_SLICE_US);
@@ -196,6 +207,7 @@ static int nvstub_check_params(void)
 	strscpy(nvstub_version, version, sizeof(nvstub_version));
 	nvstub_ngpus = gpus;
 	nvstub_alloc_reread_delay_us = alloc_reread_delay_us;
+	nvstub_free_copyin_delay_us = free_copyin_delay_us;
 	nvstub_timeslice_us = timeslice_us;
 	nvstub_doorbell_poll_us = doorbell_poll_us;
 	nvstub_gr_context_bytes = (u64)gr_context_kib << 10;

@@ -10,6 +10,9 @@ the fix it names:
 - class 9, confused deputy: xpu.ko used to undo an over-limit allocation by
   freeing, with kernel privilege, the handles it read back from the caller's
   struct; a tenant planted another slice's client there.
+- the page of a free xpu.ko makes as the caller (class 9's undo, and every
+  slice's RM_FREE since the ledger): a thread of the caller's must not be
+  able to change what the driver reads there.
 - class 5, a stalled tenant: a tenant whose parameter page stalls (here
   userfaultfd) while xpu.ko holds its slice's lock must not block any other
   slice's open, an unsliced open or an admin call.
@@ -310,6 +313,124 @@ def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
         assert attacker.used() >= 1 << 30
         attacker.destroy()
         victim.destroy()
+        assert nvtest.heap_used(0) == heap0
+
+
+# --- the page of a call made as the caller
+
+
+RACE_FREE = """
+import ctypes, mmap, threading
+from nvclient.cudalike import CudaContext
+from nvclient.uvm import Uvm
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+MAP_FIXED = 0x10
+ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+uvm = Uvm(ctl.abi.version)
+ctx = CudaContext(dev, uvm)
+y = ctx.alloc(32 << 20)         # mapped through UVM, which keeps it past RM_FREE
+x = dev.alloc_vidmem(2 << 20)
+
+def readable_pages():
+    with open("/proc/self/maps") as f:
+        out = set()
+        for line in f:
+            span, perms = line.split()[:2]
+            lo, hi = (int(v, 16) for v in span.split("-"))
+            if hi - lo == mmap.PAGESIZE and perms[0] == "r":
+                out.add(lo)
+        return out
+
+ready, got = threading.Event(), {}
+def attack():
+    before = readable_pages()
+    ready.set()
+    while True:             # the page xpu.ko maps for the free it makes
+        new = readable_pages() - before
+        if new:
+            addr = new.pop()
+            break
+    mine = bytes(abi.NVOS00_PARAMETERS(rm.handle, dev.hdevice, y.handle))
+    try:
+        if HOW == "write":
+            fd = os.open("/proc/self/mem", os.O_RDWR)
+            got["wrote"] = os.pwrite(fd, mine, addr)
+        elif HOW == "store":
+            libc.mprotect(addr, mmap.PAGESIZE,
+                          mmap.PROT_READ | mmap.PROT_WRITE)
+            ctypes.memmove(addr, mine, len(mine))
+            got["wrote"] = len(mine)
+        else:               # replace it with a page of its own
+            at = libc.mmap(addr, mmap.PAGESIZE,
+                           mmap.PROT_READ | mmap.PROT_WRITE,
+                           mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED,
+                           -1, 0)
+            assert at == addr, at
+            ctypes.memmove(addr, mine, len(mine))
+            got["wrote"] = len(mine)
+    except OSError as e:
+        got["wrote"] = -e.errno
+
+t = threading.Thread(target=attack, daemon=True)
+t.start()
+ready.wait()
+p = abi.NVOS00_PARAMETERS(rm.handle, dev.hdevice, x.handle)
+client.escape(ctl.fd, abi.NV_ESC_RM_FREE, p)
+t.join()
+report(wrote=got["wrote"], status=p.status)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("how", ["write", "store", "replace"])
+def test_the_page_of_a_free_made_as_the_caller_cannot_be_rewritten(
+        nodedir, reload_stub, uvm_nodes, how):
+    """xpu.ko makes a slice's RM_FREE itself, as the caller, from a page it
+    maps for the call, once the ledger stands by the object named.  A thread
+    of the caller's finds that page (the driver waits 300 ms before reading
+    it) and names instead memory UVM maps: written through /proc/self/mem,
+    stored after mprotect, or the page replaced by one of its own.  Before,
+    RM freed the UVM-mapped 32 MiB, which UVM kept and nothing charged.  Now
+    the page cannot be written but by the driver's copy-back ("write": the
+    write fails, the free is the one asked for; "store": SIGBUS), and a
+    replaced page is seen: the caller is killed and what went charged."""
+    reload_stub(free_copyin_delay_us=300000)
+    subprocess.run(["insmod", os.environ["XPU_KO"],
+                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    with xpu_ctl.Ctl() as admin_:
+        sl = Slice(admin_, nodedir, name="racer", limit=LIMIT)
+        heap0 = nvtest.heap_used(0)
+        try:
+            code = (RACE_FREE.replace("CTL", repr(sl.ctl_node))
+                    .replace("GPU", repr(sl.gpu_node))
+                    .replace("HOW", repr(how)))
+            child = nvtest.spawn_child(code)
+            if how == "store":
+                assert child.finish() == -signal.SIGBUS
+            elif how == "replace":
+                assert child.finish() == -signal.SIGKILL
+                assert sl.get().killed == 1
+                # the 32 MiB it may have hidden stays charged
+                assert sl.used() >= 32 * MiB
+            else:
+                r = child.report()
+                # What RM holds for the tenant (the 32 MiB, its context's
+                # page tables) is what the slice is charged, within 4 MiB;
+                # before, the slice read 2 MiB while RM held 34.
+                assert sl.used() + 4 * MiB >= nvtest.heap_used(0) - heap0
+                assert sl.used() >= 32 * MiB
+                assert r["wrote"] < 0, r
+                assert r["status"] == abi.NV_OK
+                child.p.stdin.write("\n")
+                child.p.stdin.flush()
+                assert child.finish() == 0
+        finally:
+            sl.destroy()
         assert nvtest.heap_used(0) == heap0
 
 
