@@ -259,9 +259,10 @@ static void xpu_memrec_forget(struct xpu_file *xf, u32 hc, u32 ho)
 /*
  * An allocation through XF, a control file of a slice, grew RM's figure for
  * the slice by SIZE, and the caller's struct names (HC, HO) as the new
- * object: a claim.  RM must say it is video memory, and xpu must not have it already
- * (RM never makes a live handle twice; a live recorded one named instead of
- * the new object is a lie).  Under the slice's mem_lock, which every path
+ * object: a claim.  RM must say it is video memory, and xpu must not have
+ * it already (RM never makes a live handle twice; a live recorded one named
+ * instead of the new object is a lie).  SIZE stays with the record, for
+ * xpu_ledger_unseen().  Under the slice's mem_lock, which every path
  * that makes a handle in the slice's clients takes.  0, -ESRCH for a claim
  * that does not hold, -ENOSPC past XPU_MAX_MEMRECS, -ENOMEM.
  */
