@@ -437,9 +437,10 @@ static bool xpu_mem_fits(struct xpu_slice *slice, u64 want)
 /*
  * The caller made BYTES of video memory xpu has no record of, or made RM
  * free recorded memory behind xpu's back, so the ledger cannot follow them
- * through a free that takes them (with their client) while UVM maps them: the slice pays for them, on top of RM's figure (which still
- * has them while the file is open), until destroyed; the control file is
- * refused from now on and the caller killed.  WHY is for the log.
+ * through a free that takes them (with their client) while UVM maps them:
+ * the slice pays for them, on top of RM's figure (which still has them
+ * while the file is open), until destroyed; the control file is refused
+ * from now on and the caller killed.  WHY is for the log.
  */
 static void xpu_mem_unrecorded(struct xpu_file *xf, u64 bytes, const char *why)
 {
