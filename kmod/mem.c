@@ -388,16 +388,88 @@ static int xpu_put_status(u32 __user *status, u32 value)
 
 /*
  * The common path of the allocating escapes: admit want bytes, call the
- * driver, read RM's figure, undo or kill past the limit.  h[] locates the new
- * object's handles in the caller's struct for the undo.
+ * driver, read RM's figure, undo or kill past the limit.  The site locates
+ * the status and the new object's handles in the escape's struct, by
+ * offset.
  */
 struct xpu_alloc_site {
-	u32 __user *status;
-	u32 __user *h_client;
-	u32 __user *h_parent;
-	u32 __user *h_object;
+	size_t status;
+	size_t h_client;
+	size_t h_parent;
+	size_t h_object;
 	bool vidmem;			/* the call claims video memory */
 };
+
+/*
+ * An escape of a slice's control file, made on xpu's copy of the caller's
+ * struct: the driver reads the copy from a page only the driver can write
+ * (callpage.c), so the class, the function and the handles RM reads are the
+ * ones xpu read, and RM's results -- the new handle, the status -- are read
+ * by xpu where no thread of the caller's can rewrite them.  The caller's
+ * struct gets them after.  (The alloc params behind pAllocParms are still
+ * read by RM from the caller's memory: what they claim is read back.)
+ */
+struct xpu_escape {
+	void __user *uarg;		/* the caller's struct */
+	size_t size;
+	union {
+		struct nvos21_parameters p21;
+		struct nvos64_parameters p64;
+		struct nvos32_parameters p32;
+		u8 raw[sizeof(struct nvos32_parameters)];
+	} u;
+};
+
+static u32 xpu_escape_u32(const struct xpu_escape *e, size_t off)
+{
+	u32 v;
+
+	memcpy(&v, e->u.raw + off, sizeof(v));
+	return v;
+}
+
+static int xpu_escape_status(const struct xpu_escape *e,
+			     const struct xpu_alloc_site *site, u32 value)
+{
+	return xpu_put_status(e->uarg + site->status, value);
+}
+
+/* The caller's struct at ARG, SIZE bytes, into E: 0 or -EFAULT. */
+static int xpu_escape_copy(struct xpu_escape *e, unsigned long arg,
+			   size_t size)
+{
+	BUILD_BUG_ON(sizeof(struct nvos64_parameters) >
+		     sizeof(struct nvos32_parameters));
+	if (size > sizeof(e->u))
+		return -EINVAL;
+	e->uarg = (void __user *)arg;
+	e->size = size;
+	return copy_from_user(e->u.raw, e->uarg, size) ? -EFAULT : 0;
+}
+
+/*
+ * The driver's escape CMD on E's copy.  E gets what the driver wrote back,
+ * and the caller's struct too (-EFAULT if it cannot be written, as the
+ * driver's own copy-back).  *MOVED says the page did not stay where xpu
+ * mapped it: what the driver read is not known.
+ */
+static long xpu_escape_call(struct file *file, unsigned int cmd,
+			    struct xpu_escape *e, bool *moved)
+{
+	struct xpu_callpage *cp;
+	unsigned long addr;
+	long ret;
+
+	*moved = false;
+	cp = xpu_callpage_map(e->u.raw, e->size, &addr);
+	if (IS_ERR(cp))
+		return PTR_ERR(cp);
+	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
+	*moved = !xpu_callpage_done(cp, e->u.raw, e->size);
+	if (copy_to_user(e->uarg, e->u.raw, e->size))
+		ret = -EFAULT;
+	return ret;
+}
 
 /*
  * Whether WANT more bytes fit in SLICE, under mem_lock; a denial is counted
@@ -496,27 +568,27 @@ u32 xpu_free_as_caller(struct xpu_file *xf, struct file *file,
 
 /*
  * What a video-memory allocation through XF made, GROWN bytes by RM's
- * figure, goes on record for the ledger (ledger.c) by the handles the
- * caller's struct names: a claim, which RM must confirm.  One that does not
- * hold (the struct was rewritten after the driver wrote it, or the driver
- * could not write it) leaves xpu unable to follow that memory through a
- * free that takes it with its client: so the caller cheats (its control
- * file is refused from now on, it is killed), and the slice pays for the
- * memory until it goes.  Past XPU_MAX_MEMRECS the allocation is undone.
- * A call that claimed another class (the class is read before RM reads it:
- * docs/security.md, the handle race) is recorded if RM confirms it, and
- * else left to RM's figure.  Returns NV_OK or a status for the caller.
+ * figure, goes on record for the ledger (ledger.c) by the handles RM wrote
+ * back into xpu's copy of the struct, E, and RM confirms.  One that does
+ * not hold (RM made memory it did not name) leaves xpu unable to follow
+ * that memory through a free that takes it with its client: so the caller
+ * is killed (its control file refused from now on), and the slice pays for
+ * the memory until it goes.  Past XPU_MAX_MEMRECS the allocation is undone.
+ * A call of another class is recorded if RM says it made video memory, and
+ * else left to RM's figure (which a member's call through another file may
+ * have grown meanwhile).  Returns NV_OK or a status for the caller.
  */
 static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
+			  const struct xpu_escape *e,
 			  const struct xpu_alloc_site *site, u64 grown)
 {
 	struct xpu_slice *slice = xf->slice;
-	u32 hc = 0, hp = 0, ho = 0;
-	int err = -ESRCH;
+	u32 hc = xpu_escape_u32(e, site->h_client);
+	u32 hp = xpu_escape_u32(e, site->h_parent);
+	u32 ho = xpu_escape_u32(e, site->h_object);
+	int err;
 
-	if (!get_user(hc, site->h_client) && !get_user(hp, site->h_parent) &&
-	    !get_user(ho, site->h_object))
-		err = xpu_ledger_record(xf, hc, ho, grown);
+	err = xpu_ledger_record(xf, hc, ho, grown);
 	if (!err || (err == -ESRCH && !site->vidmem))
 		return NV_OK;
 	if (err != -ESRCH) {
@@ -530,12 +602,13 @@ static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 }
 
 static long xpu_admit_call(struct xpu_file *xf, struct file *file,
-			   unsigned int cmd, unsigned long arg, u64 want,
+			   unsigned int cmd, struct xpu_escape *e, u64 want,
 			   const struct xpu_alloc_site *site)
 {
 	struct xpu_slice *slice = xf->slice;
 	u32 hc, hp, ho, st;
 	u64 grown, before;
+	bool moved;
 	long ret;
 
 	ret = xpu_mem_join(slice);
@@ -546,20 +619,26 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	if (!xpu_mem_fits(slice, want)) {
 		mutex_unlock(&slice->mem_lock);
 		/* The driver's own failure: the call succeeds, status says why. */
-		return xpu_put_status(site->status, NV_ERR_NO_MEMORY);
+		return xpu_escape_status(e, site, NV_ERR_NO_MEMORY);
 	}
 	/*
-	 * Whatever the driver returns -- a failed copy-back is -EFAULT after
-	 * RM made the object -- RM's figure below is what counts.
+	 * Whatever the driver returns -- a failed copy-back into the caller's
+	 * struct is -EFAULT after RM made the object -- RM's figure below is
+	 * what counts.
 	 */
 	before = slice->used;
-	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
+	ret = xpu_escape_call(file, cmd, e, &moved);
 	grown = xpu_refresh_creators(slice, xf);
+	if (moved) {
+		xpu_mem_unrecorded(xf, grown,
+				   "moved the page of a call xpu made for it");
+		goto out;
+	}
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {
 		if (grown) {
-			st = xpu_mem_record(xf, file, site, grown);
+			st = xpu_mem_record(xf, file, e, site, grown);
 			if (st)
-				ret = xpu_put_status(site->status, st);
+				ret = xpu_escape_status(e, site, st);
 		}
 		goto out;
 	}
@@ -567,18 +646,18 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	/*
 	 * Over the limit: RM gave more than was asked for (rounding xpu did
 	 * not foresee, or a size changed under us).  Undo it by the handles
-	 * the caller's struct holds, as the caller; an honest caller sees
+	 * RM wrote back, as the caller; an honest caller sees
 	 * NV_ERR_NO_MEMORY.
 	 */
-	if (!get_user(hc, site->h_client) && !get_user(hp, site->h_parent) &&
-	    !get_user(ho, site->h_object)) {
-		xpu_free_as_caller(xf, file, hc, hp, ho);
-		xpu_refresh_creators(slice, xf);
-	}
+	hc = xpu_escape_u32(e, site->h_client);
+	hp = xpu_escape_u32(e, site->h_parent);
+	ho = xpu_escape_u32(e, site->h_object);
+	xpu_free_as_caller(xf, file, hc, hp, ho);
+	xpu_refresh_creators(slice, xf);
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {
 		slice->denied++;
 		xpu_event_denied(slice, want);
-		ret = xpu_put_status(site->status, NV_ERR_NO_MEMORY);
+		ret = xpu_escape_status(e, site, NV_ERR_NO_MEMORY);
 		goto out;
 	}
 	/* only allocations within the limit are recorded: what is left is not */
@@ -663,52 +742,66 @@ static u32 xpu_mem_device_check(struct xpu_file *xf, u64 params)
 long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg)
 {
-	struct nvos64_parameters __user *p64 = (void __user *)arg;
 	struct nvos21_parameters __user *p21 = (void __user *)arg;
 	struct nv_memory_allocation_params __user *up;
 	struct xpu_alloc_site site;
+	struct xpu_escape e;
 	u32 h_class, flags, attr, attr2;
 	size_t size = _IOC_SIZE(cmd);
 	u64 want, params;
 
 	long ret;
 
-	if (size != sizeof(*p21) && size != sizeof(*p64))
+	if (size != sizeof(*p21) && size != sizeof(struct nvos64_parameters))
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
-	site.status = size == sizeof(*p21) ? &p21->status : &p64->status;
+	site.status = size == sizeof(*p21) ?
+		      offsetof(struct nvos21_parameters, status) :
+		      offsetof(struct nvos64_parameters, status);
+	if (!xf->slice) {
+		if (!xf->gpu) {
+			if (get_user(h_class, &p21->h_class) ||
+			    get_user(params, &p21->p_alloc_parms))
+				return -EFAULT;
+			if (h_class == NV01_DEVICE_0) {
+				ret = xpu_mem_device_check(xf, params);
+				if (ret)
+					return xpu_put_status((void __user *)arg +
+							      site.status, ret);
+			}
+		}
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	}
+	/*
+	 * A slice's: read once, and the driver reads the same (xpu_escape).
+	 * NVOS21 and NVOS64 agree up to pAllocParms.
+	 */
+	ret = xpu_escape_copy(&e, arg, size);
+	if (ret)
+		return ret;
+	h_class = e.u.p21.h_class;
+	params = e.u.p21.p_alloc_parms;
 	if (!xf->gpu) {
-		if (get_user(h_class, &p21->h_class) ||
-		    get_user(params, &p21->p_alloc_parms))
-			return -EFAULT;
 		if (h_class == NV01_DEVICE_0) {
 			ret = xpu_mem_device_check(xf, params);
 			if (ret)
-				return xpu_put_status(site.status, ret);
+				return xpu_escape_status(&e, &site, ret);
 		}
-	}
-	if (!xf->slice)
-		return xpu_drv.unlocked_ioctl(file, cmd, arg);
-	if (!xf->gpu) {
 		ret = xpu_mem_creator(xf);
 		if (ret > 0)
-			return xpu_put_status(site.status, ret);
+			return xpu_escape_status(&e, &site, ret);
 		if (ret)
 			return ret;
 	}
-	/* NVOS21 and NVOS64 agree up to pAllocParms. */
-	if (get_user(h_class, &p21->h_class) ||
-	    get_user(params, &p21->p_alloc_parms))
-		return -EFAULT;
 	if (xpu_sched_tracks_class(h_class))
 		return xpu_sched_rm_alloc(xf, file, cmd, arg, h_class);
 
 	/*
-	 * The class, the location and the size are claims: RM reads them
-	 * again (the alloc params well after xpu), so a thread can turn a
-	 * system-memory or non-memory allocation into video memory in
-	 * between.  So every other RM_ALLOC of a slice is admitted -- at the
-	 * claimed size for video memory, at 0 bytes otherwise -- and RM's
-	 * figure read back after it, as for any allocation.
+	 * The location and the size are claims: RM reads the alloc params
+	 * again, well after xpu, so a thread can turn a system-memory
+	 * allocation into video memory in between.  So every other RM_ALLOC
+	 * of a slice is admitted -- at the claimed size for video memory, at
+	 * 0 bytes otherwise -- and RM's figure read back after it, as for any
+	 * allocation.
 	 */
 	up = u64_to_user_ptr(params);
 	if (h_class == NV01_MEMORY_LOCAL_USER &&
@@ -719,11 +812,11 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	else
 		want = 0;
 
-	site.h_client = &p21->h_root;
-	site.h_parent = &p21->h_object_parent;
-	site.h_object = &p21->h_object_new;
+	site.h_client = offsetof(struct nvos21_parameters, h_root);
+	site.h_parent = offsetof(struct nvos21_parameters, h_object_parent);
+	site.h_object = offsetof(struct nvos21_parameters, h_object_new);
 	site.vidmem = h_class == NV01_MEMORY_LOCAL_USER;
-	return xpu_admit_call(xf, file, cmd, arg, want, &site);
+	return xpu_admit_call(xf, file, cmd, &e, want, &site);
 }
 
 /*
@@ -774,86 +867,103 @@ static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
 	return xpu_put_status(status, st);
 }
 
+/*
+ * A VID_HEAP function of a slice that allocates nothing (INFO, a free by
+ * offset, the others), on xpu's copy E as an allocation is: the function RM
+ * reads is the one xpu read.  The slice's figure is read after, as after
+ * any call that may lower it.
+ */
+static long xpu_vid_heap_other(struct xpu_file *xf, struct file *file,
+			       unsigned int cmd, struct xpu_escape *e)
+{
+	struct xpu_slice *slice = xf->slice;
+	bool moved;
+	long ret;
+
+	if (mutex_lock_killable(&slice->mem_lock))
+		return -EINTR;
+	ret = xpu_escape_call(file, cmd, e, &moved);
+	if (moved)
+		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
+				   "moved the page of a call xpu made for it");
+	xpu_refresh_locked(slice);
+	mutex_unlock(&slice->mem_lock);
+	return ret;
+}
+
 long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg)
 {
 	struct nvos32_parameters __user *p = (void __user *)arg;
-	struct xpu_alloc_site site;
-	u32 function, attr, attr2, status;
-	u64 want, total, free, limit, used;
+	struct nvos32_parameters *q;
+	struct xpu_alloc_site site = {
+		.status = offsetof(struct nvos32_parameters, status),
+		.h_client = offsetof(struct nvos32_parameters, h_root),
+		.h_parent = offsetof(struct nvos32_parameters, h_object_parent),
+		.h_object = offsetof(struct nvos32_parameters,
+				     data.alloc_size.h_memory),
+		.vidmem = true,
+	};
+	struct xpu_escape e;
+	u32 attr, attr2;
+	u64 want, free, limit, used;
 	long ret;
 
 	if (!xf->slice || _IOC_SIZE(cmd) != sizeof(*p))
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
-	if (get_user(function, &p->function))
-		return -EFAULT;
-	switch (function) {
+	/* read once, and the driver reads the same: the function too */
+	ret = xpu_escape_copy(&e, arg, sizeof(*p));
+	if (ret)
+		return ret;
+	q = &e.u.p32;
+	switch (q->function) {
 	case NVOS32_FUNCTION_ALLOC_SIZE:
 	case NVOS32_FUNCTION_ALLOC_SIZE_RANGE:
 	case NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT:
 		/* The three layouts keep attr and size in different places. */
-		if (function == NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT) {
-			u32 height;
-			s32 pitch;
-
+		if (q->function == NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT) {
 			/*
 			 * RM ignores size here and takes height * pitch, in
 			 * the same arithmetic (rmapi_deprecated_vidheapctrl.c,
 			 * _nvos32FunctionAllocTiledPitchHeight).
 			 */
-			if (get_user(attr, &p->data.alloc_tiled.attr) ||
-			    get_user(attr2, &p->data.alloc_tiled.attr2) ||
-			    get_user(height, &p->data.alloc_tiled.height) ||
-			    get_user(pitch, &p->data.alloc_tiled.pitch))
-				return -EFAULT;
-			want = (u64)height * pitch;
-		} else if (function == NVOS32_FUNCTION_ALLOC_SIZE_RANGE) {
-			if (get_user(attr, &p->data.alloc_range.attr) ||
-			    get_user(attr2, &p->data.alloc_range.attr2) ||
-			    get_user(want, &p->data.alloc_range.size))
-				return -EFAULT;
+			attr = q->data.alloc_tiled.attr;
+			attr2 = q->data.alloc_tiled.attr2;
+			want = (u64)q->data.alloc_tiled.height *
+			       q->data.alloc_tiled.pitch;
+		} else if (q->function == NVOS32_FUNCTION_ALLOC_SIZE_RANGE) {
+			attr = q->data.alloc_range.attr;
+			attr2 = q->data.alloc_range.attr2;
+			want = q->data.alloc_range.size;
 		} else {
-			if (get_user(attr, &p->data.alloc_size.attr) ||
-			    get_user(attr2, &p->data.alloc_size.attr2) ||
-			    get_user(want, &p->data.alloc_size.size))
-				return -EFAULT;
+			attr = q->data.alloc_size.attr;
+			attr2 = q->data.alloc_size.attr2;
+			want = q->data.alloc_size.size;
 		}
 		/* read back all the same: the location is a claim too */
 		want = xpu_is_vidmem(attr) ? xpu_rm_rounded(want, attr, attr2) : 0;
-		site.status = &p->status;
-		site.h_client = &p->h_root;
-		site.h_parent = &p->h_object_parent;
-		site.h_object = &p->data.alloc_size.h_memory;
-		site.vidmem = true;
-		return xpu_admit_call(xf, file, cmd, arg, want, &site);
+		return xpu_admit_call(xf, file, cmd, &e, want, &site);
 	case NVOS32_FUNCTION_INFO:
-		ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
-		if (ret || get_user(status, &p->status) || status != NV_OK ||
-		    get_user(free, &p->free))
+		ret = xpu_vid_heap_other(xf, file, cmd, &e);
+		if (ret || q->status != NV_OK)
 			return ret;
 		limit = READ_ONCE(xf->slice->memory_limit);
 		used = min(READ_ONCE(xf->slice->used), limit);
-		total = limit;
-		free = min(free, limit - used);
-		if (put_user(total, &p->total) || put_user(free, &p->free))
+		free = min(q->free, limit - used);
+		if (put_user(limit, &p->total) || put_user(free, &p->free))
 			return -EFAULT;
 		return 0;
-	case NVOS32_FUNCTION_FREE: {
-		u32 hc, hp, ho, flags;
-
+	case NVOS32_FUNCTION_FREE:
 		/* RM frees the handle as RM_FREE does when it is provided */
-		if (get_user(hc, &p->h_root) ||
-		    get_user(hp, &p->h_object_parent) ||
-		    get_user(ho, &p->data.free.h_memory) ||
-		    get_user(flags, &p->data.free.flags))
-			return -EFAULT;
-		if (!(flags & NVOS32_FREE_FLAGS_MEMORY_HANDLE_PROVIDED) || xf->gpu)
-			return xpu_call_refresh(xf, file, cmd, arg);
-		return xpu_mem_free_through_ledger(xf, file, hc, hp, ho,
+		if (!(q->data.free.flags &
+		      NVOS32_FREE_FLAGS_MEMORY_HANDLE_PROVIDED) || xf->gpu)
+			return xpu_vid_heap_other(xf, file, cmd, &e);
+		return xpu_mem_free_through_ledger(xf, file, q->h_root,
+						   q->h_object_parent,
+						   q->data.free.h_memory,
 						   &p->status);
-	}
 	default:
-		return xpu_call_refresh(xf, file, cmd, arg);
+		return xpu_vid_heap_other(xf, file, cmd, &e);
 	}
 }
 

@@ -617,8 +617,9 @@ static long nvidia_unlocked_ioctl(struct file *filp, unsigned int cmd,
 	buf = kmalloc(size, GFP_KERNEL);
 	if (!buf)
 		return -ENOMEM;
-	if (nr == NV_ESC_RM_FREE && READ_ONCE(nvstub_free_copyin_delay_us))
-		fsleep(READ_ONCE(nvstub_free_copyin_delay_us));
+	if ((nr == NV_ESC_RM_FREE || nr == NV_ESC_RM_ALLOC) &&
+	    READ_ONCE(nvstub_copyin_delay_us))
+		fsleep(READ_ONCE(nvstub_copyin_delay_us));
 	if (copy_from_user(buf, uptr, size)) {
 		kfree(buf);
 		return -EFAULT;

@@ -34,10 +34,10 @@ module_param(alloc_reread_delay_us, uint, 0444);
 MODULE_PARM_DESC(alloc_reread_delay_us,
 		 "delay before RM reads alloc params from user memory");
 
-static unsigned int free_copyin_delay_us;
-module_param(free_copyin_delay_us, uint, 0444);
-MODULE_PARM_DESC(free_copyin_delay_us,
-		 "delay before the escape copies an RM_FREE's parameters in");
+static unsigned int copyin_delay_us;
+module_param(copyin_delay_us, uint, 0444);
+MODULE_PARM_DESC(copyin_delay_us,
+		 "delay before the escape copies an RM_FREE's or RM_ALLOC's struct in");
 
 static unsigned int timeslice_us = 2000;
 module_param(timeslice_us, uint, 0444);
@@ -115,7 +115,7 @@ const struct nvstub_abi *nvstub_abi;
 char nvstub_version[NV_RM_API_VERSION_STRING_LENGTH];
 unsigned int nvstub_ngpus;
 unsigned int nvstub_alloc_reread_delay_us;
-unsigned int nvstub_free_copyin_delay_us;
+unsigned int nvstub_copyin_delay_us;
 unsigned int nvstub_timeslice_us;
 unsigned int nvstub_doorbell_poll_us;
 u64 nvstub_gr_context_bytes;
@@ -179,9 +179,9 @@ static int nvstub_check_params(void)
 		       alloc_reread_delay_us);
 		return -EINVAL;
 	}
-	if (free_copyin_delay_us > 10000000) {
-		pr_err("free_copyin_delay_us=%u: must be at most 10000000\n",
-		       free_copyin_delay_us);
+	if (copyin_delay_us > 10000000) {
+		pr_err("copyin_delay_us=%u: must be at most 10000000\n",
+		       copyin_delay_us);
 		return -EINVAL;
 	}
 	if (timeslice_us < 1 || timeslice_us > NVSTUB_MAX_SLICE_US) {
@@ -207,7 +207,7 @@ static int nvstub_check_params(void)
 	strscpy(nvstub_version, version, sizeof(nvstub_version));
 	nvstub_ngpus = gpus;
 	nvstub_alloc_reread_delay_us = alloc_reread_delay_us;
-	nvstub_free_copyin_delay_us = free_copyin_delay_us;
+	nvstub_copyin_delay_us = copyin_delay_us;
 	nvstub_timeslice_us = timeslice_us;
 	nvstub_doorbell_poll_us = doorbell_poll_us;
 	nvstub_gr_context_bytes = (u64)gr_context_kib << 10;

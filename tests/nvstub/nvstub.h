@@ -76,7 +76,7 @@ extern const struct nvstub_abi *nvstub_abi;
 extern char nvstub_version[NV_RM_API_VERSION_STRING_LENGTH];
 extern unsigned int nvstub_ngpus;
 extern unsigned int nvstub_alloc_reread_delay_us;
-extern unsigned int nvstub_free_copyin_delay_us;
+extern unsigned int nvstub_copyin_delay_us;
 extern unsigned int nvstub_timeslice_us;
 extern u64 nvstub_gr_context_bytes;
 /* gpuIsCCorApmFeatureEnabled() / gpuIsCCFeatureEnabled(), for every GPU */

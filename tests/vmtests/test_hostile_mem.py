@@ -273,8 +273,11 @@ def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
     """The attacker's allocation is grown past its slice's limit during the
     driver's second read, and its struct, made read-only before the
     copy-back, names the victim's RM client.  xpu.ko must not free the
-    victim's client; the attacker ends killed, its memory freed by RM and
-    still charged to its slice, which xpu.ko could not follow it through."""
+    victim's client.  It undoes the allocation by the handles RM wrote into
+    xpu's own copy of the struct (the driver reads and writes that copy,
+    not the caller's): the attacker gets nothing, is not killed, and its
+    slice is charged nothing (before Nov 25 xpu read the planted handles
+    back, could not undo, killed the attacker and charged the 1 GiB)."""
     reload_stub(alloc_reread_delay_us=30000)
     subprocess.run(["insmod", os.environ["XPU_KO"],
                     *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
@@ -291,10 +294,14 @@ def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
             child = start_child(code)
             out, err = child.communicate(timeout=120)
             info = attacker.get()
-            # The attack landed: RM held 1 GiB for a 64 MiB slice, and no
-            # undo could bring it back, so xpu.ko killed the attacker.
-            assert child.returncode == -signal.SIGKILL, (out, err)
-            assert info.killed == 1
+            # RM made 1 GiB for a 64 MiB slice; xpu.ko undid it by RM's
+            # own handles, and the caller's read-only struct made the call
+            # fail as the driver's copy-back would.
+            assert child.returncode == 0, (out, err)
+            assert json.loads(out) == {"rc": -1, "errno": errno.EFAULT}
+            assert info.killed == 0
+            assert info.denied_allocs == 1
+            assert attacker.used() == 0
             # The victim's client and memory are intact.
             rm.free(held.handle)
             dev.alloc_vidmem(8 * MiB)
@@ -305,12 +312,7 @@ def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
             rm.close()
             gpu.close()
             ctl.close()
-        # RM let go of the 1 GiB with the attacker's files, but xpu.ko had
-        # no record of it to follow through a free that UVM outlives: the
-        # slice pays for it until destroyed, as for an allocation that
-        # names no new object.  Before, it read 0 and took more.
         assert nvtest.heap_used(0) == heap0
-        assert attacker.used() >= 1 << 30
         attacker.destroy()
         victim.destroy()
         assert nvtest.heap_used(0) == heap0
@@ -399,7 +401,7 @@ def test_the_page_of_a_free_made_as_the_caller_cannot_be_rewritten(
     the page cannot be written but by the driver's copy-back ("write": the
     write fails, the free is the one asked for; "store": SIGBUS), and a
     replaced page is seen: the caller is killed and what went charged."""
-    reload_stub(free_copyin_delay_us=300000)
+    reload_stub(copyin_delay_us=300000)
     subprocess.run(["insmod", os.environ["XPU_KO"],
                     *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
     with xpu_ctl.Ctl() as admin_:
@@ -429,6 +431,84 @@ def test_the_page_of_a_free_made_as_the_caller_cannot_be_rewritten(
                 child.p.stdin.write("\n")
                 child.p.stdin.flush()
                 assert child.finish() == 0
+        finally:
+            sl.destroy()
+        assert nvtest.heap_used(0) == heap0
+
+
+# --- the handle race: class and handle rewritten around the driver's reads
+
+
+RACE_CLASS = """
+import ctypes, mmap, threading, time
+from nvclient.cudalike import CudaContext
+from nvclient.uvm import Uvm
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+uvm = Uvm(ctl.abi.version)
+ctx = CudaContext(dev, uvm)
+rm2 = client.RmClient(ctl); dev2 = rm2.device(0, gpu_file=gpu)
+H = 0x5c00beef
+page = mmap.mmap(-1, mmap.PAGESIZE)
+p = abi.NVOS21_PARAMETERS.from_buffer(page)
+addr = ctypes.addressof(p)
+mp = dev2.memory_params(32 << 20)       # video memory, claimed as system
+p.hRoot, p.hObjectParent, p.hObjectNew = rm2.handle, dev2.hdevice, H
+p.hClass = abi.NV01_MEMORY_SYSTEM
+p.pAllocParms = ctypes.addressof(mp); p.paramsSize = ctypes.sizeof(mp)
+def race():
+    time.sleep(0.15)        # inside the stub's 300 ms before it copies p in
+    p.hClass = abi.NV01_MEMORY_LOCAL_USER
+    time.sleep(0.3)         # inside its 300 ms before RM reads mp
+    p.hObjectNew = 0x5c00dead
+    libc.mprotect(addr, mmap.PAGESIZE, mmap.PROT_READ)
+t = threading.Thread(target=race); t.start()
+rc = libc.ioctl(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC, ctypes.sizeof(p)),
+                addr)
+t.join()
+mapped = False
+try:                        # UVM keeps what it maps past RM_FREE
+    va = ctx.va(32 << 20)
+    uvm.create_external_range(va, 32 << 20)
+    uvm.map_external(va, 32 << 20, ctl.fileno(), rm2.handle, H, [ctx.uuid])
+    mapped = True
+except client.NvStatusError:
+    pass
+rm2.close()                 # the client, and what it holds, freed
+report(rc=rc, mapped=mapped)
+sys.stdin.readline()
+"""
+
+
+def test_a_class_and_handle_rewritten_around_the_driver_s_reads_hide_nothing(
+        nodedir, reload_stub, uvm_nodes):
+    """The handle race (docs/security.md): a struct claims system memory
+    when xpu.ko reads it and video memory when the driver copies it in, and
+    names another handle when xpu.ko reads the result.  Before, RM made
+    32 MiB of video memory that xpu.ko admitted as 0 bytes and could not
+    record, and a free of the client while UVM mapped it left the 32 MiB
+    held and the slice charged nothing.  Now the driver reads xpu's copy of
+    the struct: it makes what xpu.ko read, and its handle comes back where
+    only xpu.ko reads it."""
+    reload_stub(copyin_delay_us=300000, alloc_reread_delay_us=300000)
+    subprocess.run(["insmod", os.environ["XPU_KO"],
+                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    with xpu_ctl.Ctl() as admin_:
+        sl = Slice(admin_, nodedir, name="racer", limit=LIMIT)
+        heap0 = nvtest.heap_used(0)
+        try:
+            child = nvtest.spawn_child(
+                RACE_CLASS.replace("CTL", repr(sl.ctl_node))
+                .replace("GPU", repr(sl.gpu_node)))
+            r = child.report()
+            # what RM holds for the tenant is charged to its slice
+            assert sl.used() + 4 * MiB >= nvtest.heap_used(0) - heap0, r
+            child.p.stdin.write("\n")
+            child.p.stdin.flush()
+            assert child.finish() == 0
         finally:
             sl.destroy()
         assert nvtest.heap_used(0) == heap0
@@ -582,35 +662,34 @@ report(rc=rc, errno=ctypes.get_errno())
 """
 
 
-def test_an_allocation_that_names_no_new_object_is_charged_and_killed(
+def test_an_allocation_whose_handle_cannot_come_back_is_recorded(
         admin, nodedir):
-    """RM made 32 MiB that the caller's struct does not name: the caller is
-    killed and the slice stays charged the 32 MiB until it is destroyed
-    (xpu cannot tell when RM lets go of an object it cannot name).  Before
-    the records the caller went on, and could map the memory through UVM
-    and free it with its client, uncharged."""
+    """RM makes 32 MiB under a handle of its choosing, and the caller's
+    struct is read-only, so the handle cannot come back to the caller.
+    xpu.ko reads it where the driver wrote it -- xpu's own copy of the
+    struct -- and records the allocation like any other: the slice is
+    charged while it lives and free once the caller's files close, and
+    the caller is not killed.  Before Nov 25 xpu read the caller's struct,
+    could not name the memory, killed the caller and charged the slice
+    until destroyed; before the records the caller went on, and could map
+    the memory through UVM and free it with its client, uncharged."""
     sl = Slice(admin, nodedir)
     heap0 = nvtest.heap_used(0)
     try:
         child = start_child(HIDE.replace("CTL", repr(sl.ctl_node))
-                            .replace("GPU", repr(sl.gpu_node)))
-        out, err = child.communicate(timeout=120)
-        assert child.returncode == -signal.SIGKILL, (out, err)
-        assert sl.get().killed == 1
-        assert sl.used() >= 32 * MiB
-        # the files closed with the process: RM let go, the slice pays on
+                            .replace("GPU", repr(sl.gpu_node))
+                            + "sys.stdin.readline()\n")
+        line = child.stdout.readline()
+        assert json.loads(line) == {"rc": -1, "errno": errno.EFAULT}
+        assert sl.used() == 32 * MiB
+        assert nvtest.heap_used(0) - heap0 == 32 * MiB
+        out, err = child.communicate("\n", timeout=120)
+        assert child.returncode == 0, (out, err)
+        assert sl.get().killed == 0
+        # the files closed with the process: RM let go, and so the slice
         assert nvtest.heap_used(0) == heap0
-        ctl, gpu, rm, dev = sl.open()
-        try:
-            with pytest.raises(client.NvStatusError) as e:
-                dev.alloc_vidmem(48 * MiB)
-            assert e.value.status == abi.NV_ERR_NO_MEMORY
-            dev.alloc_vidmem(16 * MiB)
-        finally:
-            dev.close()
-            rm.close()
-            gpu.close()
-            ctl.close()
+        assert nvtest.wait_for(lambda: sl.used() == 0, 30,
+                               "the slice to be charged nothing")
     finally:
         sl.destroy()
     assert nvtest.heap_used(0) == heap0
