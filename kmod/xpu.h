@@ -111,9 +111,11 @@ struct xpu_slice {
 	/* video-memory objects recorded in the slice's control files */
 	atomic_t nr_memrecs;
 	/*
-	 * Video memory a caller of the slice made and hid from xpu (its
-	 * struct named no new object after RM made one): charged until the
-	 * slice goes, as xpu cannot know when RM lets go of it (ledger.c).
+	 * Video memory a caller of the slice made or freed out of xpu's sight
+	 * (RM's answer named no new object, an allocation past the limit the
+	 * undo did not bring back, the page of a call xpu made for it moved):
+	 * charged until the slice goes, as xpu cannot know when RM lets go of
+	 * it (mem.c, xpu_mem_unrecorded).
 	 */
 	atomic64_t lost_bytes;
 
