@@ -28,6 +28,7 @@ import struct
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import nvtest
 import pytest
@@ -318,6 +319,33 @@ def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
         assert nvtest.heap_used(0) == heap0
 
 
+# --- races the stub's delays make wide
+
+
+@contextmanager
+def racer_slice(reload_stub, nodedir, **params):
+    """A slice of LIMIT on a stub reloaded with PARAMS, and RM's heap use
+    before it; the heap must be back there once the slice is gone."""
+    reload_stub(**params)
+    subprocess.run(["insmod", os.environ["XPU_KO"],
+                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    with xpu_ctl.Ctl() as admin_:
+        sl = Slice(admin_, nodedir, name="racer", limit=LIMIT)
+        heap0 = nvtest.heap_used(0)
+        try:
+            yield sl, heap0
+        finally:
+            sl.destroy()
+        assert nvtest.heap_used(0) == heap0
+
+
+def let_go(child):
+    """Tell CHILD, waiting on its stdin, to go on; its exit status."""
+    child.p.stdin.write("\n")
+    child.p.stdin.flush()
+    return child.finish()
+
+
 # --- the page of a call made as the caller
 
 
@@ -401,53 +429,38 @@ def test_the_page_of_a_free_made_as_the_caller_cannot_be_rewritten(
     the page cannot be written but by the driver's copy-back ("write": the
     write fails, the free is the one asked for; "store": SIGBUS), and a
     replaced page is seen: the caller is killed and what went charged."""
-    reload_stub(copyin_delay_us=300000)
-    subprocess.run(["insmod", os.environ["XPU_KO"],
-                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
-    with xpu_ctl.Ctl() as admin_:
-        sl = Slice(admin_, nodedir, name="racer", limit=LIMIT)
-        heap0 = nvtest.heap_used(0)
-        try:
-            code = (RACE_FREE.replace("CTL", repr(sl.ctl_node))
-                    .replace("GPU", repr(sl.gpu_node))
-                    .replace("HOW", repr(how)))
-            child = nvtest.spawn_child(code)
-            if how == "store":
-                assert child.finish() == -signal.SIGBUS
-            elif how == "replace":
-                assert child.finish() == -signal.SIGKILL
-                assert sl.get().killed == 1
-                # the 32 MiB it may have hidden stays charged
-                assert sl.used() >= 32 * MiB
-            else:
-                r = child.report()
-                # What RM holds for the tenant (the 32 MiB, its context's
-                # page tables) is what the slice is charged, within 4 MiB;
-                # before, the slice read 2 MiB while RM held 34.
-                assert sl.used() + 4 * MiB >= nvtest.heap_used(0) - heap0
-                assert sl.used() >= 32 * MiB
-                assert r["wrote"] < 0, r
-                assert r["status"] == abi.NV_OK
-                child.p.stdin.write("\n")
-                child.p.stdin.flush()
-                assert child.finish() == 0
-        finally:
-            sl.destroy()
-        assert nvtest.heap_used(0) == heap0
+    with racer_slice(reload_stub, nodedir, copyin_delay_us=300000) as (
+            sl, heap0):
+        code = (RACE_FREE.replace("CTL", repr(sl.ctl_node))
+                .replace("GPU", repr(sl.gpu_node))
+                .replace("HOW", repr(how)))
+        child = nvtest.spawn_child(code)
+        if how == "store":
+            assert child.finish() == -signal.SIGBUS
+        elif how == "replace":
+            assert child.finish() == -signal.SIGKILL
+            assert sl.get().killed == 1
+            # the 32 MiB it may have hidden stays charged
+            assert sl.used() >= 32 * MiB
+        else:
+            r = child.report()
+            # What RM holds for the tenant (the 32 MiB, its context's page
+            # tables) is what the slice is charged, within 4 MiB; before,
+            # the slice read 2 MiB while RM held 34.
+            assert sl.used() + 4 * MiB >= nvtest.heap_used(0) - heap0
+            assert sl.used() >= 32 * MiB
+            assert r["wrote"] < 0, r
+            assert r["status"] == abi.NV_OK
+            assert let_go(child) == 0
 
 
 # --- the handle race: class and handle rewritten around the driver's reads
 
 
-RACE_CLASS = """
-import ctypes, mmap, threading, time
+RACE_CLASS = nvtest.RAW_PRELUDE + """
+import threading, time
 from nvclient.cudalike import CudaContext
 from nvclient.uvm import Uvm
-libc = ctypes.CDLL(None, use_errno=True)
-libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
-libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
-rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
 uvm = Uvm(ctl.abi.version)
 ctx = CudaContext(dev, uvm)
 rm2 = client.RmClient(ctl); dev2 = rm2.device(0, gpu_file=gpu)
@@ -493,25 +506,15 @@ def test_a_class_and_handle_rewritten_around_the_driver_s_reads_hide_nothing(
     held and the slice charged nothing.  Now the driver reads xpu's copy of
     the struct: it makes what xpu.ko read, and its handle comes back where
     only xpu.ko reads it."""
-    reload_stub(copyin_delay_us=300000, alloc_reread_delay_us=300000)
-    subprocess.run(["insmod", os.environ["XPU_KO"],
-                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
-    with xpu_ctl.Ctl() as admin_:
-        sl = Slice(admin_, nodedir, name="racer", limit=LIMIT)
-        heap0 = nvtest.heap_used(0)
-        try:
-            child = nvtest.spawn_child(
-                RACE_CLASS.replace("CTL", repr(sl.ctl_node))
-                .replace("GPU", repr(sl.gpu_node)))
-            r = child.report()
-            # what RM holds for the tenant is charged to its slice
-            assert sl.used() + 4 * MiB >= nvtest.heap_used(0) - heap0, r
-            child.p.stdin.write("\n")
-            child.p.stdin.flush()
-            assert child.finish() == 0
-        finally:
-            sl.destroy()
-        assert nvtest.heap_used(0) == heap0
+    with racer_slice(reload_stub, nodedir, copyin_delay_us=300000,
+                     alloc_reread_delay_us=300000) as (sl, heap0):
+        child = nvtest.spawn_child(
+            RACE_CLASS.replace("CTL", repr(sl.ctl_node))
+            .replace("GPU", repr(sl.gpu_node)))
+        r = child.report()
+        # what RM holds for the tenant is charged to its slice
+        assert sl.used() + 4 * MiB >= nvtest.heap_used(0) - heap0, r
+        assert let_go(child) == 0
 
 
 # --- class 5: a stalled tenant
