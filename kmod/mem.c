@@ -428,6 +428,16 @@ static u32 xpu_escape_u32(const struct xpu_escape *e, size_t off)
 	return v;
 }
 
+/* The handles RM wrote back for the new object, from E. */
+static void xpu_escape_handles(const struct xpu_escape *e,
+			       const struct xpu_alloc_site *site,
+			       u32 *hc, u32 *hp, u32 *ho)
+{
+	*hc = xpu_escape_u32(e, site->h_client);
+	*hp = xpu_escape_u32(e, site->h_parent);
+	*ho = xpu_escape_u32(e, site->h_object);
+}
+
 static int xpu_escape_status(const struct xpu_escape *e,
 			     const struct xpu_alloc_site *site, u32 value)
 {
@@ -583,11 +593,10 @@ static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 			  const struct xpu_alloc_site *site, u64 grown)
 {
 	struct xpu_slice *slice = xf->slice;
-	u32 hc = xpu_escape_u32(e, site->h_client);
-	u32 hp = xpu_escape_u32(e, site->h_parent);
-	u32 ho = xpu_escape_u32(e, site->h_object);
+	u32 hc, hp, ho;
 	int err;
 
+	xpu_escape_handles(e, site, &hc, &hp, &ho);
 	err = xpu_ledger_record(xf, hc, ho, grown);
 	if (!err || (err == -ESRCH && !site->vidmem))
 		return NV_OK;
@@ -649,9 +658,7 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	 * RM wrote back, as the caller; an honest caller sees
 	 * NV_ERR_NO_MEMORY.
 	 */
-	hc = xpu_escape_u32(e, site->h_client);
-	hp = xpu_escape_u32(e, site->h_parent);
-	ho = xpu_escape_u32(e, site->h_object);
+	xpu_escape_handles(e, site, &hc, &hp, &ho);
 	xpu_free_as_caller(xf, file, hc, hp, ho);
 	xpu_refresh_creators(slice, xf);
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {
@@ -757,35 +764,31 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	site.status = size == sizeof(*p21) ?
 		      offsetof(struct nvos21_parameters, status) :
 		      offsetof(struct nvos64_parameters, status);
-	if (!xf->slice) {
-		if (!xf->gpu) {
-			if (get_user(h_class, &p21->h_class) ||
-			    get_user(params, &p21->p_alloc_parms))
-				return -EFAULT;
-			if (h_class == NV01_DEVICE_0) {
-				ret = xpu_mem_device_check(xf, params);
-				if (ret)
-					return xpu_put_status((void __user *)arg +
-							      site.status, ret);
-			}
-		}
+	if (xf->slice) {
+		/*
+		 * A slice's: read once, and the driver reads the same
+		 * (xpu_escape).  NVOS21 and NVOS64 agree up to pAllocParms.
+		 */
+		ret = xpu_escape_copy(&e, arg, size);
+		if (ret)
+			return ret;
+		h_class = e.u.p21.h_class;
+		params = e.u.p21.p_alloc_parms;
+	} else if (xf->gpu) {
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	} else if (get_user(h_class, &p21->h_class) ||
+		   get_user(params, &p21->p_alloc_parms)) {
+		return -EFAULT;
 	}
-	/*
-	 * A slice's: read once, and the driver reads the same (xpu_escape).
-	 * NVOS21 and NVOS64 agree up to pAllocParms.
-	 */
-	ret = xpu_escape_copy(&e, arg, size);
-	if (ret)
-		return ret;
-	h_class = e.u.p21.h_class;
-	params = e.u.p21.p_alloc_parms;
+	if (!xf->gpu && h_class == NV01_DEVICE_0) {
+		ret = xpu_mem_device_check(xf, params);
+		if (ret)
+			return xpu_put_status((void __user *)arg + site.status,
+					      ret);
+	}
+	if (!xf->slice)
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
 	if (!xf->gpu) {
-		if (h_class == NV01_DEVICE_0) {
-			ret = xpu_mem_device_check(xf, params);
-			if (ret)
-				return xpu_escape_status(&e, &site, ret);
-		}
 		ret = xpu_mem_creator(xf);
 		if (ret > 0)
 			return xpu_escape_status(&e, &site, ret);
@@ -870,11 +873,12 @@ static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
 /*
  * A VID_HEAP function of a slice that allocates nothing (INFO, a free by
  * offset, the others), on xpu's copy E as an allocation is: the function RM
- * reads is the one xpu read.  The slice's figure is read after, as after
- * any call that may lower it.
+ * reads is the one xpu read.  With REFRESH, the slice's figure is read
+ * after, as after any call that may lower it (INFO cannot).
  */
 static long xpu_vid_heap_other(struct xpu_file *xf, struct file *file,
-			       unsigned int cmd, struct xpu_escape *e)
+			       unsigned int cmd, struct xpu_escape *e,
+			       bool refresh)
 {
 	struct xpu_slice *slice = xf->slice;
 	bool moved;
@@ -886,7 +890,8 @@ static long xpu_vid_heap_other(struct xpu_file *xf, struct file *file,
 	if (moved)
 		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
 				   "moved the page of a call xpu made for it");
-	xpu_refresh_locked(slice);
+	if (refresh)
+		xpu_refresh_locked(slice);
 	mutex_unlock(&slice->mem_lock);
 	return ret;
 }
@@ -944,7 +949,7 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		want = xpu_is_vidmem(attr) ? xpu_rm_rounded(want, attr, attr2) : 0;
 		return xpu_admit_call(xf, file, cmd, &e, want, &site);
 	case NVOS32_FUNCTION_INFO:
-		ret = xpu_vid_heap_other(xf, file, cmd, &e);
+		ret = xpu_vid_heap_other(xf, file, cmd, &e, false);
 		if (ret || q->status != NV_OK)
 			return ret;
 		limit = READ_ONCE(xf->slice->memory_limit);
@@ -957,13 +962,13 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		/* RM frees the handle as RM_FREE does when it is provided */
 		if (!(q->data.free.flags &
 		      NVOS32_FREE_FLAGS_MEMORY_HANDLE_PROVIDED) || xf->gpu)
-			return xpu_vid_heap_other(xf, file, cmd, &e);
+			return xpu_vid_heap_other(xf, file, cmd, &e, true);
 		return xpu_mem_free_through_ledger(xf, file, q->h_root,
 						   q->h_object_parent,
 						   q->data.free.h_memory,
 						   &p->status);
 	default:
-		return xpu_vid_heap_other(xf, file, cmd, &e);
+		return xpu_vid_heap_other(xf, file, cmd, &e, true);
 	}
 }
 
