@@ -458,24 +458,37 @@ static int xpu_escape_copy(struct xpu_escape *e, unsigned long arg,
 }
 
 /*
- * The driver's escape CMD on E's copy.  E gets what the driver wrote back,
- * and the caller's struct too (-EFAULT if it cannot be written, as the
- * driver's own copy-back).  *MOVED says the page did not stay where xpu
- * mapped it: what the driver read is not known.
+ * The driver's escape CMD, through XF's FILE, on E's copy.  E gets what the
+ * driver wrote back, and the caller's struct too (-EFAULT if it cannot be
+ * written, as the driver's own copy-back).  *CHEATED says the page did not
+ * stay where xpu mapped it (what the driver read is not known), or that a
+ * thread of the caller's rewrote the handles of SITE -- which RM reads and
+ * never changes, but for a new object's handle it chooses when given 0 --
+ * after the driver's copy-back made the page writable.  A call with no
+ * SITE has no handles xpu reads after it.
  */
-static long xpu_escape_call(struct file *file, unsigned int cmd,
-			    struct xpu_escape *e, bool *moved)
+static long xpu_escape_call(struct xpu_file *xf, struct file *file,
+			    unsigned int cmd, struct xpu_escape *e,
+			    const struct xpu_alloc_site *site, bool *cheated)
 {
 	struct xpu_callpage *cp;
 	unsigned long addr;
+	u32 hc, hp, ho, hc2, hp2, ho2;
 	long ret;
 
-	*moved = false;
-	cp = xpu_callpage_map(e->u.raw, e->size, &addr);
+	*cheated = false;
+	if (site)
+		xpu_escape_handles(e, site, &hc, &hp, &ho);
+	cp = xpu_callpage_map(&xf->callpages, e->u.raw, e->size, &addr);
 	if (IS_ERR(cp))
 		return PTR_ERR(cp);
 	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
-	*moved = !xpu_callpage_done(cp, e->u.raw, e->size);
+	*cheated = !xpu_callpage_done(cp, e->u.raw, e->size);
+	if (site) {
+		xpu_escape_handles(e, site, &hc2, &hp2, &ho2);
+		if (hc2 != hc || hp2 != hp || (ho && ho2 != ho))
+			*cheated = true;
+	}
 	if (copy_to_user(e->uarg, e->u.raw, e->size))
 		ret = -EFAULT;
 	return ret;
@@ -562,7 +575,7 @@ u32 xpu_free_as_caller(struct xpu_file *xf, struct file *file,
 	long ret;
 
 	lockdep_assert_held(&xf->slice->mem_lock);
-	cp = xpu_callpage_map(&p, sizeof(p), &addr);
+	cp = xpu_callpage_map(&xf->callpages, &p, sizeof(p), &addr);
 	if (IS_ERR(cp))
 		return NV_ERR_NO_MEMORY;
 	ret = xpu_drv.unlocked_ioctl(file, _IOWR(NV_IOCTL_MAGIC, NV_ESC_RM_FREE,
@@ -617,7 +630,7 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	struct xpu_slice *slice = xf->slice;
 	u32 hc, hp, ho, st;
 	u64 grown, before;
-	bool moved;
+	bool cheated;
 	long ret;
 
 	ret = xpu_mem_join(slice);
@@ -636,11 +649,11 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	 * what counts.
 	 */
 	before = slice->used;
-	ret = xpu_escape_call(file, cmd, e, &moved);
+	ret = xpu_escape_call(xf, file, cmd, e, site, &cheated);
 	grown = xpu_refresh_creators(slice, xf);
-	if (moved) {
+	if (cheated) {
 		xpu_mem_unrecorded(xf, grown,
-				   "moved the page of a call xpu made for it");
+				   "moved or rewrote the page of a call xpu made for it");
 		goto out;
 	}
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {
@@ -886,7 +899,7 @@ static long xpu_vid_heap_other(struct xpu_file *xf, struct file *file,
 
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	ret = xpu_escape_call(file, cmd, e, &moved);
+	ret = xpu_escape_call(xf, file, cmd, e, NULL, &moved);
 	if (moved)
 		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
 				   "moved the page of a call xpu made for it");
