@@ -588,7 +588,7 @@ def test_the_results_of_an_allocation_on_xpu_s_page_cannot_be_rewritten(
     before xpu reads it and the handles RM never changes are checked: the
     caller is killed and what it made charged until the slice goes."""
     with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
-            sl, heap0):
+            sl, _heap0):
         child = nvtest.spawn_child(
             RACE_RESULT.replace("CTL", repr(sl.ctl_node))
             .replace("GPU", repr(sl.gpu_node)))
