@@ -397,6 +397,13 @@ struct xpu_alloc_site {
 	size_t h_client;
 	size_t h_parent;
 	size_t h_object;
+	/*
+	 * Where RM takes the new object's handle from the caller only with
+	 * NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED (VID_HEAP_CONTROL's
+	 * allocations), the flags' offset; else 0, and a handle of 0 is RM's
+	 * to choose (RM_ALLOC).
+	 */
+	size_t handle_flags;
 	bool vidmem;			/* the call claims video memory */
 };
 
@@ -457,19 +464,34 @@ static int xpu_escape_copy(struct xpu_escape *e, unsigned long arg,
 	return copy_from_user(e->u.raw, e->uarg, size) ? -EFAULT : 0;
 }
 
+static void xpu_escape_set_u32(struct xpu_escape *e, size_t off, u32 v)
+{
+	memcpy(e->u.raw + off, &v, sizeof(v));
+}
+
+/* Whether the caller names the new object of SITE, not RM. */
+static bool xpu_site_named(const struct xpu_escape *e,
+			   const struct xpu_alloc_site *site)
+{
+	if (site->handle_flags)
+		return xpu_escape_u32(e, site->handle_flags) &
+		       NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED;
+	return xpu_escape_u32(e, site->h_object);
+}
+
 /*
- * The driver's escape CMD, through XF's FILE, on E's copy.  E gets what the
- * driver wrote back, and the caller's struct too (-EFAULT if it cannot be
- * written, as the driver's own copy-back).  *CHEATED says the page did not
- * stay where xpu mapped it (what the driver read is not known), or that a
- * thread of the caller's rewrote the handles of SITE -- which RM reads and
- * never changes, but for a new object's handle it chooses when given 0 --
- * after the driver's copy-back made the page writable.  A call with no
- * SITE has no handles xpu reads after it.
+ * The driver's escape CMD, through XF's FILE, on E's copy; E gets what the
+ * driver wrote back.  *CHEATED says the page did not stay where xpu mapped
+ * it (what the driver read is not known), or that a thread of the caller's
+ * rewrote the handles of SITE that RM reads and never changes -- the
+ * client, the parent and, when NAMED, the new object's -- after the
+ * driver's copy-back made the page writable.  A call with no SITE has no
+ * handles xpu reads after it.  The caller's struct is not written.
  */
-static long xpu_escape_call(struct xpu_file *xf, struct file *file,
-			    unsigned int cmd, struct xpu_escape *e,
-			    const struct xpu_alloc_site *site, bool *cheated)
+static long xpu_escape_ioctl(struct xpu_file *xf, struct file *file,
+			     unsigned int cmd, struct xpu_escape *e,
+			     const struct xpu_alloc_site *site, bool named,
+			     bool *cheated)
 {
 	struct xpu_callpage *cp;
 	unsigned long addr;
@@ -486,12 +508,64 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 	*cheated = !xpu_callpage_done(cp, e->u.raw, e->size);
 	if (site) {
 		xpu_escape_handles(e, site, &hc2, &hp2, &ho2);
-		if (hc2 != hc || hp2 != hp || (ho && ho2 != ho))
+		if (hc2 != hc || hp2 != hp || (named && ho2 != ho))
 			*cheated = true;
 	}
-	if (copy_to_user(e->uarg, e->u.raw, e->size))
-		ret = -EFAULT;
 	return ret;
+}
+
+/* The caller's struct gets E: -EFAULT if it cannot, as the driver's copy-back. */
+static long xpu_escape_return(struct xpu_escape *e, long ret)
+{
+	if (copy_to_user(e->uarg, e->u.raw, e->size))
+		return -EFAULT;
+	return ret;
+}
+
+/*
+ * The driver's escape CMD on E's copy (xpu_escape_ioctl), and the caller's
+ * struct gets the results.  RM chooses a new object's handle when not given
+ * one (clientGenResourceHandle: the next of its range the client does not
+ * use), and writes it back where a thread of the caller's can rewrite it
+ * before xpu reads it, so it could not be checked.  So for what xpu
+ * records (SITE's vidmem), xpu names the handle itself, as RM would choose
+ * it -- from RM's own range, from its top down, the next while RM says the
+ * client has it -- and the caller's struct reads as if RM had chosen it.
+ */
+#define XPU_HANDLE_TRIES	16
+
+static long xpu_escape_call(struct xpu_file *xf, struct file *file,
+			    unsigned int cmd, struct xpu_escape *e,
+			    const struct xpu_alloc_site *site, bool *cheated)
+{
+	u8 orig[sizeof(e->u)];
+	unsigned int tries;
+	long ret;
+	u32 h;
+
+	if (!site || !site->vidmem || xpu_site_named(e, site))
+		return xpu_escape_return(e, xpu_escape_ioctl(xf, file, cmd, e,
+				site, site && xpu_site_named(e, site), cheated));
+	memcpy(orig, e->u.raw, e->size);
+	for (tries = 0; ; tries++) {
+		h = RS_UNIQUE_HANDLE_BASE + RS_UNIQUE_HANDLE_RANGE - 1 -
+		    xf->handle_gen++ % RS_UNIQUE_HANDLE_RANGE;
+		xpu_escape_set_u32(e, site->h_object, h);
+		if (site->handle_flags)
+			xpu_escape_set_u32(e, site->handle_flags,
+				xpu_escape_u32(e, site->handle_flags) |
+				NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED);
+		ret = xpu_escape_ioctl(xf, file, cmd, e, site, true, cheated);
+		if (site->handle_flags)
+			xpu_escape_set_u32(e, site->handle_flags,
+				xpu_escape_u32(e, site->handle_flags) &
+				~NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED);
+		if (ret || *cheated || tries == XPU_HANDLE_TRIES - 1 ||
+		    xpu_escape_u32(e, site->status) !=
+		    NV_ERR_INSERT_DUPLICATE_NAME)
+			return xpu_escape_return(e, ret);
+		memcpy(e->u.raw, orig, e->size);
+	}
 }
 
 /*
@@ -831,6 +905,7 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	site.h_client = offsetof(struct nvos21_parameters, h_root);
 	site.h_parent = offsetof(struct nvos21_parameters, h_object_parent);
 	site.h_object = offsetof(struct nvos21_parameters, h_object_new);
+	site.handle_flags = 0;
 	site.vidmem = h_class == NV01_MEMORY_LOCAL_USER;
 	return xpu_admit_call(xf, file, cmd, &e, want, &site);
 }
@@ -920,6 +995,9 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		.h_parent = offsetof(struct nvos32_parameters, h_object_parent),
 		.h_object = offsetof(struct nvos32_parameters,
 				     data.alloc_size.h_memory),
+		/* the same place in the three layouts that allocate */
+		.handle_flags = offsetof(struct nvos32_parameters,
+					 data.alloc_size.flags),
 		.vidmem = true,
 	};
 	struct xpu_escape e;
@@ -927,6 +1005,14 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 	u64 want, free, limit, used;
 	long ret;
 
+	BUILD_BUG_ON(offsetof(struct nvos32_alloc_tiled, flags) !=
+		     offsetof(struct nvos32_alloc_size, flags) ||
+		     offsetof(struct nvos32_alloc_range, flags) !=
+		     offsetof(struct nvos32_alloc_size, flags) ||
+		     offsetof(struct nvos32_alloc_tiled, h_memory) !=
+		     offsetof(struct nvos32_alloc_size, h_memory) ||
+		     offsetof(struct nvos32_alloc_range, h_memory) !=
+		     offsetof(struct nvos32_alloc_size, h_memory));
 	if (!xf->slice || _IOC_SIZE(cmd) != sizeof(*p))
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
 	/* read once, and the driver reads the same: the function too */

@@ -179,6 +179,7 @@ struct xpu_file {
 	struct xarray memrecs;
 	/* control files of slices: the pages of calls xpu makes (callpage.c) */
 	struct xpu_callpages callpages;
+	u32 handle_gen;			/* handles xpu chose for RM (mem.c) */
 };
 
 /* Protects the slice list, node and cgroup bindings, GPU settings. */

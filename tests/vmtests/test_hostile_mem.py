@@ -529,7 +529,7 @@ ctx = CudaContext(dev, uvm)
 rm2 = client.RmClient(ctl); dev2 = rm2.device(0, gpu_file=gpu)
 small = dev2.alloc_vidmem(2 << 20)
 D = rm2.dup(dev2.hdevice, small.handle)     # video memory xpu did not record
-H = 0x5c00beef
+H = HANDLE                  # 0: RM chooses it
 mp = dev2.memory_params(32 << 20)
 p = abi.NVOS21_PARAMETERS()
 p.hRoot, p.hObjectParent, p.hObjectNew = rm2.handle, dev2.hdevice, H
@@ -550,11 +550,17 @@ go, got = threading.Event(), {}
 def race():
     go.set()
     while "wrote" not in got:
-        # the kernel's own store: EFAULT, not SIGBUS, while read-only
         addr = page()
-        if addr and libc.pread(lfd, addr, ctypes.sizeof(lie), 0) == \
-                ctypes.sizeof(lie):
-            got["wrote"] = addr
+        if not addr:
+            continue
+        # this call's struct, once it names the object made
+        cur = abi.NVOS21_PARAMETERS.from_buffer_copy(
+            ctypes.string_at(addr, ctypes.sizeof(p)))
+        if cur.pAllocParms != p.pAllocParms or not cur.hObjectNew:
+            continue
+        # the kernel's own store: EFAULT, not SIGBUS, while read-only
+        if libc.pread(lfd, addr, ctypes.sizeof(lie), 0) == ctypes.sizeof(lie):
+            got["wrote"], got["made"] = addr, cur.hObjectNew
 t = threading.Thread(target=race, daemon=True)
 t.start()
 go.wait()
@@ -565,7 +571,8 @@ mapped = False
 try:                        # UVM keeps what it maps past RM_FREE
     va = ctx.va(32 << 20)
     uvm.create_external_range(va, 32 << 20)
-    uvm.map_external(va, 32 << 20, ctl.fileno(), rm2.handle, H, [ctx.uuid])
+    uvm.map_external(va, 32 << 20, ctl.fileno(), rm2.handle, got["made"],
+                     [ctx.uuid])
     mapped = True
 except client.NvStatusError:
     pass
@@ -575,8 +582,9 @@ sys.stdin.readline()
 """
 
 
+@pytest.mark.parametrize("chosen_by", ["client", "rm"])
 def test_the_results_of_an_allocation_on_xpu_s_page_cannot_be_rewritten(
-        nodedir, reload_stub, uvm_nodes):
+        nodedir, reload_stub, uvm_nodes, chosen_by):
     """A slice's RM_ALLOC is made on xpu's page, which the driver's
     copy-back makes writable for every thread of the caller's (a PTE is the
     process's).  A thread stores into it through the kernel (pread: EFAULT,
@@ -585,13 +593,16 @@ def test_the_results_of_an_allocation_on_xpu_s_page_cannot_be_rewritten(
     duplicate xpu never recorded.  Before, xpu recorded the duplicate, and a
     free of the client while UVM mapped the 32 MiB it did make left them
     held with the slice charged for none.  Now the page is write-protected
-    before xpu reads it and the handles RM never changes are checked: the
-    caller is killed and what it made charged until the slice goes."""
+    before xpu reads it and the handles RM never changes are checked; a
+    handle the caller left to RM ("rm": hObjectNew 0) xpu chooses, as RM
+    would, so that it can be checked too.  The caller is killed and what it
+    made charged until the slice goes."""
     with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
             sl, _heap0):
         child = nvtest.spawn_child(
             RACE_RESULT.replace("CTL", repr(sl.ctl_node))
-            .replace("GPU", repr(sl.gpu_node)))
+            .replace("GPU", repr(sl.gpu_node))
+            .replace("HANDLE", "0x5c00beef" if chosen_by == "client" else "0"))
         alive = child.p.stdout.readline()   # what it got, had it lived
         assert child.finish() == -signal.SIGKILL, (alive, sl.used())
         assert sl.get().killed == 1
