@@ -193,9 +193,11 @@ static void xpu_refresh_locked(struct xpu_slice *slice)
  * one is among XF's creators.  So only their figures can have grown: ask
  * RM for those (one query, at most XPU_MAX_CREATORS processes) rather than
  * for every member.  Frees can move ownership to another member's
- * duplicate, so they read the whole slice.  Returns how much RM's own
- * figures grew (not what xpu charges on top: held, lost, channels, which
- * others' frees and releases change without mem_lock).
+ * duplicate, so they read the whole slice, unless the ledger found the
+ * memory held by nothing else after the free (xpu_mem_free_through_ledger).
+ * Returns how much RM's own figures grew (not what xpu charges on top:
+ * held, lost, channels, which others' frees and releases change without
+ * mem_lock).
  */
 static u64 xpu_refresh_creators(struct xpu_slice *slice, struct xpu_file *xf)
 {
@@ -539,27 +541,28 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 			    const struct xpu_alloc_site *site, bool *cheated)
 {
 	u8 orig[sizeof(e->u)];
+	const u32 provided = NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED;
+	bool named = site && xpu_site_named(e, site);
 	unsigned int tries;
+	size_t fl;
 	long ret;
 	u32 h;
 
-	if (!site || !site->vidmem || xpu_site_named(e, site))
-		return xpu_escape_return(e, xpu_escape_ioctl(xf, file, cmd, e,
-				site, site && xpu_site_named(e, site), cheated));
+	if (!site || !site->vidmem || named) {
+		ret = xpu_escape_ioctl(xf, file, cmd, e, site, named, cheated);
+		return xpu_escape_return(e, ret);
+	}
+	fl = site->handle_flags;
 	memcpy(orig, e->u.raw, e->size);
 	for (tries = 0; ; tries++) {
 		h = RS_UNIQUE_HANDLE_BASE + RS_UNIQUE_HANDLE_RANGE - 1 -
 		    xf->handle_gen++ % RS_UNIQUE_HANDLE_RANGE;
 		xpu_escape_set_u32(e, site->h_object, h);
-		if (site->handle_flags)
-			xpu_escape_set_u32(e, site->handle_flags,
-				xpu_escape_u32(e, site->handle_flags) |
-				NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED);
+		if (fl)
+			xpu_escape_set_u32(e, fl, xpu_escape_u32(e, fl) | provided);
 		ret = xpu_escape_ioctl(xf, file, cmd, e, site, true, cheated);
-		if (site->handle_flags)
-			xpu_escape_set_u32(e, site->handle_flags,
-				xpu_escape_u32(e, site->handle_flags) &
-				~NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED);
+		if (fl)
+			xpu_escape_set_u32(e, fl, xpu_escape_u32(e, fl) & ~provided);
 		if (ret || *cheated || tries == XPU_HANDLE_TRIES - 1 ||
 		    xpu_escape_u32(e, site->status) !=
 		    NV_ERR_INSERT_DUPLICATE_NAME)
@@ -940,18 +943,25 @@ long xpu_mem_alloc_object(struct xpu_file *xf, struct file *file,
 /*
  * A slice's free of (hc, hp, ho), made by xpu as the caller once the ledger
  * stands by (ledger.c); the status goes to STATUS in the caller's struct.
+ * The slice's figure is read anew: only XF's creators' when the ledger
+ * found that no other handle held the memory (so no member's figure but
+ * the owner's moved), else every member's.
  */
 static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
 					u32 hc, u32 hp, u32 ho,
 					u32 __user *status)
 {
 	struct xpu_slice *slice = xf->slice;
+	bool settled;
 	u32 st;
 
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	st = xpu_ledger_free(xf, file, hc, hp, ho);
-	xpu_refresh_locked(slice);
+	st = xpu_ledger_free(xf, file, hc, hp, ho, &settled);
+	if (settled)
+		xpu_refresh_creators(slice, xf);
+	else
+		xpu_refresh_locked(slice);
 	mutex_unlock(&slice->mem_lock);
 	/* whatever it returned: RM is asked what went (sched.c) */
 	xpu_sched_rm_free(xf, hc, ho);
