@@ -407,6 +407,7 @@ struct xpu_alloc_site {
 	 */
 	size_t handle_flags;
 	bool vidmem;			/* the call claims video memory */
+	bool record;			/* xpu records the new object's handle */
 };
 
 /*
@@ -530,15 +531,17 @@ static long xpu_escape_return(struct xpu_escape *e, long ret)
  * one (clientGenResourceHandle: the next of its range the client does not
  * use), and writes it back where a thread of the caller's can rewrite it
  * before xpu reads it, so it could not be checked.  So for what xpu
- * records (SITE's vidmem), xpu names the handle itself, as RM would choose
+ * records (SITE's record), xpu names the handle itself, as RM would choose
  * it -- from RM's own range, from its top down, the next while RM says the
  * client has it -- and the caller's struct reads as if RM had chosen it.
+ * *DRV_RET, unless NULL, gets what the driver returned.
  */
 #define XPU_HANDLE_TRIES	16
 
 static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 			    unsigned int cmd, struct xpu_escape *e,
-			    const struct xpu_alloc_site *site, bool *cheated)
+			    const struct xpu_alloc_site *site, bool *cheated,
+			    long *drv_ret)
 {
 	u8 orig[sizeof(e->u)];
 	const u32 provided = NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED;
@@ -548,8 +551,10 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 	long ret;
 	u32 h;
 
-	if (!site || !site->vidmem || named) {
+	if (!site || !site->record || named) {
 		ret = xpu_escape_ioctl(xf, file, cmd, e, site, named, cheated);
+		if (drv_ret)
+			*drv_ret = ret;
 		return xpu_escape_return(e, ret);
 	}
 	fl = site->handle_flags;
@@ -565,8 +570,11 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 			xpu_escape_set_u32(e, fl, xpu_escape_u32(e, fl) & ~provided);
 		if (ret || *cheated || tries == XPU_HANDLE_TRIES - 1 ||
 		    xpu_escape_u32(e, site->status) !=
-		    NV_ERR_INSERT_DUPLICATE_NAME)
+		    NV_ERR_INSERT_DUPLICATE_NAME) {
+			if (drv_ret)
+				*drv_ret = ret;
 			return xpu_escape_return(e, ret);
+		}
 		memcpy(e->u.raw, orig, e->size);
 	}
 }
@@ -726,7 +734,7 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	 * what counts.
 	 */
 	before = slice->used;
-	ret = xpu_escape_call(xf, file, cmd, e, site, &cheated);
+	ret = xpu_escape_call(xf, file, cmd, e, site, &cheated, NULL);
 	grown = xpu_refresh_creators(slice, xf);
 	if (cheated) {
 		xpu_mem_unrecorded(xf, grown,
@@ -836,6 +844,59 @@ static u32 xpu_mem_device_check(struct xpu_file *xf, u64 params)
 	return status;
 }
 
+/* RM_ALLOC's site in an NVOS21 or NVOS64 of SIZE bytes (they agree but for status). */
+static void xpu_rm_alloc_site(struct xpu_alloc_site *site, size_t size,
+			      bool record)
+{
+	*site = (struct xpu_alloc_site) {
+		.status = size == sizeof(struct nvos21_parameters) ?
+			  offsetof(struct nvos21_parameters, status) :
+			  offsetof(struct nvos64_parameters, status),
+		.h_client = offsetof(struct nvos21_parameters, h_root),
+		.h_parent = offsetof(struct nvos21_parameters, h_object_parent),
+		.h_object = offsetof(struct nvos21_parameters, h_object_new),
+		.record = record,
+	};
+}
+
+void xpu_escape_alloc_args(const struct xpu_escape *e, u32 *hc, u32 *hp,
+			   u32 *ho, u64 *params)
+{
+	*hc = e->u.p21.h_root;
+	*hp = e->u.p21.h_object_parent;
+	*ho = e->u.p21.h_object_new;
+	*params = e->u.p21.p_alloc_parms;
+}
+
+long xpu_escape_alloc_status(struct xpu_escape *e, u32 value)
+{
+	struct xpu_alloc_site site;
+
+	xpu_rm_alloc_site(&site, e->size, false);
+	return xpu_escape_status(e, &site, value);
+}
+
+long xpu_mem_tracked_call(struct xpu_file *xf, struct file *file,
+			  unsigned int cmd, struct xpu_escape *e,
+			  struct xpu_alloc_result *r)
+{
+	struct xpu_alloc_site site;
+	long ret;
+
+	xpu_rm_alloc_site(&site, e->size, true);
+	memset(r, 0, sizeof(*r));
+	if (mutex_lock_killable(&xf->slice->mem_lock))
+		return -EINTR;
+	ret = xpu_escape_call(xf, file, cmd, e, &site, &r->cheated,
+			      &r->drv_ret);
+	mutex_unlock(&xf->slice->mem_lock);
+	r->made = true;
+	r->hc = xpu_escape_u32(e, site.h_client);
+	r->ho = xpu_escape_u32(e, site.h_object);
+	r->status = xpu_escape_u32(e, site.status);
+	return ret;
+}
+
 long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg)
 {
@@ -851,9 +912,7 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 
 	if (size != sizeof(*p21) && size != sizeof(struct nvos64_parameters))
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
-	site.status = size == sizeof(*p21) ?
-		      offsetof(struct nvos21_parameters, status) :
-		      offsetof(struct nvos64_parameters, status);
+	xpu_rm_alloc_site(&site, size, false);
 	if (xf->slice) {
 		/*
 		 * A slice's: read once, and the driver reads the same
@@ -886,7 +945,7 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 			return ret;
 	}
 	if (xpu_sched_tracks_class(h_class))
-		return xpu_sched_rm_alloc(xf, file, cmd, arg, h_class);
+		return xpu_sched_rm_alloc(xf, file, cmd, &e, h_class);
 
 	/*
 	 * The location and the size are claims: RM reads the alloc params
@@ -905,11 +964,8 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	else
 		want = 0;
 
-	site.h_client = offsetof(struct nvos21_parameters, h_root);
-	site.h_parent = offsetof(struct nvos21_parameters, h_object_parent);
-	site.h_object = offsetof(struct nvos21_parameters, h_object_new);
-	site.handle_flags = 0;
 	site.vidmem = h_class == NV01_MEMORY_LOCAL_USER;
+	site.record = site.vidmem;
 	return xpu_admit_call(xf, file, cmd, &e, want, &site);
 }
 
@@ -984,7 +1040,7 @@ static long xpu_vid_heap_other(struct xpu_file *xf, struct file *file,
 
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	ret = xpu_escape_call(xf, file, cmd, e, NULL, &moved);
+	ret = xpu_escape_call(xf, file, cmd, e, NULL, &moved, NULL);
 	if (moved)
 		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
 				   "moved the page of a call xpu made for it");
@@ -1009,6 +1065,7 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		.handle_flags = offsetof(struct nvos32_parameters,
 					 data.alloc_size.flags),
 		.vidmem = true,
+		.record = true,
 	};
 	struct xpu_escape e;
 	u32 attr, attr2;
