@@ -18,8 +18,18 @@
  * - its VMA's close says whether it was unmapped, moved or replaced while
  *   the call was made: then what the driver read is not known to be xpu's,
  *   and the caller (who alone can do that to its own address space) is
- *   treated as cheating.
- * The page, the small state and the file go when the mapping goes.
+ *   treated as cheating;
+ * - the driver's copy-back makes it writable for every thread of the
+ *   process (a PTE is the process's, not the thread's): after the call xpu
+ *   write-protects it again before it reads the results, and the caller
+ *   checks the fields it relies on against what it wrote (mem.c).
+ * A page is kept for each process that calls through a control file (at
+ * most XPU_MAX_CALLPAGES; past that, one per call, unmapped after it), so
+ * a call costs a copy and two faults instead of a mapping made and torn
+ * down.  It goes when the process unmaps it or exits, or when the file is
+ * released in that process.  Its mapping holds a reference on xpu.ko, as a
+ * doorbell's does.  The list of a file's pages is under the slice's
+ * mem_lock, which every call made on such a page holds.
  */
 
 #include <linux/anon_inodes.h>
@@ -37,11 +47,14 @@
 #include "compat.h"
 
 struct xpu_callpage {
-	refcount_t ref;			/* the call's, and the file's */
+	refcount_t ref;			/* the mapping's file's, and the call's or the owner's */
 	struct page *page;
 	struct task_struct *writer;	/* the caller during the call, else NULL */
+	struct mm_struct *mm;		/* where it is mapped: compared, never used */
 	unsigned long addr;
+	struct list_head link;		/* in its owner's list; else empty */
 	bool gone;			/* a VMA of the page was closed */
+	bool written;			/* the writer made it writable */
 };
 
 static void xpu_callpage_put(struct xpu_callpage *cp)
@@ -73,7 +86,10 @@ static vm_fault_t xpu_callpage_mkwrite(struct vm_fault *vmf)
 {
 	struct xpu_callpage *cp = vmf->vma->vm_private_data;
 
-	return READ_ONCE(cp->writer) == current ? 0 : VM_FAULT_SIGBUS;
+	if (READ_ONCE(cp->writer) != current)
+		return VM_FAULT_SIGBUS;
+	WRITE_ONCE(cp->written, true);
+	return 0;
 }
 
 static const struct vm_operations_struct xpu_callpage_vm_ops = {
@@ -106,25 +122,23 @@ static const struct file_operations xpu_callpage_fops = {
 	.release = xpu_callpage_release,
 };
 
-struct xpu_callpage *xpu_callpage_map(const void *data, size_t len,
-				      unsigned long *addr)
+/* A new page mapped in current's address space; the caller holds a ref. */
+static struct xpu_callpage *xpu_callpage_new(void)
 {
 	struct xpu_callpage *cp;
 	struct file *file;
 	unsigned long a;
 
-	if (!current->mm || len > PAGE_SIZE)
-		return ERR_PTR(-EINVAL);
-	cp = kzalloc(sizeof(*cp), GFP_KERNEL);
+	cp = kzalloc(sizeof(*cp), GFP_KERNEL_ACCOUNT);
 	if (!cp)
 		return ERR_PTR(-ENOMEM);
-	cp->page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+	cp->page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 	if (!cp->page) {
 		kfree(cp);
 		return ERR_PTR(-ENOMEM);
 	}
-	memcpy(page_address(cp->page), data, len);
-	cp->writer = current;
+	INIT_LIST_HEAD(&cp->link);
+	cp->mm = current->mm;
 	refcount_set(&cp->ref, 2);
 	file = anon_inode_getfile("[xpu-call]", &xpu_callpage_fops, cp, O_RDWR);
 	if (IS_ERR(file)) {
@@ -139,21 +153,96 @@ struct xpu_callpage *xpu_callpage_map(const void *data, size_t len,
 		return ERR_PTR((long)a);
 	}
 	cp->addr = a;
-	*addr = a;
+	return cp;
+}
+
+/* Whether CP is the VMA of current's at its address (mmap lock held). */
+static struct vm_area_struct *xpu_callpage_vma(struct xpu_callpage *cp)
+{
+	struct vm_area_struct *vma = find_vma(current->mm, cp->addr);
+
+	if (!vma || vma->vm_start != cp->addr ||
+	    vma->vm_ops != &xpu_callpage_vm_ops || vma->vm_private_data != cp)
+		return NULL;
+	return vma;
+}
+
+struct xpu_callpage *xpu_callpage_map(struct xpu_callpages *cps,
+				      const void *data, size_t len,
+				      unsigned long *addr)
+{
+	struct xpu_callpage *cp, *tmp, *found = NULL;
+
+	if (!current->mm || len > PAGE_SIZE)
+		return ERR_PTR(-EINVAL);
+	list_for_each_entry_safe(cp, tmp, &cps->list, link) {
+		if (READ_ONCE(cp->gone)) {	/* unmapped between calls */
+			list_del_init(&cp->link);
+			cps->nr--;
+			xpu_callpage_put(cp);
+		} else if (cp->mm == current->mm) {
+			found = cp;
+		}
+	}
+	cp = found;
+	if (!cp) {
+		cp = xpu_callpage_new();
+		if (IS_ERR(cp))
+			return cp;
+		if (cps->nr < XPU_MAX_CALLPAGES) {
+			list_add(&cp->link, &cps->list);
+			cps->nr++;
+			refcount_inc(&cp->ref);
+		}
+	} else {
+		refcount_inc(&cp->ref);
+	}
+	memcpy(page_address(cp->page), data, len);
+	WRITE_ONCE(cp->written, false);
+	WRITE_ONCE(cp->writer, current);
+	*addr = cp->addr;
 	return cp;
 }
 
 bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len)
 {
+	struct vm_area_struct *vma;
 	bool kept;
 
 	WRITE_ONCE(cp->writer, NULL);
-	/* a close seen before the driver's read is seen here */
+	/* a close or a write allowed before the driver's return is seen here */
 	smp_mb();
+	/*
+	 * The driver's copy-back made the page writable for every thread of
+	 * the process: read-only again before xpu reads it, so that what it
+	 * reads is what the driver wrote or what a store made before this
+	 * (which the caller's check of the fields it relies on sees).
+	 */
+	if (READ_ONCE(cp->written)) {
+		mmap_read_lock(current->mm);
+		vma = xpu_callpage_vma(cp);
+		if (vma)
+			zap_special_vma_range(vma, cp->addr, PAGE_SIZE);
+		mmap_read_unlock(current->mm);
+	}
 	kept = !READ_ONCE(cp->gone);
 	memcpy(data, page_address(cp->page), len);
-	if (kept)
-		vm_munmap(cp->addr, PAGE_SIZE);
+	if (kept && list_empty(&cp->link))
+		vm_munmap(cp->addr, PAGE_SIZE);	/* a page of this call only */
 	xpu_callpage_put(cp);
 	return kept;
+}
+
+void xpu_callpages_release(struct xpu_callpages *cps)
+{
+	struct xpu_callpage *cp, *tmp;
+
+	list_for_each_entry_safe(cp, tmp, &cps->list, link) {
+		list_del_init(&cp->link);
+		if (current->mm && cp->mm == current->mm &&
+		    !READ_ONCE(cp->gone))
+			vm_munmap(cp->addr, PAGE_SIZE);
+		xpu_callpage_put(cp);
+	}
+	cps->nr = 0;
 }

@@ -4,21 +4,44 @@
 
 #include <linux/types.h>
 
+#include <linux/list.h>
+
 struct xpu_callpage;
+
+/* A file's pages, one per process that called through it (callpage.c). */
+struct xpu_callpages {
+	struct list_head list;
+	u32 nr;
+};
+
+#define XPU_MAX_CALLPAGES	16
+
+static inline void xpu_callpages_init(struct xpu_callpages *cps)
+{
+	INIT_LIST_HEAD(&cps->list);
+	cps->nr = 0;
+}
 
 /*
  * A page in current's address space holding LEN bytes of DATA, at *ADDR,
  * for a call xpu makes as current: only the driver, in current, can write
- * it.  An ERR_PTR when it cannot be mapped.
+ * it.  CPS, the calling file's pages, is under the slice's mem_lock.  An
+ * ERR_PTR when it cannot be mapped.
  */
-struct xpu_callpage *xpu_callpage_map(const void *data, size_t len,
+struct xpu_callpage *xpu_callpage_map(struct xpu_callpages *cps,
+				      const void *data, size_t len,
 				      unsigned long *addr);
 
 /*
- * After the call: DATA gets the page's LEN bytes (what the driver wrote
- * back) and the page is unmapped.  Returns whether it stayed mapped where
- * it was throughout; if not, what the driver read is not known.
+ * After the call: the page is write-protected again and DATA gets its LEN
+ * bytes (what the driver wrote back, unless a thread of the caller's wrote
+ * in between: the caller checks what it relies on).  Returns whether it
+ * stayed mapped where it was throughout; if not, what the driver read is
+ * not known.
  */
 bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len);
+
+/* The file of CPS is released: its pages go (unmapped in current's). */
+void xpu_callpages_release(struct xpu_callpages *cps);
 
 #endif /* XPU_CALLPAGE_H */

@@ -79,6 +79,7 @@ int xpu_file_open(struct inode *inode, struct file *file)
 	xf->file = file;
 	INIT_LIST_HEAD(&xf->db_link);
 	xa_init(&xf->memrecs);
+	xpu_callpages_init(&xf->callpages);
 	xf->slice = slice;
 	xf->gpu = gpu;
 	xf->opener = get_pid(task_tgid(current));
@@ -122,6 +123,7 @@ int xpu_file_release(struct inode *inode, struct file *file)
 		atomic_dec(&xf->slice->open_files);
 		xpu_slice_put(xf->slice);
 	}
+	xpu_callpages_release(&xf->callpages);
 	put_pid(xf->opener);
 	kfree_rcu(xf, rcu);
 	return ret;
@@ -162,6 +164,7 @@ void xpu_file_exit(void)
 			atomic_dec(&xf->slice->open_files);
 			xpu_slice_put(xf->slice);
 		}
+		xpu_callpages_release(&xf->callpages);
 		put_pid(xf->opener);
 		kfree(xf);
 	}

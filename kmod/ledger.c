@@ -370,13 +370,15 @@ static void xpu_ledger_cascade_begin(struct xpu_file *xf, u32 hc, u32 ho,
  * One the free did not take (RM refused it, or another device's) is still
  * the tenant's: its duplicate goes.  Handles in the slice's clients are made
  * only under its mem_lock, held by RM_FREE's caller: a live handle is the
- * one recorded.
+ * one recorded.  Returns whether every duplicate went: nothing else held
+ * the memory of TAKEN.
  */
-static void xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
+static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 				   bool check)
 {
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_held *held, *tmp;
+	bool settled = true;
 
 	list_for_each_entry_safe(held, tmp, taken, link) {
 		list_del(&held->link);
@@ -399,9 +401,11 @@ static void xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 			list_add_tail(&held->link, &slice->held);
 			WRITE_ONCE(slice->held_bytes,
 				   slice->held_bytes + held->size);
+			settled = false;
 		}
 		mutex_unlock(&xpu_ledger_lock);
 	}
+	return settled;
 }
 
 /*
@@ -441,10 +445,13 @@ void xpu_ledger_file_exit(struct xpu_file *xf)
  * duplicate standing by when RM says the object is video memory, or
  * duplicates of every recorded object a client, device or subdevice takes
  * with it.  Called under the slice's mem_lock.  Returns the status RM gave
- * the caller's free.
+ * the caller's free.  *SETTLED says that only the figures of XF's creators
+ * can have changed: the object was video memory that the ledger's
+ * duplicate was found to hold alone after the free (so no other handle
+ * took its ownership), or that RM did not free.
  */
 u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
-		    u32 hc, u32 hp, u32 ho)
+		    u32 hc, u32 hp, u32 ho, bool *settled)
 {
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_gpu *gpu = slice->gpu;
@@ -455,6 +462,7 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	bool sub;
 
 	lockdep_assert_held(&slice->mem_lock);
+	*settled = false;
 	if (!xpu_ledger_thread)
 		return xpu_free_as_caller(xf, file, hc, hp, ho);
 	cls = xpu_rm_object_class(hc, ho);
@@ -503,7 +511,7 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	held->subdevice = sub;
 	held->size = size;
 	list_add_tail(&held->link, &taken);
-	xpu_ledger_cascade_end(xf, &taken, true);
+	*settled = xpu_ledger_cascade_end(xf, &taken, true);
 	return status;
 }
 

@@ -193,9 +193,11 @@ static void xpu_refresh_locked(struct xpu_slice *slice)
  * one is among XF's creators.  So only their figures can have grown: ask
  * RM for those (one query, at most XPU_MAX_CREATORS processes) rather than
  * for every member.  Frees can move ownership to another member's
- * duplicate, so they read the whole slice.  Returns how much RM's own
- * figures grew (not what xpu charges on top: held, lost, channels, which
- * others' frees and releases change without mem_lock).
+ * duplicate, so they read the whole slice, unless the ledger found the
+ * memory held by nothing else after the free (xpu_mem_free_through_ledger).
+ * Returns how much RM's own figures grew (not what xpu charges on top:
+ * held, lost, channels, which others' frees and releases change without
+ * mem_lock).
  */
 static u64 xpu_refresh_creators(struct xpu_slice *slice, struct xpu_file *xf)
 {
@@ -397,7 +399,15 @@ struct xpu_alloc_site {
 	size_t h_client;
 	size_t h_parent;
 	size_t h_object;
+	/*
+	 * Where RM takes the new object's handle from the caller only with
+	 * NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED (VID_HEAP_CONTROL's
+	 * allocations), the flags' offset; else 0, and a handle of 0 is RM's
+	 * to choose (RM_ALLOC).
+	 */
+	size_t handle_flags;
 	bool vidmem;			/* the call claims video memory */
+	bool record;			/* xpu records the new object's handle */
 };
 
 /*
@@ -457,28 +467,116 @@ static int xpu_escape_copy(struct xpu_escape *e, unsigned long arg,
 	return copy_from_user(e->u.raw, e->uarg, size) ? -EFAULT : 0;
 }
 
+static void xpu_escape_set_u32(struct xpu_escape *e, size_t off, u32 v)
+{
+	memcpy(e->u.raw + off, &v, sizeof(v));
+}
+
+/* Whether the caller names the new object of SITE, not RM. */
+static bool xpu_site_named(const struct xpu_escape *e,
+			   const struct xpu_alloc_site *site)
+{
+	if (site->handle_flags)
+		return xpu_escape_u32(e, site->handle_flags) &
+		       NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED;
+	return xpu_escape_u32(e, site->h_object);
+}
+
 /*
- * The driver's escape CMD on E's copy.  E gets what the driver wrote back,
- * and the caller's struct too (-EFAULT if it cannot be written, as the
- * driver's own copy-back).  *MOVED says the page did not stay where xpu
- * mapped it: what the driver read is not known.
+ * The driver's escape CMD, through XF's FILE, on E's copy; E gets what the
+ * driver wrote back.  *CHEATED says the page did not stay where xpu mapped
+ * it (what the driver read is not known), or that a thread of the caller's
+ * rewrote the handles of SITE that RM reads and never changes -- the
+ * client, the parent and, when NAMED, the new object's -- after the
+ * driver's copy-back made the page writable.  A call with no SITE has no
+ * handles xpu reads after it.  The caller's struct is not written.
  */
-static long xpu_escape_call(struct file *file, unsigned int cmd,
-			    struct xpu_escape *e, bool *moved)
+static long xpu_escape_ioctl(struct xpu_file *xf, struct file *file,
+			     unsigned int cmd, struct xpu_escape *e,
+			     const struct xpu_alloc_site *site, bool named,
+			     bool *cheated)
 {
 	struct xpu_callpage *cp;
 	unsigned long addr;
+	u32 hc, hp, ho, hc2, hp2, ho2;
 	long ret;
 
-	*moved = false;
-	cp = xpu_callpage_map(e->u.raw, e->size, &addr);
+	*cheated = false;
+	if (site)
+		xpu_escape_handles(e, site, &hc, &hp, &ho);
+	cp = xpu_callpage_map(&xf->callpages, e->u.raw, e->size, &addr);
 	if (IS_ERR(cp))
 		return PTR_ERR(cp);
 	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
-	*moved = !xpu_callpage_done(cp, e->u.raw, e->size);
-	if (copy_to_user(e->uarg, e->u.raw, e->size))
-		ret = -EFAULT;
+	*cheated = !xpu_callpage_done(cp, e->u.raw, e->size);
+	if (site) {
+		xpu_escape_handles(e, site, &hc2, &hp2, &ho2);
+		if (hc2 != hc || hp2 != hp || (named && ho2 != ho))
+			*cheated = true;
+	}
 	return ret;
+}
+
+/* The caller's struct gets E: -EFAULT if it cannot, as the driver's copy-back. */
+static long xpu_escape_return(struct xpu_escape *e, long ret)
+{
+	if (copy_to_user(e->uarg, e->u.raw, e->size))
+		return -EFAULT;
+	return ret;
+}
+
+/*
+ * The driver's escape CMD on E's copy (xpu_escape_ioctl), and the caller's
+ * struct gets the results.  RM chooses a new object's handle when not given
+ * one (clientGenResourceHandle: the next of its range the client does not
+ * use), and writes it back where a thread of the caller's can rewrite it
+ * before xpu reads it, so it could not be checked.  So for what xpu
+ * records (SITE's record), xpu names the handle itself, as RM would choose
+ * it -- from RM's own range, from its top down, the next while RM says the
+ * client has it -- and the caller's struct reads as if RM had chosen it.
+ * *DRV_RET, unless NULL, gets what the driver returned.
+ */
+#define XPU_HANDLE_TRIES	16
+
+static long xpu_escape_call(struct xpu_file *xf, struct file *file,
+			    unsigned int cmd, struct xpu_escape *e,
+			    const struct xpu_alloc_site *site, bool *cheated,
+			    long *drv_ret)
+{
+	u8 orig[sizeof(e->u)];
+	const u32 provided = NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED;
+	bool named = site && xpu_site_named(e, site);
+	unsigned int tries;
+	size_t fl;
+	long ret;
+	u32 h;
+
+	if (!site || !site->record || named) {
+		ret = xpu_escape_ioctl(xf, file, cmd, e, site, named, cheated);
+		if (drv_ret)
+			*drv_ret = ret;
+		return xpu_escape_return(e, ret);
+	}
+	fl = site->handle_flags;
+	memcpy(orig, e->u.raw, e->size);
+	for (tries = 0; ; tries++) {
+		h = RS_UNIQUE_HANDLE_BASE + RS_UNIQUE_HANDLE_RANGE - 1 -
+		    xf->handle_gen++ % RS_UNIQUE_HANDLE_RANGE;
+		xpu_escape_set_u32(e, site->h_object, h);
+		if (fl)
+			xpu_escape_set_u32(e, fl, xpu_escape_u32(e, fl) | provided);
+		ret = xpu_escape_ioctl(xf, file, cmd, e, site, true, cheated);
+		if (fl)
+			xpu_escape_set_u32(e, fl, xpu_escape_u32(e, fl) & ~provided);
+		if (ret || *cheated || tries == XPU_HANDLE_TRIES - 1 ||
+		    xpu_escape_u32(e, site->status) !=
+		    NV_ERR_INSERT_DUPLICATE_NAME) {
+			if (drv_ret)
+				*drv_ret = ret;
+			return xpu_escape_return(e, ret);
+		}
+		memcpy(e->u.raw, orig, e->size);
+	}
 }
 
 /*
@@ -562,7 +660,7 @@ u32 xpu_free_as_caller(struct xpu_file *xf, struct file *file,
 	long ret;
 
 	lockdep_assert_held(&xf->slice->mem_lock);
-	cp = xpu_callpage_map(&p, sizeof(p), &addr);
+	cp = xpu_callpage_map(&xf->callpages, &p, sizeof(p), &addr);
 	if (IS_ERR(cp))
 		return NV_ERR_NO_MEMORY;
 	ret = xpu_drv.unlocked_ioctl(file, _IOWR(NV_IOCTL_MAGIC, NV_ESC_RM_FREE,
@@ -617,7 +715,7 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	struct xpu_slice *slice = xf->slice;
 	u32 hc, hp, ho, st;
 	u64 grown, before;
-	bool moved;
+	bool cheated;
 	long ret;
 
 	ret = xpu_mem_join(slice);
@@ -636,11 +734,11 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	 * what counts.
 	 */
 	before = slice->used;
-	ret = xpu_escape_call(file, cmd, e, &moved);
+	ret = xpu_escape_call(xf, file, cmd, e, site, &cheated, NULL);
 	grown = xpu_refresh_creators(slice, xf);
-	if (moved) {
+	if (cheated) {
 		xpu_mem_unrecorded(xf, grown,
-				   "moved the page of a call xpu made for it");
+				   "moved or rewrote the page of a call xpu made for it");
 		goto out;
 	}
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {
@@ -746,6 +844,59 @@ static u32 xpu_mem_device_check(struct xpu_file *xf, u64 params)
 	return status;
 }
 
+/* RM_ALLOC's site in an NVOS21 or NVOS64 of SIZE bytes (they agree but for status). */
+static void xpu_rm_alloc_site(struct xpu_alloc_site *site, size_t size,
+			      bool record)
+{
+	*site = (struct xpu_alloc_site) {
+		.status = size == sizeof(struct nvos21_parameters) ?
+			  offsetof(struct nvos21_parameters, status) :
+			  offsetof(struct nvos64_parameters, status),
+		.h_client = offsetof(struct nvos21_parameters, h_root),
+		.h_parent = offsetof(struct nvos21_parameters, h_object_parent),
+		.h_object = offsetof(struct nvos21_parameters, h_object_new),
+		.record = record,
+	};
+}
+
+void xpu_escape_alloc_args(const struct xpu_escape *e, u32 *hc, u32 *hp,
+			   u32 *ho, u64 *params)
+{
+	*hc = e->u.p21.h_root;
+	*hp = e->u.p21.h_object_parent;
+	*ho = e->u.p21.h_object_new;
+	*params = e->u.p21.p_alloc_parms;
+}
+
+long xpu_escape_alloc_status(struct xpu_escape *e, u32 value)
+{
+	struct xpu_alloc_site site;
+
+	xpu_rm_alloc_site(&site, e->size, false);
+	return xpu_escape_status(e, &site, value);
+}
+
+long xpu_mem_tracked_call(struct xpu_file *xf, struct file *file,
+			  unsigned int cmd, struct xpu_escape *e,
+			  struct xpu_alloc_result *r)
+{
+	struct xpu_alloc_site site;
+	long ret;
+
+	xpu_rm_alloc_site(&site, e->size, true);
+	memset(r, 0, sizeof(*r));
+	if (mutex_lock_killable(&xf->slice->mem_lock))
+		return -EINTR;
+	ret = xpu_escape_call(xf, file, cmd, e, &site, &r->cheated,
+			      &r->drv_ret);
+	mutex_unlock(&xf->slice->mem_lock);
+	r->made = true;
+	r->hc = xpu_escape_u32(e, site.h_client);
+	r->ho = xpu_escape_u32(e, site.h_object);
+	r->status = xpu_escape_u32(e, site.status);
+	return ret;
+}
+
 long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg)
 {
@@ -761,9 +912,7 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 
 	if (size != sizeof(*p21) && size != sizeof(struct nvos64_parameters))
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
-	site.status = size == sizeof(*p21) ?
-		      offsetof(struct nvos21_parameters, status) :
-		      offsetof(struct nvos64_parameters, status);
+	xpu_rm_alloc_site(&site, size, false);
 	if (xf->slice) {
 		/*
 		 * A slice's: read once, and the driver reads the same
@@ -796,7 +945,7 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 			return ret;
 	}
 	if (xpu_sched_tracks_class(h_class))
-		return xpu_sched_rm_alloc(xf, file, cmd, arg, h_class);
+		return xpu_sched_rm_alloc(xf, file, cmd, &e, h_class);
 
 	/*
 	 * The location and the size are claims: RM reads the alloc params
@@ -815,10 +964,8 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	else
 		want = 0;
 
-	site.h_client = offsetof(struct nvos21_parameters, h_root);
-	site.h_parent = offsetof(struct nvos21_parameters, h_object_parent);
-	site.h_object = offsetof(struct nvos21_parameters, h_object_new);
 	site.vidmem = h_class == NV01_MEMORY_LOCAL_USER;
+	site.record = site.vidmem;
 	return xpu_admit_call(xf, file, cmd, &e, want, &site);
 }
 
@@ -852,18 +999,25 @@ long xpu_mem_alloc_object(struct xpu_file *xf, struct file *file,
 /*
  * A slice's free of (hc, hp, ho), made by xpu as the caller once the ledger
  * stands by (ledger.c); the status goes to STATUS in the caller's struct.
+ * The slice's figure is read anew: only XF's creators' when the ledger
+ * found that no other handle held the memory (so no member's figure but
+ * the owner's moved), else every member's.
  */
 static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
 					u32 hc, u32 hp, u32 ho,
 					u32 __user *status)
 {
 	struct xpu_slice *slice = xf->slice;
+	bool settled;
 	u32 st;
 
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	st = xpu_ledger_free(xf, file, hc, hp, ho);
-	xpu_refresh_locked(slice);
+	st = xpu_ledger_free(xf, file, hc, hp, ho, &settled);
+	if (settled)
+		xpu_refresh_creators(slice, xf);
+	else
+		xpu_refresh_locked(slice);
 	mutex_unlock(&slice->mem_lock);
 	/* whatever it returned: RM is asked what went (sched.c) */
 	xpu_sched_rm_free(xf, hc, ho);
@@ -886,7 +1040,7 @@ static long xpu_vid_heap_other(struct xpu_file *xf, struct file *file,
 
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	ret = xpu_escape_call(file, cmd, e, &moved);
+	ret = xpu_escape_call(xf, file, cmd, e, NULL, &moved, NULL);
 	if (moved)
 		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
 				   "moved the page of a call xpu made for it");
@@ -907,13 +1061,25 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		.h_parent = offsetof(struct nvos32_parameters, h_object_parent),
 		.h_object = offsetof(struct nvos32_parameters,
 				     data.alloc_size.h_memory),
+		/* the same place in the three layouts that allocate */
+		.handle_flags = offsetof(struct nvos32_parameters,
+					 data.alloc_size.flags),
 		.vidmem = true,
+		.record = true,
 	};
 	struct xpu_escape e;
 	u32 attr, attr2;
 	u64 want, free, limit, used;
 	long ret;
 
+	BUILD_BUG_ON(offsetof(struct nvos32_alloc_tiled, flags) !=
+		     offsetof(struct nvos32_alloc_size, flags) ||
+		     offsetof(struct nvos32_alloc_range, flags) !=
+		     offsetof(struct nvos32_alloc_size, flags) ||
+		     offsetof(struct nvos32_alloc_tiled, h_memory) !=
+		     offsetof(struct nvos32_alloc_size, h_memory) ||
+		     offsetof(struct nvos32_alloc_range, h_memory) !=
+		     offsetof(struct nvos32_alloc_size, h_memory));
 	if (!xf->slice || _IOC_SIZE(cmd) != sizeof(*p))
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
 	/* read once, and the driver reads the same: the function too */

@@ -17,6 +17,36 @@ void xpu_mem_file_release(struct xpu_file *xf);
 u32 xpu_free_as_caller(struct xpu_file *xf, struct file *file,
 		       u32 hc, u32 hp, u32 ho);
 
+/*
+ * An RM_ALLOC of a slice is made on xpu's copy of the caller's struct, E
+ * (mem.c); sched.c makes those of the classes it tracks through these.
+ */
+struct xpu_escape;
+
+/* What RM_ALLOC's struct E names, as RM reads it. */
+void xpu_escape_alloc_args(const struct xpu_escape *e, u32 *hc, u32 *hp,
+			   u32 *ho, u64 *params);
+
+/* The caller's struct gets status VALUE (0 or -EFAULT). */
+long xpu_escape_alloc_status(struct xpu_escape *e, u32 value);
+
+/* What RM made, read where only xpu reads it. */
+struct xpu_alloc_result {
+	bool made;		/* the call was made (else -EINTR) */
+	bool cheated;		/* the page moved, or RM's handles were rewritten */
+	long drv_ret;		/* the driver's return */
+	u32 hc, ho, status;	/* RM's: the client, the new object, its status */
+};
+
+/*
+ * The driver's RM_ALLOC CMD on E, under the slice's mem_lock as every call
+ * on xpu's page; a handle the caller left to RM xpu names (mem.c).  The
+ * caller's struct gets the results.  Returns what the ioctl returns.
+ */
+long xpu_mem_tracked_call(struct xpu_file *xf, struct file *file,
+			  unsigned int cmd, struct xpu_escape *e,
+			  struct xpu_alloc_result *r);
+
 long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg);
 long xpu_mem_rm_free(struct xpu_file *xf, struct file *file,

@@ -627,40 +627,34 @@ static void xpu_sched_cheat(struct xpu_file *xf, const char *what)
 }
 
 /*
- * RM_ALLOC of a channel, TSG or usermode class by a sliced file.  What
- * counts is what RM made, whatever the ioctl returned (a failed copy-back
- * comes after RM made the object) and whatever the struct's status says:
- * the handles read back are claims, and RM is asked the class of the object
- * they name.  A client-chosen handle must come back as it went in (RM never
- * changes one); a claimed success must name an object RM has; a live object
- * xpu already knows cannot be made again.  Else the caller cheats.  A
- * channel or TSG is charged its video memory before the call (the most it
- * can be: under a device, a channel gets a TSG of RM's), and what RM made
- * is charged after it.
+ * RM_ALLOC of a channel, TSG or usermode class by a sliced file, made on
+ * xpu's copy of the caller's struct, E (mem.c): RM makes the class xpu
+ * read, and its handle and status come back where no thread of the
+ * caller's can rewrite them, whatever the caller's struct then gets (a
+ * read-only struct fails the copy-back with -EFAULT after RM made the
+ * object: it is recorded all the same).  RM is asked the class of what it
+ * made.  A page moved or handles rewritten after the driver's copy-back, a
+ * success that names no object of these classes, or a live object xpu
+ * already knows, mean the caller cheats.  A channel or TSG is charged its
+ * video memory before the call (the most it can be: under a device, a
+ * channel gets a TSG of RM's), and what RM made is charged after it.
  */
 long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
-			unsigned int cmd, unsigned long arg, u32 h_class)
+			unsigned int cmd, struct xpu_escape *e, u32 h_class)
 {
-	struct nvos21_parameters __user *p21 = (void __user *)arg;
-	struct nvos64_parameters __user *p64 = (void __user *)arg;
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_sched *s = slice->gpu->sched;
-	u32 hc_pre, hp_pre, ho_pre, hc, ho, hp, cls, status, dep = 0;
+	u32 hc_pre, hp_pre, ho_pre, hc, ho, hp, cls, dep = 0;
 	u64 params, reserved, charge;
 	struct xpu_rec_match pre = { .key = XPU_REC_OBJECT };
+	struct xpu_alloc_result res;
 	const char *cheat = NULL;
 	int kind;
 	bool known, in_tsg;
-	u32 __user *ustatus;
 	struct xpu_rec *r;
 	long ret;
 
-	ustatus = _IOC_SIZE(cmd) == sizeof(*p21) ? &p21->status : &p64->status;
-	if (get_user(hc_pre, &p21->h_root) ||
-	    get_user(hp_pre, &p21->h_object_parent) ||
-	    get_user(ho_pre, &p21->h_object_new) ||
-	    get_user(params, &p21->p_alloc_parms))
-		return -EFAULT;
+	xpu_escape_alloc_args(e, &hc_pre, &hp_pre, &ho_pre, &params);
 	kind = xpu_rec_kind(h_class);
 	/* a channel names its context share, or (under a device) a VA space */
 	if (kind == XPU_REC_CHAN && params) {
@@ -685,8 +679,8 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 			pr_warn_ratelimited("slice %u: pid %d has %u objects of class 0x%x; refused\n",
 					    slice->id, task_tgid_nr(current),
 					    XPU_MAX_RECS, h_class);
-			return xpu_put_status(ustatus,
-					      NV_ERR_INSUFFICIENT_RESOURCES);
+			return xpu_escape_alloc_status(e,
+					NV_ERR_INSUFFICIENT_RESOURCES);
 		}
 	}
 	/* the parent is a claim: RM's decides the charge after the call */
@@ -697,7 +691,7 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	reserved = xpu_rec_charge(kind, in_tsg);
 	ret = reserved ? xpu_mem_charge(slice, reserved) : 0;
 	if (ret > 0)
-		return xpu_put_status(ustatus, ret);
+		return xpu_escape_alloc_status(e, ret);
 	if (ret)
 		return ret;
 	r = kzalloc(sizeof(*r), GFP_KERNEL);
@@ -706,22 +700,29 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 		return -ENOMEM;
 	}
 
-	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
-
-	if (get_user(hc, &p21->h_root) || get_user(ho, &p21->h_object_new)) {
-		hc = hc_pre;
-		ho = 0;
-	}
-	if (get_user(status, ustatus))
-		status = NV_ERR_GENERIC;
-	cls = ho ? xpu_rm_object_class(hc, ho) : 0;
-	if (ho_pre && (ho != ho_pre || hc != hc_pre))
-		cheat = "rewrote the handle of an object it made";
-	else if (!xpu_sched_tracks_class(cls) &&
-		 ((!ret && status == NV_OK) || (ret == -EFAULT && !ho_pre)))
-		cheat = "hid the handle of an object it made";
-	if (cheat || !xpu_sched_tracks_class(cls))
+	/*
+	 * On xpu's copy: RM makes the class xpu read, and its handle and
+	 * status come back where only xpu reads them, whatever the caller's
+	 * struct then gets (mem.c).
+	 */
+	ret = xpu_mem_tracked_call(xf, file, cmd, e, &res);
+	if (!res.made)
 		goto out;
+	hc = res.hc;
+	ho = res.ho;
+	if (res.cheated) {
+		cheat = "moved or rewrote the page of a call xpu made for it";
+		goto out;
+	}
+	/* RM's own answer: it made nothing */
+	if (!res.drv_ret && res.status != NV_OK)
+		goto out;
+	cls = ho ? xpu_rm_object_class(hc, ho) : 0;
+	if (!xpu_sched_tracks_class(cls)) {
+		if (!res.drv_ret)
+			cheat = "hid the handle of an object it made";
+		goto out;
+	}
 
 	/* RM's class and parent decide the kind and the charge, not the struct */
 	kind = xpu_rec_kind(cls);
@@ -756,14 +757,16 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	mutex_unlock(&s->lock);
 	if (!known)
 		return ret;
-	cheat = "named an object it made before";
+	/* RM never makes a live handle twice */
+	if (!res.drv_ret)
+		cheat = "named an object it made before";
 out:
 	xpu_recs_uncharge(slice, reserved);
 	kfree(r);
 	if (!cheat)
 		return ret;
 	xpu_sched_cheat(xf, cheat);
-	return xpu_put_status(ustatus, NV_ERR_INVALID_OBJECT_HANDLE);
+	return xpu_escape_alloc_status(e, NV_ERR_INVALID_OBJECT_HANDLE);
 }
 
 /*

@@ -26,8 +26,9 @@ void xpu_sched_mmap(struct file *file, struct vm_area_struct *vma);
 
 bool xpu_sched_tracks_class(u32 h_class);
 void xpu_sched_forget_stale(struct xpu_slice *slice);
+struct xpu_escape;
 long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
-			unsigned int cmd, unsigned long arg, u32 h_class);
+			unsigned int cmd, struct xpu_escape *e, u32 h_class);
 void xpu_sched_rm_free(struct xpu_file *xf, u32 h_client, u32 h_object);
 void xpu_sched_map_memory(struct xpu_file *xf, u32 h_client, u32 h_memory,
 			  int fd);

@@ -15,6 +15,7 @@
 #include <linux/xarray.h>
 #include <uapi/xpu.h>
 
+#include "callpage.h"
 #include "compat.h"
 
 #define XPU_MAX_GPUS	32
@@ -176,6 +177,9 @@ struct xpu_file {
 	 * mem_lock, or by the file's release, when nothing else can.
 	 */
 	struct xarray memrecs;
+	/* control files of slices: the pages of calls xpu makes (callpage.c) */
+	struct xpu_callpages callpages;
+	u32 handle_gen;			/* handles xpu chose for RM (mem.c) */
 };
 
 /* Protects the slice list, node and cgroup bindings, GPU settings. */

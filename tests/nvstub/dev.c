@@ -627,6 +627,9 @@ static long nvidia_unlocked_ioctl(struct file *filp, unsigned int cmd,
 	ret = nvstub_dispatch(nf, nr, buf, size);
 	if (ret != -EFAULT && copy_to_user(uptr, buf, size))
 		ret = -EFAULT;
+	if ((nr == NV_ESC_RM_FREE || nr == NV_ESC_RM_ALLOC) &&
+	    READ_ONCE(nvstub_copyout_delay_us))
+		fsleep(READ_ONCE(nvstub_copyout_delay_us));
 	kfree(buf);
 	return ret;
 }

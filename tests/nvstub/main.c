@@ -39,6 +39,11 @@ module_param(copyin_delay_us, uint, 0444);
 MODULE_PARM_DESC(copyin_delay_us,
 		 "delay before the escape copies an RM_FREE's or RM_ALLOC's struct in");
 
+static unsigned int copyout_delay_us;
+module_param(copyout_delay_us, uint, 0444);
+MODULE_PARM_DESC(copyout_delay_us,
+		 "delay after the escape copies an RM_FREE's or RM_ALLOC's struct back");
+
 static unsigned int timeslice_us = 2000;
 module_param(timeslice_us, uint, 0444);
 MODULE_PARM_DESC(timeslice_us, "the engine's native timeslice");
@@ -116,6 +121,7 @@ char nvstub_version[NV_RM_API_VERSION_STRING_LENGTH];
 unsigned int nvstub_ngpus;
 unsigned int nvstub_alloc_reread_delay_us;
 unsigned int nvstub_copyin_delay_us;
+unsigned int nvstub_copyout_delay_us;
 unsigned int nvstub_timeslice_us;
 unsigned int nvstub_doorbell_poll_us;
 u64 nvstub_gr_context_bytes;
@@ -184,6 +190,11 @@ static int nvstub_check_params(void)
 		       copyin_delay_us);
 		return -EINVAL;
 	}
+	if (copyout_delay_us > 10000000) {
+		pr_err("copyout_delay_us=%u: must be at most 10000000\n",
+		       copyout_delay_us);
+		return -EINVAL;
+	}
 	if (timeslice_us < 1 || timeslice_us > NVSTUB_MAX_SLICE_US) {
 		pr_err("timeslice_us=%u: must be 1..%llu\n", timeslice_us,
 		       NVSTUB_MAX_SLICE_US);
@@ -208,6 +219,7 @@ static int nvstub_check_params(void)
 	nvstub_ngpus = gpus;
 	nvstub_alloc_reread_delay_us = alloc_reread_delay_us;
 	nvstub_copyin_delay_us = copyin_delay_us;
+	nvstub_copyout_delay_us = copyout_delay_us;
 	nvstub_timeslice_us = timeslice_us;
 	nvstub_doorbell_poll_us = doorbell_poll_us;
 	nvstub_gr_context_bytes = (u64)gr_context_kib << 10;

@@ -366,24 +366,21 @@ ctx = CudaContext(dev, uvm)
 y = ctx.alloc(32 << 20)         # mapped through UVM, which keeps it past RM_FREE
 x = dev.alloc_vidmem(2 << 20)
 
-def readable_pages():
+def call_page():
     with open("/proc/self/maps") as f:
-        out = set()
         for line in f:
-            span, perms = line.split()[:2]
-            lo, hi = (int(v, 16) for v in span.split("-"))
-            if hi - lo == mmap.PAGESIZE and perms[0] == "r":
-                out.add(lo)
-        return out
+            if "xpu-call" in line:
+                return int(line.split("-")[0], 16)
 
 ready, got = threading.Event(), {}
 def attack():
-    before = readable_pages()
     ready.set()
-    while True:             # the page xpu.ko maps for the free it makes
-        new = readable_pages() - before
-        if new:
-            addr = new.pop()
+    # the page xpu.ko maps for its calls (kept, or mapped for this free),
+    # once it holds the free's handles
+    want = bytes(abi.NVOS00_PARAMETERS(rm.handle, dev.hdevice, x.handle))
+    while True:
+        addr = call_page()
+        if addr and ctypes.string_at(addr, len(want)) == want:
             break
     mine = bytes(abi.NVOS00_PARAMETERS(rm.handle, dev.hdevice, y.handle))
     try:
@@ -515,6 +512,101 @@ def test_a_class_and_handle_rewritten_around_the_driver_s_reads_hide_nothing(
         # what RM holds for the tenant is charged to its slice
         assert sl.used() + 4 * MiB >= nvtest.heap_used(0) - heap0, r
         assert let_go(child) == 0
+
+
+# --- the results of a call made on xpu's page
+
+
+RACE_RESULT = nvtest.RAW_PRELUDE + """
+import threading
+from nvclient.cudalike import CudaContext
+from nvclient.uvm import Uvm
+libc.pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
+                       ctypes.c_long]
+libc.pread.restype = ctypes.c_ssize_t
+uvm = Uvm(ctl.abi.version)
+ctx = CudaContext(dev, uvm)
+rm2 = client.RmClient(ctl); dev2 = rm2.device(0, gpu_file=gpu)
+small = dev2.alloc_vidmem(2 << 20)
+D = rm2.dup(dev2.hdevice, small.handle)     # video memory xpu did not record
+H = HANDLE                  # 0: RM chooses it
+mp = dev2.memory_params(32 << 20)
+p = abi.NVOS21_PARAMETERS()
+p.hRoot, p.hObjectParent, p.hObjectNew = rm2.handle, dev2.hdevice, H
+p.hClass = abi.NV01_MEMORY_LOCAL_USER
+p.pAllocParms = ctypes.addressof(mp); p.paramsSize = ctypes.sizeof(mp)
+lie = abi.NVOS21_PARAMETERS.from_buffer_copy(bytes(p))
+lie.hObjectNew = D                          # "RM made D"
+lfd = os.memfd_create("lie")
+os.write(lfd, bytes(lie))
+
+def page():
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "xpu-call" in line:
+                return int(line.split("-")[0], 16)
+
+go, got = threading.Event(), {}
+def race():
+    go.set()
+    while "wrote" not in got:
+        addr = page()
+        if not addr:
+            continue
+        # this call's struct, once it names the object made
+        cur = abi.NVOS21_PARAMETERS.from_buffer_copy(
+            ctypes.string_at(addr, ctypes.sizeof(p)))
+        if cur.pAllocParms != p.pAllocParms or not cur.hObjectNew:
+            continue
+        # the kernel's own store: EFAULT, not SIGBUS, while read-only
+        if libc.pread(lfd, addr, ctypes.sizeof(lie), 0) == ctypes.sizeof(lie):
+            got["wrote"], got["made"] = addr, cur.hObjectNew
+t = threading.Thread(target=race, daemon=True)
+t.start()
+go.wait()
+rc = client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC,
+                                           ctypes.sizeof(p)), p)
+t.join()
+mapped = False
+try:                        # UVM keeps what it maps past RM_FREE
+    va = ctx.va(32 << 20)
+    uvm.create_external_range(va, 32 << 20)
+    uvm.map_external(va, 32 << 20, ctl.fileno(), rm2.handle, got["made"],
+                     [ctx.uuid])
+    mapped = True
+except client.NvStatusError:
+    pass
+rm2.close()                 # the client, and what it holds, freed
+report(rc=rc, status=p.status, new=p.hObjectNew, mapped=mapped)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("chosen_by", ["client", "rm"])
+def test_the_results_of_an_allocation_on_xpu_s_page_cannot_be_rewritten(
+        nodedir, reload_stub, uvm_nodes, chosen_by):
+    """A slice's RM_ALLOC is made on xpu's page, which the driver's
+    copy-back makes writable for every thread of the caller's (a PTE is the
+    process's).  A thread stores into it through the kernel (pread: EFAULT,
+    not SIGBUS, while it is read-only) until that succeeds -- the driver
+    waits 300 ms after its copy-back -- and names as the new object a
+    duplicate xpu never recorded.  Before, xpu recorded the duplicate, and a
+    free of the client while UVM mapped the 32 MiB it did make left them
+    held with the slice charged for none.  Now the page is write-protected
+    before xpu reads it and the handles RM never changes are checked; a
+    handle the caller left to RM ("rm": hObjectNew 0) xpu chooses, as RM
+    would, so that it can be checked too.  The caller is killed and what it
+    made charged until the slice goes."""
+    with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
+            sl, _heap0):
+        child = nvtest.spawn_child(
+            RACE_RESULT.replace("CTL", repr(sl.ctl_node))
+            .replace("GPU", repr(sl.gpu_node))
+            .replace("HANDLE", "0x5c00beef" if chosen_by == "client" else "0"))
+        alive = child.p.stdout.readline()   # what it got, had it lived
+        assert child.finish() == -signal.SIGKILL, (alive, sl.used())
+        assert sl.get().killed == 1
+        assert sl.used() >= 32 * MiB
 
 
 # --- class 5: a stalled tenant

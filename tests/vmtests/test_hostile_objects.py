@@ -13,7 +13,6 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
 
@@ -202,15 +201,31 @@ rm.free(t)
 """.replace("SLICE", str(sl.id)))
 
 
-def test_an_object_whose_handle_never_came_back_ends_the_caller(sl):
-    """Class 10: a usermode object made with a read-only struct and a
-    handle RM chose: nobody but RM knows the handle, so xpu.ko cannot gate
-    its mapping.  The caller is killed and its control file refused."""
-    r = run_in(sl, """
+def test_an_object_whose_handle_rm_chose_and_never_came_back_is_recorded(sl):
+    """Class 10: a channel and a usermode object made with a read-only
+    struct and a handle left to RM: the driver returns EFAULT after RM made
+    them, and only RM knows the handles.  Before Nov 25 (session 17) xpu.ko
+    could not gate what it could not name, so the caller was killed.  Now
+    the call is made on xpu's copy, with a handle xpu names as RM would:
+    both are recorded -- the slice counts the channel, and the usermode
+    object counts towards the slice's 1024 -- and the caller lives."""
+    run_in(sl, """
+import errno
+from xpu import ctl as xpu_ctl
+t = tsg()
+rc, err = readonly_alloc(t, abi.HOPPER_CHANNEL_GPFIFO_A, 0, chan_params())
+assert rc == -1 and err == errno.EFAULT, (rc, err)
+with xpu_ctl.Ctl() as a:
+    assert a.slice_get(SLICE).channels == 1, a.slice_get(SLICE)
+rm.free(t)                  # and the channel with it
+with xpu_ctl.Ctl() as a:
+    assert a.slice_get(SLICE).channels == 0, a.slice_get(SLICE)
 rc, err = readonly_alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A, 0)
-report(survived=True, rc=rc, err=err)
-""", check=False)
-    assert r.returncode == -signal.SIGKILL, (r.stdout, r.stderr)
+assert rc == -1 and err == errno.EFAULT, (rc, err)
+hs = [rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A) for _ in range(1023)]
+p = rm.alloc_raw(dev.hsubdevice, abi.HOPPER_USERMODE_A)
+assert p.status == abi.NV_ERR_INSUFFICIENT_RESOURCES, hex(p.status)
+""".replace("SLICE", str(sl.id)))
 
 
 # A TSG with a channel and a compute object (its GR context), N times, in a
