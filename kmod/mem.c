@@ -408,6 +408,12 @@ struct xpu_alloc_site {
 	size_t handle_flags;
 	bool vidmem;			/* the call claims video memory */
 	bool record;			/* xpu records the new object's handle */
+	/*
+	 * The call makes an RM client: RM takes the handle from hRoot (0: its
+	 * own choice) and writes it into hObjectNew whatever that held
+	 * (serverAllocClient), so hObjectNew is never the caller's to name.
+	 */
+	bool client;
 };
 
 /*
@@ -476,6 +482,8 @@ static void xpu_escape_set_u32(struct xpu_escape *e, size_t off, u32 v)
 static bool xpu_site_named(const struct xpu_escape *e,
 			   const struct xpu_alloc_site *site)
 {
+	if (site->client)
+		return false;
 	if (site->handle_flags)
 		return xpu_escape_u32(e, site->handle_flags) &
 		       NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED;
@@ -966,6 +974,8 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 
 	site.vidmem = h_class == NV01_MEMORY_LOCAL_USER;
 	site.record = site.vidmem;
+	site.client = h_class == NV01_ROOT || h_class == NV01_ROOT_NON_PRIV ||
+		      h_class == NV01_ROOT_CLIENT;
 	return xpu_admit_call(xf, file, cmd, &e, want, &site);
 }
 

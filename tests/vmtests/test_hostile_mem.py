@@ -609,6 +609,47 @@ def test_the_results_of_an_allocation_on_xpu_s_page_cannot_be_rewritten(
         assert sl.used() >= 32 * MiB
 
 
+# A client's handle is never the caller's to name in hObjectNew: RM takes it
+# from hRoot (0: its own choice) and writes it there whatever it held
+# (serverAllocClient).  xpu checks on its page only the handles RM never
+# changes, so it must not take that write for a thread's rewrite.
+CLIENT_HANDLES = """
+ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
+got = []
+for hroot, hnew in ((0, 0), (0, 0x5c00beef), (0xc1d0beef, 0x5c00beef)):
+    p = ctl.rm_alloc(hroot, 0, abi.NV01_ROOT_CLIENT, hnew=hnew)
+    rm = object.__new__(client.RmClient)
+    rm.ctl, rm.nvos64, rm.handle, rm.parents = ctl, False, p.hObjectNew, {}
+    dev = rm.device(0, gpu_file=gpu)      # the client RM named works
+    m = dev.alloc_vidmem(1 << 20)
+    rm.free(m.handle)
+    dev.close()
+    rm.close()
+    got.append([hroot, hnew, p.hObjectNew])
+report(got=got)
+"""
+
+
+def test_a_client_handle_rm_writes_back_is_no_rewrite(admin, nodedir):
+    """Clients made through a slice's control file with hObjectNew set to
+    anything: RM writes the client's handle there (one of its own for
+    hRoot 0, else hRoot), and the caller -- honest, if odd -- lives and
+    uses them.  With the handles RM never changes checked on xpu's page
+    (session 17), xpu took RM's write for a thread's rewrite and killed the
+    caller (the fuzzer, on 5.10 at 535)."""
+    sl = Slice(admin, nodedir, name="clients")
+    try:
+        got = nvtest.run_child(CLIENT_HANDLES.replace("CTL", repr(sl.ctl_node))
+                               .replace("GPU", repr(sl.gpu_node)))["got"]
+        assert got[2] == [0xc1d0beef, 0x5c00beef, 0xc1d0beef]
+        for hroot, hnew, h in got[:2]:
+            assert h not in (0, hnew) and h >> 20 == 0xc1d, got
+        assert sl.get().killed == 0
+        assert sl.used() == 0
+    finally:
+        sl.destroy()
+
+
 # --- class 5: a stalled tenant
 
 
