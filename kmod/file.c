@@ -292,29 +292,27 @@ long xpu_file_xfer(struct xpu_file *xf, struct file *file,
 				      x.cmd, x.size), (unsigned long)x.ptr);
 }
 
-/* RM_MAP_MEMORY names a file by number: it must be of the caller's slice. */
+/*
+ * RM_MAP_MEMORY names a file by number: it must be of the caller's slice.
+ * A slice's call is made on xpu's copy of the struct (mem.c), so the number
+ * checked is the one the driver reads.
+ */
 long xpu_file_fd_field(struct xpu_file *xf, struct file *file,
 		       unsigned int cmd, unsigned long arg)
 {
 	struct nvos33_with_fd __user *p = (void __user *)arg;
-	u32 status, h_client, h_memory;
 	struct xpu_slice *other;
 	bool driver_file;
-	long ret;
 	int fd;
 
 	if (_IOC_SIZE(cmd) != sizeof(*p))
 		return xpu_forward(file, cmd, arg);
+	if (xf->slice)
+		return xpu_mem_map_memory(xf, file, cmd, arg);
 	if (get_user(fd, &p->fd))
 		return -EFAULT;
 	other = xpu_file_slice_of_fd(fd, &driver_file);
-	if (driver_file && other != xf->slice)
+	if (driver_file && other)
 		return -EPERM;
-	ret = xpu_forward(file, cmd, arg);
-	/* A usermode region mapped in the slice: its mmap will be gated. */
-	if (!ret && xf->slice && !get_user(status, &p->params.status) &&
-	    status == NV_OK && !get_user(h_client, &p->params.h_client) &&
-	    !get_user(h_memory, &p->params.h_memory))
-		xpu_sched_map_memory(xf, h_client, h_memory, fd);
-	return ret;
+	return xpu_forward(file, cmd, arg);
 }

@@ -38,6 +38,7 @@
 
 #include "callpage.h"
 #include "events.h"
+#include "file.h"
 #include "ledger.h"
 #include "mem.h"
 #include "nvabi.h"
@@ -432,6 +433,7 @@ struct xpu_escape {
 		struct nvos21_parameters p21;
 		struct nvos64_parameters p64;
 		struct nvos32_parameters p32;
+		struct nvos33_with_fd p33;
 		u8 raw[sizeof(struct nvos32_parameters)];
 	} u;
 };
@@ -465,6 +467,8 @@ static int xpu_escape_copy(struct xpu_escape *e, unsigned long arg,
 			   size_t size)
 {
 	BUILD_BUG_ON(sizeof(struct nvos64_parameters) >
+		     sizeof(struct nvos32_parameters) ||
+		     sizeof(struct nvos33_with_fd) >
 		     sizeof(struct nvos32_parameters));
 	if (size > sizeof(e->u))
 		return -EINVAL;
@@ -1035,14 +1039,14 @@ static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
 }
 
 /*
- * A VID_HEAP function of a slice that allocates nothing (INFO, a free by
- * offset, the others), on xpu's copy E as an allocation is: the function RM
- * reads is the one xpu read.  With REFRESH, the slice's figure is read
- * after, as after any call that may lower it (INFO cannot).
+ * An escape of a slice that allocates nothing (VID_HEAP's INFO, a free by
+ * offset and the others; RM_MAP_MEMORY), on xpu's copy E as an allocation
+ * is: what RM reads is what xpu read.  With REFRESH, the slice's figure is
+ * read after, as after any call that may lower it (INFO cannot).
  */
-static long xpu_vid_heap_other(struct xpu_file *xf, struct file *file,
-			       unsigned int cmd, struct xpu_escape *e,
-			       bool refresh)
+static long xpu_escape_plain(struct xpu_file *xf, struct file *file,
+			     unsigned int cmd, struct xpu_escape *e,
+			     bool refresh)
 {
 	struct xpu_slice *slice = xf->slice;
 	bool moved;
@@ -1125,7 +1129,7 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		want = xpu_is_vidmem(attr) ? xpu_rm_rounded(want, attr, attr2) : 0;
 		return xpu_admit_call(xf, file, cmd, &e, want, &site);
 	case NVOS32_FUNCTION_INFO:
-		ret = xpu_vid_heap_other(xf, file, cmd, &e, false);
+		ret = xpu_escape_plain(xf, file, cmd, &e, false);
 		if (ret || q->status != NV_OK)
 			return ret;
 		limit = READ_ONCE(xf->slice->memory_limit);
@@ -1138,13 +1142,13 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		/* RM frees the handle as RM_FREE does when it is provided */
 		if (!(q->data.free.flags &
 		      NVOS32_FREE_FLAGS_MEMORY_HANDLE_PROVIDED) || xf->gpu)
-			return xpu_vid_heap_other(xf, file, cmd, &e, true);
+			return xpu_escape_plain(xf, file, cmd, &e, true);
 		return xpu_mem_free_through_ledger(xf, file, q->h_root,
 						   q->h_object_parent,
 						   q->data.free.h_memory,
 						   &p->status);
 	default:
-		return xpu_vid_heap_other(xf, file, cmd, &e, true);
+		return xpu_escape_plain(xf, file, cmd, &e, true);
 	}
 }
 
@@ -1439,5 +1443,46 @@ long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 	if (copy_to_user(ulist, e, n * sizeof(*e)))
 		ret = -EFAULT;
 	kfree(e);
+	return ret;
+}
+
+/*
+ * RM_MAP_MEMORY through a slice's control file, whose fd names the file RM
+ * gives the mapping's context to (file.c checks it is none of another
+ * slice's).  Made on xpu's copy: the object and the fd RM reads are the
+ * ones xpu read, so a thread cannot show xpu one object and the driver
+ * another.  A usermode object of the slice marks the file the fd names
+ * (sched.c) before the call -- an mmap of it by another thread while the
+ * call runs is gated -- and again after it, the file the driver may have
+ * found under that number instead, whatever the ioctl returned or the
+ * status says: a read-only struct fails the driver's copy-back with
+ * -EFAULT after RM made the context, and the status is read where a thread
+ * may rewrite it between the copy-back and xpu's read.  RM refusing the
+ * mapping leaves a file of the tenant's own gated for nothing, which costs
+ * only the tenant.  Left: a thread that puts another file under the number
+ * after xpu's first look and the first one back before its second.
+ */
+long xpu_mem_map_memory(struct xpu_file *xf, struct file *file,
+			unsigned int cmd, unsigned long arg)
+{
+	struct xpu_slice *other;
+	struct xpu_escape e;
+	bool driver_file;
+	u32 hc, hm;
+	long ret;
+	int fd;
+
+	ret = xpu_escape_copy(&e, arg, sizeof(struct nvos33_with_fd));
+	if (ret)
+		return ret;
+	fd = e.u.p33.fd;
+	hc = e.u.p33.params.h_client;
+	hm = e.u.p33.params.h_memory;
+	other = xpu_file_slice_of_fd(fd, &driver_file);
+	if (driver_file && other != xf->slice)
+		return -EPERM;
+	xpu_sched_map_memory(xf, hc, hm, fd);
+	ret = xpu_escape_plain(xf, file, cmd, &e, false);
+	xpu_sched_map_memory(xf, hc, hm, fd);
 	return ret;
 }

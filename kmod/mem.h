@@ -49,6 +49,9 @@ long xpu_mem_tracked_call(struct xpu_file *xf, struct file *file,
 
 long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg);
+/* RM_MAP_MEMORY of a slice's control file, on xpu's copy (file.c checks it). */
+long xpu_mem_map_memory(struct xpu_file *xf, struct file *file,
+			unsigned int cmd, unsigned long arg);
 long xpu_mem_rm_free(struct xpu_file *xf, struct file *file,
 		     unsigned int cmd, unsigned long arg);
 long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,

@@ -22,6 +22,9 @@ Workloads (each work item is {duration_us}, docs/nvstub.md):
 - kwrite: saturate, but before each doorbell write has the kernel read the
   doorbell page (a write into a pipe from it), and counts the writes that
   failed with EFAULT ("efault" in its result);
+- rostruct: saturate, ringing through a further mapping of the usermode
+  object whose RM_MAP_MEMORY struct lay on a read-only page (RM made the
+  mapping's context; the driver's copy-back failed with EFAULT);
 - cuda: saturate, from a channel made as CUDA and tinygrad make theirs
   (nvclient/cudalike.py: an externally owned VA space UVM registers, a
   context share, the ring and USERD in video memory); /dev/nvidia-uvm must
@@ -99,6 +102,47 @@ if mode == "manymaps":
                                 hparent=dev.hsubdevice, node=dev.gpu.path))
     ch.usermode = ch._maps[-1]
 
+if mode == "rostruct":
+    # RM_MAP_MEMORY of the usermode object from a read-only page: RM makes
+    # the mapping's context on the new file, then the driver's copy-back
+    # fails (EFAULT); the file is mapped all the same, and rung through
+    import ctypes, errno, mmap, struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    SIZE = abi.NVC361_NV_USERMODE__SIZE
+    fd = os.open(dev.gpu.path, os.O_RDWR | os.O_CLOEXEC)
+    arg = abi.nv_ioctl_nvos33_parameters_with_fd()
+    arg.params.hClient, arg.params.hDevice = rm.handle, dev.hsubdevice
+    arg.params.hMemory, arg.params.length = ch.husermode, SIZE
+    arg.fd = fd
+    page = libc.mmap(None, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_WRITE,
+                     mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    ctypes.memmove(page, bytes(arg), ctypes.sizeof(arg))
+    assert libc.mprotect(page, mmap.PAGESIZE, mmap.PROT_READ) == 0
+    rc = libc.ioctl(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_MAP_MEMORY,
+                                         ctypes.sizeof(arg)), page)
+    assert rc == -1 and ctypes.get_errno() == errno.EFAULT, rc
+
+    class RoMapping:
+        def __init__(self):
+            self.fd = fd
+            self.mm = mmap.mmap(fd, SIZE, mmap.MAP_SHARED,
+                                mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
+
+        def write32(self, offset, value):
+            struct.pack_into("<I", self.mm, offset, value)
+
+        def close(self, unmap=True):    # RM's record goes with the object
+            self.mm.close()
+            os.close(self.fd)
+
+    ch.usermode = RoMapping()
+    ch._maps.append(ch.usermode)
+
 efault = 0
 if mode == "kwrite":
     import errno
@@ -127,7 +171,8 @@ if mode == "fork":
 n = lat_n = 0
 lat = []
 while not stopped():
-    if mode in ("saturate", "remap", "fork", "spam", "manymaps", "kwrite"):
+    if mode in ("saturate", "remap", "fork", "spam", "manymaps", "kwrite",
+                "rostruct"):
         if pending() < DEPTH:
             if mode == "kwrite":
                 ch.submit(item_us, ring=False)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Hostile tenants against compute gating (issue 17, docs/compute.md).
 
-Two ways around the doorbell gate, each under fixed and weighted, a 10 %
+Three ways around the doorbell gate, each under fixed and weighted, a 10 %
 hostile slice beside a 90 % honest one that saturates the engine:
 
 - manymaps: the hostile process maps the usermode region 71 times (each a
@@ -11,6 +11,12 @@ hostile slice beside a 90 % honest one that saturates the engine:
   the doorbell page (a write(2) into a pipe from it).  A kernel-mode fault
   must not re-install the page of a slice that waits: the write fails with
   EFAULT, counts as demand, and the user-mode doorbell write still faults.
+
+- rostruct: the hostile process maps the usermode region once more with
+  the RM_MAP_MEMORY struct on a read-only page (RM makes the mapping's
+  context, then the driver's copy-back fails with EFAULT) and rings through
+  that mapping.  What RM did counts, not what the ioctl returned: the file
+  is a doorbell file all the same.
 
 Under fixed the channels' lever alone holds the slice; under weighted an
 escaped doorbell makes the slice look idle, so it would run beside the other.
@@ -28,7 +34,7 @@ pytestmark = pytest.mark.usefixtures("require_xpu")
 @pytest.mark.parametrize("pol", [uapi.XPU_POLICY_FIXED,
                                  uapi.XPU_POLICY_WEIGHTED],
                          ids=["fixed", "weighted"])
-@pytest.mark.parametrize("mode", ["manymaps", "kwrite"])
+@pytest.mark.parametrize("mode", ["manymaps", "kwrite", "rostruct"])
 def test_a_hostile_slice_is_held_to_its_share(admin, slices, mode,  # noqa: F811
                                               pol):
     policy(admin, pol)

@@ -349,6 +349,16 @@ def let_go(child):
 # --- the page of a call made as the caller
 
 
+# The page xpu.ko maps in a child for the calls it makes there (callpage.c):
+# its address, or None.
+CALL_PAGE = """
+def call_page():
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "xpu-call" in line:
+                return int(line.split("-")[0], 16)
+"""
+
 RACE_FREE = """
 import ctypes, mmap, threading
 from nvclient.cudalike import CudaContext
@@ -366,12 +376,7 @@ ctx = CudaContext(dev, uvm)
 y = ctx.alloc(32 << 20)         # mapped through UVM, which keeps it past RM_FREE
 x = dev.alloc_vidmem(2 << 20)
 
-def call_page():
-    with open("/proc/self/maps") as f:
-        for line in f:
-            if "xpu-call" in line:
-                return int(line.split("-")[0], 16)
-
+CALL_PAGE
 ready, got = threading.Event(), {}
 def attack():
     ready.set()
@@ -411,7 +416,7 @@ client.escape(ctl.fd, abi.NV_ESC_RM_FREE, p)
 t.join()
 report(wrote=got["wrote"], status=p.status)
 sys.stdin.readline()
-"""
+""".replace("CALL_PAGE", CALL_PAGE)
 
 
 @pytest.mark.parametrize("how", ["write", "store", "replace"])
@@ -540,17 +545,12 @@ lie.hObjectNew = D                          # "RM made D"
 lfd = os.memfd_create("lie")
 os.write(lfd, bytes(lie))
 
-def page():
-    with open("/proc/self/maps") as f:
-        for line in f:
-            if "xpu-call" in line:
-                return int(line.split("-")[0], 16)
-
+CALL_PAGE
 go, got = threading.Event(), {}
 def race():
     go.set()
     while "wrote" not in got:
-        addr = page()
+        addr = call_page()
         if not addr:
             continue
         # this call's struct, once it names the object made
@@ -579,7 +579,7 @@ except client.NvStatusError:
 rm2.close()                 # the client, and what it holds, freed
 report(rc=rc, status=p.status, new=p.hObjectNew, mapped=mapped)
 sys.stdin.readline()
-"""
+""".replace("CALL_PAGE", CALL_PAGE)
 
 
 @pytest.mark.parametrize("chosen_by", ["client", "rm"])
