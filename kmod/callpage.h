@@ -2,9 +2,8 @@
 #ifndef XPU_CALLPAGE_H
 #define XPU_CALLPAGE_H
 
-#include <linux/types.h>
-
 #include <linux/list.h>
+#include <linux/types.h>
 
 struct xpu_callpage;
 

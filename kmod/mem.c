@@ -1467,7 +1467,7 @@ long xpu_mem_map_memory(struct xpu_file *xf, struct file *file,
 {
 	struct xpu_slice *other;
 	struct xpu_escape e;
-	bool driver_file;
+	bool driver_file, uobj;
 	u32 hc, hm;
 	long ret;
 	int fd;
@@ -1481,8 +1481,11 @@ long xpu_mem_map_memory(struct xpu_file *xf, struct file *file,
 	other = xpu_file_slice_of_fd(fd, &driver_file);
 	if (driver_file && other != xf->slice)
 		return -EPERM;
-	xpu_sched_map_memory(xf, hc, hm, fd);
+	uobj = xpu_sched_is_usermode(xf, hc, hm);
+	if (uobj)
+		xpu_sched_mark_doorbell(xf, fd);
 	ret = xpu_escape_plain(xf, file, cmd, &e, false);
-	xpu_sched_map_memory(xf, hc, hm, fd);
+	if (uobj)
+		xpu_sched_mark_doorbell(xf, fd);
 	return ret;
 }

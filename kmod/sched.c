@@ -782,29 +782,38 @@ void xpu_sched_rm_free(struct xpu_file *xf, u32 h_client, u32 h_object)
 	xpu_recs_forget_gone(slice->gpu->sched, slice, &m);
 }
 
-/* After an RM_MAP_MEMORY that succeeded: a usermode object marks the file. */
-void xpu_sched_map_memory(struct xpu_file *xf, u32 h_client, u32 h_memory,
-			  int fd)
+/* Whether (H_CLIENT, H_MEMORY) is a usermode object recorded in XF's slice. */
+bool xpu_sched_is_usermode(struct xpu_file *xf, u32 h_client, u32 h_memory)
 {
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_sched *s = slice->gpu->sched;
-	struct xpu_file *target;
 	struct xpu_rec *u;
 	bool found = false;
-	struct file *f;
 
 	spin_lock(&s->list_lock);
 	list_for_each_entry(u, &slice->recs[XPU_REC_UOBJ], link)
-		if (u->h_client == h_client && u->h_object == h_memory)
+		if (u->h_client == h_client && u->h_object == h_memory) {
 			found = true;
+			break;
+		}
 	spin_unlock(&s->list_lock);
-	if (!found)
-		return;
+	return found;
+}
+
+/*
+ * The file under FD, if a driver file of XF's slice, gets a usermode
+ * region mapped by RM_MAP_MEMORY: its mmaps will be gated.
+ */
+void xpu_sched_mark_doorbell(struct xpu_file *xf, int fd)
+{
+	struct xpu_file *target;
+	struct file *f;
+
 	f = fget(fd);
 	if (!f)
 		return;
 	target = xpu_file_lookup(f);
-	if (target && target->slice == slice)
+	if (target && target->slice == xf->slice)
 		WRITE_ONCE(target->doorbell, true);
 	fput(f);
 }
