@@ -206,6 +206,27 @@ static u64 xpu_ledger_dup_measure(struct xpu_gpu *gpu, bool sub, u32 hc,
 }
 
 /*
+ * A duplicate of the caller's (HC, HO) into the ledger, as *H, for an object
+ * recorded at SIZE bytes (what RM's figure grew by when it was made, under
+ * the slice's mem_lock): what its dup adds to the ledger's figures, without
+ * a reading.  0 when RM would not make it.
+ */
+static u64 xpu_ledger_dup_recorded(struct xpu_gpu *gpu, bool sub, u32 hc,
+				   u32 ho, u64 size, u32 *h)
+{
+	unsigned int i = gpu - xpu_gpus;
+
+	lockdep_assert_held(&xpu_ledger_lock);
+	*h = 0;
+	if (!size)
+		return xpu_ledger_dup_measure(gpu, sub, hc, ho, h);
+	if (xpu_ledger_dup(gpu, sub, hc, ho, h))
+		return 0;
+	xpu_ledger_sum[i] += size;
+	return size;
+}
+
+/*
  * Whether the ledger's handle H, SIZE bytes, is its memory's only one.
  * GET_PID_INFO calls a handle private exactly when it is its memory's only
  * one.  When H is the only handle the ledger has on the GPU, the ledger's
@@ -248,6 +269,14 @@ static bool xpu_ledger_holds(struct xpu_slice *slice, u32 h)
 static unsigned long xpu_memrec_key(u32 hc, u32 ho)
 {
 	return (unsigned long)hc << 32 | ho;
+}
+
+/* The size XF's record of (HC, HO) keeps, or 0 without one. */
+static u64 xpu_memrec_size(struct xpu_file *xf, u32 hc, u32 ho)
+{
+	void *entry = xa_load(&xf->memrecs, xpu_memrec_key(hc, ho));
+
+	return entry ? xa_to_value(entry) : 0;
 }
 
 static void xpu_memrec_forget(struct xpu_file *xf, u32 hc, u32 ho)
@@ -352,8 +381,10 @@ static void xpu_ledger_cascade_begin(struct xpu_file *xf, u32 hc, u32 ho,
 		held->ho = ro;
 		held->subdevice = pcls == NV20_SUBDEVICE_0;
 		mutex_lock(&xpu_ledger_lock);
-		held->size = xpu_ledger_dup_measure(slice->gpu, held->subdevice,
-						    rc, ro, &held->h_dup);
+		held->size = xpu_ledger_dup_recorded(slice->gpu,
+						     held->subdevice, rc, ro,
+						     xa_to_value(entry),
+						     &held->h_dup);
 		mutex_unlock(&xpu_ledger_lock);
 		if (!held->size) {
 			kfree(held);
@@ -371,14 +402,16 @@ static void xpu_ledger_cascade_begin(struct xpu_file *xf, u32 hc, u32 ho,
  * the tenant's: its duplicate goes.  Handles in the slice's clients are made
  * only under its mem_lock, held by RM_FREE's caller: a live handle is the
  * one recorded.  Returns whether every duplicate went: nothing else held
- * the memory of TAKEN.
+ * the memory of TAKEN; then *GONE (if given) is how much memory went with
+ * the free, by the sizes the ledger held.
  */
 static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
-				   bool check)
+				   bool check, u64 *gone)
 {
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_held *held, *tmp;
 	bool settled = true;
+	u64 bytes = 0;
 
 	list_for_each_entry_safe(held, tmp, taken, link) {
 		list_del(&held->link);
@@ -396,6 +429,7 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		if (xpu_ledger_alone(slice->gpu, held->subdevice, held->h_dup,
 				     held->size)) {
 			xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
+			bytes += held->size;
 			kfree(held);
 		} else {
 			list_add_tail(&held->link, &slice->held);
@@ -405,6 +439,8 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		}
 		mutex_unlock(&xpu_ledger_lock);
 	}
+	if (gone)
+		*gone = settled ? bytes : 0;
 	return settled;
 }
 
@@ -423,7 +459,7 @@ int xpu_ledger_release(struct xpu_file *xf, int (*release)(struct inode *,
 	if (xpu_ledger_thread)
 		xpu_ledger_cascade_begin(xf, 0, 0, 0, &taken);
 	ret = release(inode, file);
-	xpu_ledger_cascade_end(xf, &taken, false);
+	xpu_ledger_cascade_end(xf, &taken, false, NULL);
 	xpu_ledger_file_exit(xf);
 	return ret;
 }
@@ -448,21 +484,25 @@ void xpu_ledger_file_exit(struct xpu_file *xf)
  * the caller's free.  *SETTLED says that only the figures of XF's creators
  * can have changed: the object was video memory that the ledger's
  * duplicate was found to hold alone after the free (so no other handle
- * took its ownership), or that RM did not free.
+ * took its ownership), or that RM did not free.  Then *GONE is how much
+ * their figures dropped by: the size of the memory, recorded when XF made
+ * it and confirmed by the ledger's reading after the free, or 0 when RM did
+ * not free it; U64_MAX when only RM can say (no record).
  */
 u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
-		    u32 hc, u32 hp, u32 ho, bool *settled)
+		    u32 hc, u32 hp, u32 ho, bool *settled, u64 *gone)
 {
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_gpu *gpu = slice->gpu;
 	struct xpu_held *held;
 	u32 h = 0, status, cls;
 	LIST_HEAD(taken);
-	u64 size = 0;
+	u64 size = 0, recorded;
 	bool sub;
 
 	lockdep_assert_held(&slice->mem_lock);
 	*settled = false;
+	*gone = U64_MAX;
 	if (!xpu_ledger_thread)
 		return xpu_free_as_caller(xf, file, hc, hp, ho);
 	cls = xpu_rm_object_class(hc, ho);
@@ -471,7 +511,7 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 			xpu_ledger_cascade_begin(xf, hc, ho, ho == hc ? 0 : cls,
 						 &taken);
 		status = xpu_free_as_caller(xf, file, hc, hp, ho);
-		xpu_ledger_cascade_end(xf, &taken, true);
+		xpu_ledger_cascade_end(xf, &taken, true, NULL);
 		return status;
 	}
 	held = kzalloc(sizeof(*held), GFP_KERNEL);
@@ -480,8 +520,9 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	sub = xpu_rm_object_class(hc, xpu_rm_object_parent(hc, ho)) ==
 	      NV20_SUBDEVICE_0;
 
+	recorded = xpu_memrec_size(xf, hc, ho);
 	mutex_lock(&xpu_ledger_lock);
-	size = xpu_ledger_dup_measure(gpu, sub, hc, ho, &h);
+	size = xpu_ledger_dup_recorded(gpu, sub, hc, ho, recorded, &h);
 	/*
 	 * The ledger holds that memory already (a handle of the caller's that
 	 * duplicates one it freed before): it stays charged once, and the
@@ -511,7 +552,8 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	held->subdevice = sub;
 	held->size = size;
 	list_add_tail(&held->link, &taken);
-	*settled = xpu_ledger_cascade_end(xf, &taken, true);
+	*settled = xpu_ledger_cascade_end(xf, &taken, true,
+					  recorded ? gone : NULL);
 	return status;
 }
 

@@ -1011,11 +1011,44 @@ long xpu_mem_alloc_object(struct xpu_file *xf, struct file *file,
 }
 
 /*
+ * A free through XF settled by the ledger took GONE bytes from the figures
+ * of XF's creators, by RM's count (ledger.c).  With one creator, whose
+ * figure xpu knows, that figure drops by as much without a reading: every
+ * client reached through XF was made by it, so RM charged it for that
+ * memory, and the reading after the allocation that made it counted it.
+ * Else (several creators, a stale figure, no record: GONE is U64_MAX) RM
+ * is asked for the creators' figures.  A figure that is off all the same
+ * (a member's own unsliced calls meanwhile) is read anew after the next
+ * allocation through XF, which is undone if that reading is over the limit.
+ */
+static void xpu_mem_freed(struct xpu_slice *slice, struct xpu_file *xf,
+			  u64 gone)
+{
+	struct xpu_member *m = NULL;
+
+	lockdep_assert_held(&slice->mem_lock);
+	if (!gone)
+		return;				/* RM freed nothing */
+	spin_lock(&slice->members_lock);
+	if (gone != U64_MAX && !READ_ONCE(slice->stale) &&
+	    xf->nr_creators == 1)
+		m = xpu_member_find(slice, xf->creators[0]);
+	spin_unlock(&slice->members_lock);
+	/* members go only under mem_lock, which we hold */
+	if (!m || m->usage < gone || slice->used < gone) {
+		xpu_refresh_creators(slice, xf);
+		return;
+	}
+	m->usage -= gone;
+	WRITE_ONCE(slice->used, slice->used - gone);
+}
+
+/*
  * A slice's free of (hc, hp, ho), made by xpu as the caller once the ledger
  * stands by (ledger.c); the status goes to STATUS in the caller's struct.
- * The slice's figure is read anew: only XF's creators' when the ledger
+ * The slice's figure follows: by what went (xpu_mem_freed) when the ledger
  * found that no other handle held the memory (so no member's figure but
- * the owner's moved), else every member's.
+ * the owner's moved), else read anew for every member.
  */
 static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
 					u32 hc, u32 hp, u32 ho,
@@ -1023,13 +1056,14 @@ static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
 {
 	struct xpu_slice *slice = xf->slice;
 	bool settled;
+	u64 gone;
 	u32 st;
 
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	st = xpu_ledger_free(xf, file, hc, hp, ho, &settled);
+	st = xpu_ledger_free(xf, file, hc, hp, ho, &settled, &gone);
 	if (settled)
-		xpu_refresh_creators(slice, xf);
+		xpu_mem_freed(slice, xf, gone);
 	else
 		xpu_refresh_locked(slice);
 	mutex_unlock(&slice->mem_lock);

@@ -585,6 +585,7 @@ u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)
 	struct nvstub_object *obj;
 	void *params = NULL;
 	u32 size, status;
+	bool direct;
 
 	/* RmDeprecatedGetControlHandler() comes first (550+) */
 	if (p->cmd == NV2080_CTRL_CMD_FB_GET_INFO && nvstub_abi->since_550 &&
@@ -616,9 +617,18 @@ u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)
 	if ((p->params_size && !p->params) || (!p->params_size && p->params) ||
 	    (ctrl && p->params_size != size))
 		return NV_ERR_INVALID_ARGUMENT;
-	if (p->params_size > RMAPI_PARAM_COPY_MAX_PARAMS_SIZE)
+	/*
+	 * rmapiParamsAcquire(): a kernel-level caller's params are used where
+	 * they lie -- no bound, no copy either way, and a handler's writes stay
+	 * there on error too.  Only a form shorter than the slack is copied,
+	 * so that the handlers may read it as the newest.
+	 */
+	direct = call->kernel && p->params_size >= NVSTUB_CTRL_MIN_BUF;
+	if (direct) {
+		params = (void *)(uintptr_t)p->params;
+	} else if (p->params_size > RMAPI_PARAM_COPY_MAX_PARAMS_SIZE) {
 		return NV_ERR_INVALID_ARGUMENT;
-	if (p->params_size) {
+	} else if (p->params_size) {
 		/* zeroed slack: older, shorter forms read as the newest */
 		params = kvzalloc(max_t(u32, p->params_size, NVSTUB_CTRL_MIN_BUF),
 				  GFP_KERNEL);
@@ -648,6 +658,8 @@ u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)
 unlock:
 	mutex_unlock(&nvstub_rm_lock);
 
+	if (direct)
+		return status;
 	/* serverControlApiCopyOut(): nothing goes back on error */
 	if (!status && p->params_size)
 		status = nvstub_copy_out(call, p->params, params, p->params_size);
