@@ -78,7 +78,7 @@ int xpu_file_open(struct inode *inode, struct file *file)
 
 	xf->file = file;
 	INIT_LIST_HEAD(&xf->db_link);
-	xa_init(&xf->memrecs);
+	hash_init(xf->memrecs);
 	xpu_callpages_init(&xf->callpages);
 	xf->slice = slice;
 	xf->gpu = gpu;

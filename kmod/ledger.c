@@ -266,23 +266,49 @@ static bool xpu_ledger_holds(struct xpu_slice *slice, u32 h)
 	return false;
 }
 
-static unsigned long xpu_memrec_key(u32 hc, u32 ho)
+/* A video-memory object made through a slice's control file, and its size. */
+struct xpu_memrec {
+	struct hlist_node node;		/* in xf->memrecs */
+	u32 hc, ho;
+	u64 size;			/* what RM's figure grew by */
+};
+
+static u32 xpu_memrec_key(u32 hc, u32 ho)
 {
-	return (unsigned long)hc << 32 | ho;
+	return hc ^ ho * 0x9e3779b9u;
+}
+
+static struct xpu_memrec *xpu_memrec_find(struct xpu_file *xf, u32 hc, u32 ho)
+{
+	struct xpu_memrec *r;
+
+	hash_for_each_possible(xf->memrecs, r, node, xpu_memrec_key(hc, ho))
+		if (r->hc == hc && r->ho == ho)
+			return r;
+	return NULL;
 }
 
 /* The size XF's record of (HC, HO) keeps, or 0 without one. */
 static u64 xpu_memrec_size(struct xpu_file *xf, u32 hc, u32 ho)
 {
-	void *entry = xa_load(&xf->memrecs, xpu_memrec_key(hc, ho));
+	struct xpu_memrec *r = xpu_memrec_find(xf, hc, ho);
 
-	return entry ? xa_to_value(entry) : 0;
+	return r ? r->size : 0;
+}
+
+static void xpu_memrec_drop(struct xpu_file *xf, struct xpu_memrec *r)
+{
+	hash_del(&r->node);
+	kfree(r);
+	atomic_dec(&xf->slice->nr_memrecs);
 }
 
 static void xpu_memrec_forget(struct xpu_file *xf, u32 hc, u32 ho)
 {
-	if (xa_erase(&xf->memrecs, xpu_memrec_key(hc, ho)))
-		atomic_dec(&xf->slice->nr_memrecs);
+	struct xpu_memrec *r = xpu_memrec_find(xf, hc, ho);
+
+	if (r)
+		xpu_memrec_drop(xf, r);
 }
 
 /*
@@ -291,29 +317,34 @@ static void xpu_memrec_forget(struct xpu_file *xf, u32 hc, u32 ho)
  * object: a claim.  RM must say it is video memory, and xpu must not have
  * it already (RM never makes a live handle twice; a live recorded one named
  * instead of the new object is a lie).  SIZE stays with the record, for
- * xpu_ledger_unseen().  Under the slice's mem_lock, which every path
- * that makes a handle in the slice's clients takes.  0, -ESRCH for a claim
- * that does not hold, -ENOSPC past XPU_MAX_MEMRECS, -ENOMEM.
+ * xpu_ledger_unseen() and the ledger's duplicate at its free.  Under the
+ * slice's mem_lock, which every path that makes a handle in the slice's
+ * clients takes.  0, -ESRCH for a claim that does not hold, -ENOSPC past
+ * XPU_MAX_MEMRECS, -ENOMEM.
  */
 int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 ho, u64 size)
 {
 	struct xpu_slice *slice = xf->slice;
-	unsigned long key = xpu_memrec_key(hc, ho);
-	int ret;
+	struct xpu_memrec *r;
 
 	lockdep_assert_held(&slice->mem_lock);
 	if (xpu_rm_object_class(hc, ho) != NV01_MEMORY_LOCAL_USER ||
-	    xa_load(&xf->memrecs, key))
+	    xpu_memrec_find(xf, hc, ho))
 		return -ESRCH;
 	if (atomic_inc_return(&slice->nr_memrecs) > XPU_MAX_MEMRECS) {
 		atomic_dec(&slice->nr_memrecs);
 		return -ENOSPC;
 	}
-	ret = xa_insert(&xf->memrecs, key,
-			xa_mk_value(min_t(u64, size, LONG_MAX)), GFP_KERNEL);
-	if (ret)
+	r = kmalloc(sizeof(*r), GFP_KERNEL);
+	if (!r) {
 		atomic_dec(&slice->nr_memrecs);
-	return ret;
+		return -ENOMEM;
+	}
+	r->hc = hc;
+	r->ho = ho;
+	r->size = size;
+	hash_add(xf->memrecs, &r->node, xpu_memrec_key(hc, ho));
+	return 0;
 }
 
 /*
@@ -324,17 +355,17 @@ int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 ho, u64 size)
  */
 u64 xpu_ledger_unseen(struct xpu_file *xf)
 {
-	unsigned long key;
-	void *entry;
+	struct xpu_memrec *r;
+	struct hlist_node *tmp;
+	unsigned int bkt;
 	u64 bytes = 0;
 
 	lockdep_assert_held(&xf->slice->mem_lock);
-	xa_for_each(&xf->memrecs, key, entry) {
-		if (xpu_rm_object_class(key >> 32, (u32)key) ==
-		    NV01_MEMORY_LOCAL_USER)
+	hash_for_each_safe(xf->memrecs, bkt, tmp, r, node) {
+		if (xpu_rm_object_class(r->hc, r->ho) == NV01_MEMORY_LOCAL_USER)
 			continue;
-		bytes += xa_to_value(entry);
-		xpu_memrec_forget(xf, key >> 32, (u32)key);
+		bytes += r->size;
+		xpu_memrec_drop(xf, r);
 	}
 	return bytes;
 }
@@ -351,17 +382,18 @@ static void xpu_ledger_cascade_begin(struct xpu_file *xf, u32 hc, u32 ho,
 {
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_held *held;
-	unsigned long key;
-	void *entry;
+	struct xpu_memrec *r;
+	struct hlist_node *tmp;
+	unsigned int bkt;
 
-	xa_for_each(&xf->memrecs, key, entry) {
-		u32 rc = key >> 32, ro = (u32)key, parent, pcls;
+	hash_for_each_safe(xf->memrecs, bkt, tmp, r, node) {
+		u32 rc = r->hc, ro = r->ho, parent, pcls;
 
 		if (hc && rc != hc)
 			continue;
 		parent = xpu_rm_object_parent(rc, ro);
 		if (!parent) {		/* gone some other way: forget it */
-			xpu_memrec_forget(xf, rc, ro);
+			xpu_memrec_drop(xf, r);
 			continue;
 		}
 		pcls = xpu_rm_object_class(rc, parent);
@@ -383,7 +415,7 @@ static void xpu_ledger_cascade_begin(struct xpu_file *xf, u32 hc, u32 ho,
 		mutex_lock(&xpu_ledger_lock);
 		held->size = xpu_ledger_dup_recorded(slice->gpu,
 						     held->subdevice, rc, ro,
-						     xa_to_value(entry),
+						     r->size,
 						     &held->h_dup);
 		mutex_unlock(&xpu_ledger_lock);
 		if (!held->size) {
@@ -467,12 +499,12 @@ int xpu_ledger_release(struct xpu_file *xf, int (*release)(struct inode *,
 /* XF's records go (its release, or xpu.ko's unload). */
 void xpu_ledger_file_exit(struct xpu_file *xf)
 {
-	unsigned long key;
-	void *entry;
+	struct xpu_memrec *r;
+	struct hlist_node *tmp;
+	unsigned int bkt;
 
-	xa_for_each(&xf->memrecs, key, entry)
-		xpu_memrec_forget(xf, key >> 32, (u32)key);
-	xa_destroy(&xf->memrecs);
+	hash_for_each_safe(xf->memrecs, bkt, tmp, r, node)
+		xpu_memrec_drop(xf, r);
 }
 
 /*

@@ -12,7 +12,6 @@
 #include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
-#include <linux/xarray.h>
 #include <uapi/xpu.h>
 
 #include "callpage.h"
@@ -27,6 +26,7 @@
  * from 2 MiB chunks; 65536 of them are 128 GiB.
  */
 #define XPU_MAX_MEMRECS		65536
+#define XPU_MEMREC_BITS		6	/* buckets per control file, log2 */
 
 /*
  * A GPU of the driver.  Found at load through the kernel RM API and the
@@ -172,11 +172,13 @@ struct xpu_file {
 	struct pid *creators[XPU_MAX_CREATORS];
 	u32 nr_creators;
 	/*
-	 * Control files of slices: the video-memory objects of its clients,
-	 * by client << 32 | object (ledger.c); changed under the slice's
-	 * mem_lock, or by the file's release, when nothing else can.
+	 * Control files of slices: the video-memory objects of its clients
+	 * (struct xpu_memrec, ledger.c), hashed by client and object; changed
+	 * under the slice's mem_lock, or by the file's release, when nothing
+	 * else can.  (An xarray by client << 32 | object took eleven node
+	 * allocations to insert a key that sparse.)
 	 */
-	struct xarray memrecs;
+	DECLARE_HASHTABLE(memrecs, XPU_MEMREC_BITS);
 	/* control files of slices: the pages of calls xpu makes (callpage.c) */
 	struct xpu_callpages callpages;
 	u32 handle_gen;			/* handles xpu chose for RM (mem.c) */
