@@ -271,6 +271,7 @@ struct xpu_memrec {
 	struct hlist_node node;		/* in xf->memrecs */
 	u32 hc, ho;
 	u64 size;			/* what RM's figure grew by */
+	bool sub;			/* its parent is a subdevice */
 };
 
 static u32 xpu_memrec_key(u32 hc, u32 ho)
@@ -286,14 +287,6 @@ static struct xpu_memrec *xpu_memrec_find(struct xpu_file *xf, u32 hc, u32 ho)
 		if (r->hc == hc && r->ho == ho)
 			return r;
 	return NULL;
-}
-
-/* The size XF's record of (HC, HO) keeps, or 0 without one. */
-static u64 xpu_memrec_size(struct xpu_file *xf, u32 hc, u32 ho)
-{
-	struct xpu_memrec *r = xpu_memrec_find(xf, hc, ho);
-
-	return r ? r->size : 0;
 }
 
 static void xpu_memrec_drop(struct xpu_file *xf, struct xpu_memrec *r)
@@ -317,12 +310,14 @@ static void xpu_memrec_forget(struct xpu_file *xf, u32 hc, u32 ho)
  * object: a claim.  RM must say it is video memory, and xpu must not have
  * it already (RM never makes a live handle twice; a live recorded one named
  * instead of the new object is a lie).  SIZE stays with the record, for
- * xpu_ledger_unseen() and the ledger's duplicate at its free.  Under the
+ * xpu_ledger_unseen() and the ledger's duplicate at its free, and so does
+ * what its parent HP is (as RM read it: the handles of the call are
+ * checked on xpu's page), for the duplicate's parent.  Under the
  * slice's mem_lock, which every path that makes a handle in the slice's
  * clients takes.  0, -ESRCH for a claim that does not hold, -ENOSPC past
  * XPU_MAX_MEMRECS, -ENOMEM.
  */
-int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 ho, u64 size)
+int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 hp, u32 ho, u64 size)
 {
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_memrec *r;
@@ -343,6 +338,7 @@ int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 ho, u64 size)
 	r->hc = hc;
 	r->ho = ho;
 	r->size = size;
+	r->sub = xpu_rm_object_class(hc, hp) == NV20_SUBDEVICE_0;
 	hash_add(xf->memrecs, &r->node, xpu_memrec_key(hc, ho));
 	return 0;
 }
@@ -526,10 +522,11 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 {
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_gpu *gpu = slice->gpu;
+	struct xpu_memrec *r;
 	struct xpu_held *held;
 	u32 h = 0, status, cls;
 	LIST_HEAD(taken);
-	u64 size = 0, recorded;
+	u64 size = 0, recorded = 0;
 	bool sub;
 
 	lockdep_assert_held(&slice->mem_lock);
@@ -537,7 +534,15 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	*gone = U64_MAX;
 	if (!xpu_ledger_thread)
 		return xpu_free_as_caller(xf, file, hc, hp, ho);
-	cls = xpu_rm_object_class(hc, ho);
+	/*
+	 * A recorded object is video memory: handles in the slice's clients
+	 * are made only under its mem_lock, and every free that takes a
+	 * recorded object forgets it.  (Were it not, RM would refuse the
+	 * ledger's duplicate, or the reading after the free would not find
+	 * it alone: the slice would pay, never the others.)
+	 */
+	r = xpu_memrec_find(xf, hc, ho);
+	cls = r ? NV01_MEMORY_LOCAL_USER : xpu_rm_object_class(hc, ho);
 	if (cls != NV01_MEMORY_LOCAL_USER) {
 		if (ho == hc || cls == NV01_DEVICE_0 || cls == NV20_SUBDEVICE_0)
 			xpu_ledger_cascade_begin(xf, hc, ho, ho == hc ? 0 : cls,
@@ -549,10 +554,13 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	held = kzalloc(sizeof(*held), GFP_KERNEL);
 	if (!held)
 		return NV_ERR_NO_MEMORY;
-	sub = xpu_rm_object_class(hc, xpu_rm_object_parent(hc, ho)) ==
-	      NV20_SUBDEVICE_0;
-
-	recorded = xpu_memrec_size(xf, hc, ho);
+	if (r) {
+		recorded = r->size;
+		sub = r->sub;
+	} else {
+		sub = xpu_rm_object_class(hc, xpu_rm_object_parent(hc, ho)) ==
+		      NV20_SUBDEVICE_0;
+	}
 	mutex_lock(&xpu_ledger_lock);
 	size = xpu_ledger_dup_recorded(gpu, sub, hc, ho, recorded, &h);
 	/*

@@ -707,7 +707,7 @@ static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 	int err;
 
 	xpu_escape_handles(e, site, &hc, &hp, &ho);
-	err = xpu_ledger_record(xf, hc, ho, grown);
+	err = xpu_ledger_record(xf, hc, hp, ho, grown);
 	if (!err || (err == -ESRCH && !site->vidmem))
 		return NV_OK;
 	if (err != -ESRCH) {
