@@ -83,8 +83,12 @@ check: setup
 check-host:
 	$(PY) -m pytest -q tests/unit tests/rig tests/host
 
+# The fuzzer's seeds on the 6.1 boot (docs/testing.md): the other boots run
+# the first alone.  Seed 17 found a kill only at 535's struct sizes.
+CHECK_FUZZ_SEEDS ?= 17,41
+
 check-vm:
-	$(VMRUN) --werror --timeout 3600 -- $(PY) -m pytest -q -p no:cacheprovider tests/vmtests
+	$(VMRUN) --werror --timeout 3600 -- env XPU_FUZZ_SEED=$(CHECK_FUZZ_SEEDS) $(PY) -m pytest -q -p no:cacheprovider tests/vmtests
 
 # The matrix's other booted kernels (docs/testing.md, README.md): Debian 11's
 # 5.10 and Debian 12's 6.12 (tests/vm/debian-kernel), one boot each, with

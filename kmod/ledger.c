@@ -443,9 +443,26 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 
 	list_for_each_entry_safe(held, tmp, taken, link) {
 		list_del(&held->link);
+		/*
+		 * Alone, the ledger's duplicate says that RM freed the object
+		 * (a live one would share its memory), so RM is asked whether
+		 * it is still there only when not.
+		 */
+		mutex_lock(&xpu_ledger_lock);
+		if (xpu_ledger_alone(slice->gpu, held->subdevice, held->h_dup,
+				     held->size)) {
+			xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
+			mutex_unlock(&xpu_ledger_lock);
+			xpu_memrec_forget(xf, held->hc, held->ho);
+			bytes += held->size;
+			kfree(held);
+			continue;
+		}
+		mutex_unlock(&xpu_ledger_lock);
 		if (check &&
 		    xpu_rm_object_class(held->hc, held->ho) ==
 		    NV01_MEMORY_LOCAL_USER) {
+			/* not freed: still the tenant's */
 			mutex_lock(&xpu_ledger_lock);
 			xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
 			mutex_unlock(&xpu_ledger_lock);
@@ -454,17 +471,9 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		}
 		xpu_memrec_forget(xf, held->hc, held->ho);
 		mutex_lock(&xpu_ledger_lock);
-		if (xpu_ledger_alone(slice->gpu, held->subdevice, held->h_dup,
-				     held->size)) {
-			xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
-			bytes += held->size;
-			kfree(held);
-		} else {
-			list_add_tail(&held->link, &slice->held);
-			WRITE_ONCE(slice->held_bytes,
-				   slice->held_bytes + held->size);
-			settled = false;
-		}
+		list_add_tail(&held->link, &slice->held);
+		WRITE_ONCE(slice->held_bytes, slice->held_bytes + held->size);
+		settled = false;
 		mutex_unlock(&xpu_ledger_lock);
 	}
 	if (gone)

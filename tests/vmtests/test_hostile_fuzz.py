@@ -7,7 +7,9 @@ reproducible.
         .venv/bin/python -m pytest -q -s tests/vmtests/test_hostile_fuzz.py
 
 XPU_FUZZ_CALLS is the number of calls of each fuzzing process (four per
-run); the default keeps the file near 30 s in the VM.  A failure prints the
+seed); the default keeps the file near 30 s a seed in the VM.
+XPU_FUZZ_SEED may name several seeds, comma-separated: each fuzzing test
+runs once for each (`make check`'s 6.1 boot runs two).  A failure prints the
 seed and the last calls made.
 
 Each test asserts: every call returned (a call that outlives the fuzzer's
@@ -41,20 +43,25 @@ pytestmark = pytest.mark.usefixtures("require_xpu")
 admin = test_xpu_mem.admin
 nodedir = test_xpu_mem.nodedir
 
-SEED = int(os.environ.get("XPU_FUZZ_SEED", "17"))
+SEEDS = [int(x) for x in os.environ.get("XPU_FUZZ_SEED", "17").split(",")]
 CALLS = int(os.environ.get("XPU_FUZZ_CALLS", "1200"))
 FUZZ = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz.py")
 # Generous: a call takes about 2 ms under software emulation.
 TIMEOUT_S = 60 + CALLS // 10
 
 
-def fuzz(tmp_path, *args):
-    """Run fuzz.py with the seed; its report, or a failure naming the seed
+@pytest.fixture(params=SEEDS, ids=lambda s: f"seed{s}")
+def seed(request):
+    return request.param
+
+
+def fuzz(tmp_path, seed, *args):
+    """Run fuzz.py with SEED; its report, or a failure naming the seed
     and the last calls."""
     trace = tmp_path / f"trace-{len(list(tmp_path.iterdir()))}"
-    cmd = [sys.executable, FUZZ, *args, "--seed", str(SEED),
+    cmd = [sys.executable, FUZZ, *args, "--seed", str(seed),
            "--calls", str(CALLS), "--trace", str(trace)]
-    where = f"XPU_FUZZ_SEED={SEED} XPU_FUZZ_CALLS={CALLS} {' '.join(args)}"
+    where = f"XPU_FUZZ_SEED={seed} XPU_FUZZ_CALLS={CALLS} {' '.join(args)}"
 
     def last_calls():
         try:
@@ -89,7 +96,7 @@ def totals(results):
 
 @pytest.mark.parametrize("who", ["nobody", "root"])
 def test_random_escapes_on_a_slices_nodes_leave_it_clean(
-        admin, nodedir, tmp_path, who):
+        admin, nodedir, tmp_path, who, seed):
     """A tenant makes a real client in its slice (device, subdevice, video
     and system memory, a TSG with a channel, usermode), then throws
     random escapes at its control and GPU nodes with those handles, classes
@@ -101,7 +108,7 @@ def test_random_escapes_on_a_slices_nodes_leave_it_clean(
         heap0 = nvtest.heap_used(0)
         args = ["nv", "--ctl", sl.ctl_node, "--gpu", sl.gpu_node,
                 "--limit", str(LIMIT)]
-        out = fuzz(tmp_path, *args, *(["--nobody"] if who == "nobody"
+        out = fuzz(tmp_path, seed, *args, *(["--nobody"] if who == "nobody"
                                       else []))
         t = totals(out["results"])
         assert t["ok"] > 0 and sum(t.values()) == CALLS
@@ -179,14 +186,14 @@ def snapshot(admin):
 
 
 def test_random_xpuctl_calls_as_nobody_change_nothing(admin, ctl_world,
-                                                      tmp_path):
+                                                      tmp_path, seed):
     """/dev/xpuctl opened as root and handed to nobody (as a leaked fd
     would be): the read-only calls answer, every other is refused, and
     nothing changes."""
     a, b, spare = ctl_world
     before = snapshot(admin)
-    out = fuzz(tmp_path, "xpuctl", "--nobody", "--dir", spare, "--cgroup",
-               CGROUP, "--slice", str(a.id), "--slice", str(b.id))
+    out = fuzz(tmp_path, seed, "xpuctl", "--nobody", "--dir", spare,
+               "--cgroup", CGROUP, "--slice", str(a.id), "--slice", str(b.id))
     ok = {k.split()[0] for k, n in out["results"].items()
           if k.endswith(" ok")}
     assert ok and not ok & ADMIN_ONLY, out["results"]
@@ -198,13 +205,13 @@ def test_random_xpuctl_calls_as_nobody_change_nothing(admin, ctl_world,
 
 
 def test_random_xpuctl_calls_as_root_leave_a_working_module(admin, ctl_world,
-                                                             tmp_path):
+                                                             tmp_path, seed):
     """The same calls as root do what they say (slices come and go, nodes
     and cgroups are bound); once everything is destroyed the GPUs are
     whole again and unsliced opens see the whole GPU."""
     a, b, spare = ctl_world
     total = nvtest.StubConfig.current().memory_bytes
-    out = fuzz(tmp_path, "xpuctl", "--dir", spare, "--cgroup", CGROUP,
+    out = fuzz(tmp_path, seed, "xpuctl", "--dir", spare, "--cgroup", CGROUP,
                "--slice", str(a.id), "--slice", str(b.id))
     ok = {k.split()[0] for k, n in out["results"].items()
           if k.endswith(" ok")}
