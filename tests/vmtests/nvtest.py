@@ -256,6 +256,13 @@ rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
 """
 
 
+def fuzz_seed(default):
+    """The first seed XPU_FUZZ_SEED names (it may list several, comma-
+    separated: docs/testing.md), or DEFAULT."""
+    seeds = os.environ.get("XPU_FUZZ_SEED", "")
+    return int(seeds.split(",")[0]) if seeds else default
+
+
 def run_child(code, timeout=120):
     """Run ``code`` in a fresh Python with no inherited files but stdio;
     returns the dict it passed to report()."""

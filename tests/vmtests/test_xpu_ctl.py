@@ -31,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import nvtest
 import pytest
 from ioctl_opt import IOC, IOC_NONE, IOC_READ, IOC_WRITE, IOWR
 
@@ -956,7 +957,7 @@ def test_bad_pointers_are_efault(fd):
 
 
 def test_random_arguments_never_crash(fd, gpus):
-    seed = int(os.environ.get("XPU_FUZZ_SEED", time.time_ns() % 100000))
+    seed = nvtest.fuzz_seed(time.time_ns() % 100000)
     rng = random.Random(seed)
     print(f"XPU_FUZZ_SEED={seed}")
     for _ in range(4000):

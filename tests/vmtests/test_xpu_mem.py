@@ -535,7 +535,7 @@ def test_random_ioctls_on_slice_files_leave_the_slice_clean(sl):
     heap0 = nvtest.heap_used(0)
     code = f"""
 import fcntl, os, random
-rng = random.Random(int(os.environ.get("XPU_FUZZ_SEED", "1234")))
+rng = random.Random({nvtest.fuzz_seed(1234)})
 fds = [os.open({sl.ctl_node!r}, os.O_RDWR), os.open({sl.gpu_node!r}, os.O_RDWR)]
 errors = 0
 for i in range(3000):
