@@ -204,6 +204,13 @@ struct xpu_callpage *xpu_callpage_map(struct xpu_callpages *cps,
 	return cp;
 }
 
+void xpu_callpage_write(struct xpu_callpage *cp, size_t off, const void *data,
+			size_t len)
+{
+	if (!WARN_ON_ONCE(off > PAGE_SIZE || len > PAGE_SIZE - off))
+		memcpy(page_address(cp->page) + off, data, len);
+}
+
 bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len)
 {
 	struct vm_area_struct *vma;

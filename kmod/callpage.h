@@ -31,6 +31,10 @@ struct xpu_callpage *xpu_callpage_map(struct xpu_callpages *cps,
 				      const void *data, size_t len,
 				      unsigned long *addr);
 
+/* Before the call: LEN bytes of DATA at OFF in the page CP. */
+void xpu_callpage_write(struct xpu_callpage *cp, size_t off, const void *data,
+			size_t len);
+
 /*
  * After the call: the page is write-protected again and DATA gets its LEN
  * bytes (what the driver wrote back, unless a thread of the caller's wrote

@@ -80,6 +80,7 @@ int xpu_file_open(struct inode *inode, struct file *file)
 	INIT_LIST_HEAD(&xf->db_link);
 	hash_init(xf->memrecs);
 	xpu_callpages_init(&xf->callpages);
+	mutex_init(&xf->call_lock);
 	xf->slice = slice;
 	xf->gpu = gpu;
 	xf->opener = get_pid(task_tgid(current));

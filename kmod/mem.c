@@ -423,9 +423,14 @@ struct xpu_alloc_site {
  * (callpage.c), so the class, the function and the handles RM reads are the
  * ones xpu read, and RM's results -- the new handle, the status -- are read
  * by xpu where no thread of the caller's can rewrite them.  The caller's
- * struct gets them after.  (The alloc params behind pAllocParms are still
- * read by RM from the caller's memory: what they claim is read back.)
+ * struct gets them after.  The alloc params of a device or of video memory
+ * lie on the same page, after the struct, and pAllocParms in xpu's copy
+ * points there (xpu_escape_params): the device id and the size RM reads are
+ * the ones xpu read.  Other classes' params RM reads from the caller's
+ * memory: what they claim is read back.
  */
+#define XPU_ESCAPE_PARAMS_OFF	256	/* in the page: past any struct */
+
 struct xpu_escape {
 	void __user *uarg;		/* the caller's struct */
 	size_t size;
@@ -436,6 +441,11 @@ struct xpu_escape {
 		struct nvos33_with_fd p33;
 		u8 raw[sizeof(struct nvos32_parameters)];
 	} u;
+	/* RM_ALLOC: the params RM reads, copied from UPARAMS; none when 0 */
+	u32 params_size;
+	u64 uparams;
+	size_t status;			/* the status's offset in the struct */
+	u8 params[sizeof(struct nv_memory_allocation_params)];
 };
 
 static u32 xpu_escape_u32(const struct xpu_escape *e, size_t off)
@@ -474,6 +484,7 @@ static int xpu_escape_copy(struct xpu_escape *e, unsigned long arg,
 		return -EINVAL;
 	e->uarg = (void __user *)arg;
 	e->size = size;
+	e->params_size = 0;
 	return copy_from_user(e->u.raw, e->uarg, size) ? -EFAULT : 0;
 }
 
@@ -513,14 +524,40 @@ static long xpu_escape_ioctl(struct xpu_file *xf, struct file *file,
 	u32 hc, hp, ho, hc2, hp2, ho2;
 	long ret;
 
+	u8 img[XPU_ESCAPE_PARAMS_OFF + sizeof(e->params)];
+	void *data = e->u.raw;
+	size_t len = e->size;
+	u64 pparams;
+
+	BUILD_BUG_ON(sizeof(e->u) > XPU_ESCAPE_PARAMS_OFF);
 	*cheated = false;
 	if (site)
 		xpu_escape_handles(e, site, &hc, &hp, &ho);
-	cp = xpu_callpage_map(&xf->callpages, e->u.raw, e->size, &addr);
+	if (e->params_size) {
+		memset(img, 0, XPU_ESCAPE_PARAMS_OFF);
+		memcpy(img, e->u.raw, e->size);
+		memcpy(img + XPU_ESCAPE_PARAMS_OFF, e->params, e->params_size);
+		data = img;
+		len = XPU_ESCAPE_PARAMS_OFF + e->params_size;
+	}
+	cp = xpu_callpage_map(&xf->callpages, data, len, &addr);
 	if (IS_ERR(cp))
 		return PTR_ERR(cp);
+	if (e->params_size) {
+		/* NVOS21 and NVOS64 agree up to pAllocParms */
+		pparams = addr + XPU_ESCAPE_PARAMS_OFF;
+		xpu_callpage_write(cp, offsetof(struct nvos21_parameters,
+						p_alloc_parms),
+				   &pparams, sizeof(pparams));
+	}
 	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
-	*cheated = !xpu_callpage_done(cp, e->u.raw, e->size);
+	*cheated = !xpu_callpage_done(cp, data, len);
+	if (e->params_size) {
+		memcpy(e->u.raw, img, e->size);
+		memcpy(e->params, img + XPU_ESCAPE_PARAMS_OFF, e->params_size);
+		/* the caller's struct keeps its own pointer */
+		e->u.p21.p_alloc_parms = e->uparams;
+	}
 	if (site) {
 		xpu_escape_handles(e, site, &hc2, &hp2, &ho2);
 		if (hc2 != hc || hp2 != hp || (named && ho2 != ho))
@@ -529,12 +566,53 @@ static long xpu_escape_ioctl(struct xpu_file *xf, struct file *file,
 	return ret;
 }
 
-/* The caller's struct gets E: -EFAULT if it cannot, as the driver's copy-back. */
+/*
+ * The caller's struct gets E: -EFAULT if it cannot, as the driver's
+ * copy-back.  Params xpu copied go back first, when RM says the call
+ * succeeded, as RM copies them (serverAllocApiCopyOut): a copy-out that
+ * fails fails the call, though the object stays made.
+ */
 static long xpu_escape_return(struct xpu_escape *e, long ret)
 {
+	if (e->params_size && xpu_escape_u32(e, e->status) == NV_OK &&
+	    copy_to_user(u64_to_user_ptr(e->uparams), e->params,
+			 e->params_size))
+		xpu_escape_set_u32(e, e->status, NV_ERR_INVALID_ADDRESS);
 	if (copy_to_user(e->uarg, e->u.raw, e->size))
 		return -EFAULT;
 	return ret;
+}
+
+/*
+ * RM_ALLOC of H_CLASS on E, whose status lies at STATUS: the params RM would
+ * read from pAllocParms go onto the page of the call with the struct, for
+ * a device (its id says which GPU) and for video memory (its size and
+ * location), so that RM reads what xpu read.  Sizes are the driver's
+ * (rmapiGetClassAllocParamSize).  NV_OK, or RM's status for params it
+ * could not copy in.
+ */
+static u32 xpu_escape_params(struct xpu_escape *e, u32 h_class, size_t status)
+{
+	u64 up = e->u.p21.p_alloc_parms;
+	u32 size;
+
+	BUILD_BUG_ON(sizeof(struct nv0080_alloc_parameters) >
+		     sizeof(e->params));
+	if (h_class == NV01_DEVICE_0)
+		size = sizeof(struct nv0080_alloc_parameters);
+	else if (h_class == NV01_MEMORY_LOCAL_USER)
+		size = min_t(u32, xpu_rm_alloc_params_size(), sizeof(e->params));
+	else
+		return NV_OK;
+	if (!up)
+		return NV_OK;			/* RM's rule for no params */
+	memset(e->params, 0, sizeof(e->params));
+	if (copy_from_user(e->params, u64_to_user_ptr(up), size))
+		return NV_ERR_INVALID_ADDRESS;	/* as RM's own copy-in */
+	e->uparams = up;
+	e->params_size = size;
+	e->status = status;
+	return NV_OK;
 }
 
 /*
@@ -826,20 +904,16 @@ static long xpu_call_refresh(struct xpu_file *xf, struct file *file,
  * unsliced control file -- or another slice's -- reaches the GPU past every
  * limit.  A slice's control file makes devices on its own GPU only; an
  * unsliced one on an exclusive GPU with slices only for root on the host,
- * as for the GPU's own node.  deviceId is a claim read before RM reads it
- * (docs/security.md, the handle race); no params means instance 0, as RM
- * takes them before 550.
+ * as for the GPU's own node.  INST is the device id of xpu's copy of the
+ * params, which RM reads (xpu_escape_params); no params means instance 0,
+ * as RM takes them before 550.
  */
-static u32 xpu_mem_device_check(struct xpu_file *xf, u64 params)
+static u32 xpu_mem_device_check(struct xpu_file *xf, u32 inst)
 {
-	struct nv0080_alloc_parameters __user *up = u64_to_user_ptr(params);
 	struct xpu_gpu *gpu = NULL;
-	u32 inst = 0;
 	unsigned int i;
 	u32 status = NV_OK;
 
-	if (params && get_user(inst, &up->device_id))
-		return NV_OK;		/* RM fails the copy itself */
 	if (xf->slice)
 		return inst == xf->slice->gpu->device_instance ?
 		       NV_OK : NV_ERR_INSUFFICIENT_PERMISSIONS;
@@ -854,6 +928,35 @@ static u32 xpu_mem_device_check(struct xpu_file *xf, u64 params)
 		status = NV_ERR_INSUFFICIENT_PERMISSIONS;
 	mutex_unlock(&xpu_lock);
 	return status;
+}
+
+/* The device id RM reads from E's params: 0 without any. */
+static u32 xpu_escape_device_id(const struct xpu_escape *e)
+{
+	const struct nv0080_alloc_parameters *d = (const void *)e->params;
+
+	return e->params_size ? d->device_id : 0;
+}
+
+/*
+ * Whether a device made through an unsliced control file must be checked:
+ * some GPU is exclusive with slices, and the caller is not root on the
+ * host.  Otherwise RM alone decides, with the caller's own struct.
+ */
+static bool xpu_mem_device_guarded(void)
+{
+	bool any = false;
+	unsigned int i;
+
+	if (capable(CAP_SYS_ADMIN))
+		return false;
+	mutex_lock(&xpu_lock);
+	for (i = 0; i < xpu_nr_gpus; i++)
+		if (xpu_gpus[i].mode == XPU_MODE_EXCLUSIVE &&
+		    xpu_gpus[i].nr_slices)
+			any = true;
+	mutex_unlock(&xpu_lock);
+	return any;
 }
 
 /* RM_ALLOC's site in an NVOS21 or NVOS64 of SIZE bytes (they agree but for status). */
@@ -909,46 +1012,90 @@ long xpu_mem_tracked_call(struct xpu_file *xf, struct file *file,
 	return ret;
 }
 
+static bool xpu_is_client_class(u32 h_class)
+{
+	return h_class == NV01_ROOT || h_class == NV01_ROOT_NON_PRIV ||
+	       h_class == NV01_ROOT_CLIENT;
+}
+
+/*
+ * RM_ALLOC through an unsliced control file while a device could reach an
+ * exclusive GPU with slices (class 2): made on xpu's copy of the struct and
+ * of a device's params, in a page of xpu's, so that the device id RM reads
+ * is the one checked.  A caller that moves that page during the call is
+ * killed and its control file refused, as in a slice: what RM read is not
+ * known.
+ */
+static long xpu_mem_unsliced_device(struct xpu_file *xf, struct file *file,
+				    unsigned int cmd, unsigned long arg,
+				    struct xpu_alloc_site *site)
+{
+	struct xpu_escape e;
+	bool cheated;
+	long ret;
+	u32 st;
+
+	ret = xpu_escape_copy(&e, arg, _IOC_SIZE(cmd));
+	if (ret)
+		return ret;
+	/* the class of the copy, which RM reads, whatever it was before */
+	site->client = xpu_is_client_class(e.u.p21.h_class);
+	st = xpu_escape_params(&e, e.u.p21.h_class, site->status);
+	if (!st && e.u.p21.h_class == NV01_DEVICE_0)
+		st = xpu_mem_device_check(xf, xpu_escape_device_id(&e));
+	if (st)
+		return xpu_escape_status(&e, site, st);
+	if (mutex_lock_killable(&xf->call_lock))
+		return -EINTR;
+	ret = xpu_escape_call(xf, file, cmd, &e, site, &cheated, NULL);
+	mutex_unlock(&xf->call_lock);
+	if (cheated) {
+		WRITE_ONCE(xf->poisoned, true);
+		pr_warn("pid %d moved or rewrote the page of a device allocation xpu made for it: killed, its control file refused\n",
+			task_tgid_nr(current));
+		kill_pid(task_tgid(current), SIGKILL, 1);
+	}
+	return ret;
+}
+
 long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg)
 {
 	struct nvos21_parameters __user *p21 = (void __user *)arg;
-	struct nv_memory_allocation_params __user *up;
+	const struct nv_memory_allocation_params *mp;
 	struct xpu_alloc_site site;
 	struct xpu_escape e;
-	u32 h_class, flags, attr, attr2;
 	size_t size = _IOC_SIZE(cmd);
-	u64 want, params;
-
+	u32 h_class, st;
+	u64 want = 0;
 	long ret;
 
 	if (size != sizeof(*p21) && size != sizeof(struct nvos64_parameters))
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
 	xpu_rm_alloc_site(&site, size, false);
-	if (xf->slice) {
-		/*
-		 * A slice's: read once, and the driver reads the same
-		 * (xpu_escape).  NVOS21 and NVOS64 agree up to pAllocParms.
-		 */
-		ret = xpu_escape_copy(&e, arg, size);
-		if (ret)
-			return ret;
-		h_class = e.u.p21.h_class;
-		params = e.u.p21.p_alloc_parms;
-	} else if (xf->gpu) {
-		return xpu_drv.unlocked_ioctl(file, cmd, arg);
-	} else if (get_user(h_class, &p21->h_class) ||
-		   get_user(params, &p21->p_alloc_parms)) {
-		return -EFAULT;
+	if (!xf->slice) {
+		if (xf->gpu)
+			return xpu_drv.unlocked_ioctl(file, cmd, arg);
+		if (get_user(h_class, &p21->h_class))
+			return -EFAULT;
+		if (h_class != NV01_DEVICE_0 || !xpu_mem_device_guarded())
+			return xpu_drv.unlocked_ioctl(file, cmd, arg);
+		return xpu_mem_unsliced_device(xf, file, cmd, arg, &site);
 	}
-	if (!xf->gpu && h_class == NV01_DEVICE_0) {
-		ret = xpu_mem_device_check(xf, params);
-		if (ret)
-			return xpu_put_status((void __user *)arg + site.status,
-					      ret);
-	}
-	if (!xf->slice)
-		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	/*
+	 * A slice's: read once, and the driver reads the same (xpu_escape),
+	 * params included for devices and video memory.  NVOS21 and NVOS64
+	 * agree up to pAllocParms.
+	 */
+	ret = xpu_escape_copy(&e, arg, size);
+	if (ret)
+		return ret;
+	h_class = e.u.p21.h_class;
+	st = xpu_escape_params(&e, h_class, site.status);
+	if (!st && !xf->gpu && h_class == NV01_DEVICE_0)
+		st = xpu_mem_device_check(xf, xpu_escape_device_id(&e));
+	if (st)
+		return xpu_escape_status(&e, &site, st);
 	if (!xf->gpu) {
 		ret = xpu_mem_creator(xf);
 		if (ret > 0)
@@ -960,26 +1107,20 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		return xpu_sched_rm_alloc(xf, file, cmd, &e, h_class);
 
 	/*
-	 * The location and the size are claims: RM reads the alloc params
-	 * again, well after xpu, so a thread can turn a system-memory
-	 * allocation into video memory in between.  So every other RM_ALLOC
-	 * of a slice is admitted -- at the claimed size for video memory, at
-	 * 0 bytes otherwise -- and RM's figure read back after it, as for any
-	 * allocation.
+	 * RM reads the size and the location from xpu's copy of the params,
+	 * so video memory is admitted at the size RM will make, rounded as
+	 * RM rounds, and anything else at 0 bytes.  RM's figure is read back
+	 * after it all the same, as for any allocation: other classes may
+	 * make video memory too.
 	 */
-	up = u64_to_user_ptr(params);
-	if (h_class == NV01_MEMORY_LOCAL_USER &&
-	    !get_user(flags, &up->flags) && !get_user(attr, &up->attr) &&
-	    !get_user(attr2, &up->attr2) && !get_user(want, &up->size) &&
-	    !(flags & NVOS32_ALLOC_FLAGS_VIRTUAL) && xpu_is_vidmem(attr))
-		want = xpu_rm_rounded(want, attr, attr2);
-	else
-		want = 0;
+	mp = (const void *)e.params;
+	if (h_class == NV01_MEMORY_LOCAL_USER && e.params_size &&
+	    !(mp->flags & NVOS32_ALLOC_FLAGS_VIRTUAL) && xpu_is_vidmem(mp->attr))
+		want = xpu_rm_rounded(mp->size, mp->attr, mp->attr2);
 
 	site.vidmem = h_class == NV01_MEMORY_LOCAL_USER;
 	site.record = site.vidmem;
-	site.client = h_class == NV01_ROOT || h_class == NV01_ROOT_NON_PRIV ||
-		      h_class == NV01_ROOT_CLIENT;
+	site.client = xpu_is_client_class(h_class);
 	return xpu_admit_call(xf, file, cmd, &e, want, &site);
 }
 

@@ -179,8 +179,13 @@ struct xpu_file {
 	 * allocations to insert a key that sparse.)
 	 */
 	DECLARE_HASHTABLE(memrecs, XPU_MEMREC_BITS);
-	/* control files of slices: the pages of calls xpu makes (callpage.c) */
+	/*
+	 * The pages of calls xpu makes (callpage.c): control files of slices,
+	 * under the slice's mem_lock; unsliced control files' devices, under
+	 * call_lock.
+	 */
 	struct xpu_callpages callpages;
+	struct mutex call_lock;
 	u32 handle_gen;			/* handles xpu chose for RM (mem.c) */
 };
 

@@ -193,6 +193,68 @@ def test_exclusive_mode_covers_the_control_node(admin, nodedir):
         b.destroy()
 
 
+RACE_DEVICE = """
+import ctypes, threading, time
+os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+ctl = client.Ctl("/dev/nvidiactl"); gpu = client.GpuFile(0, GPU0)
+rm = client.RmClient(ctl)
+dp = abi.NV0080_ALLOC_PARAMETERS(
+    deviceId=1, vaMode=abi.NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES)
+def race():
+    time.sleep(0.15)        # inside the stub's 300 ms before RM reads dp
+    dp.deviceId = 0
+t = threading.Thread(target=race); t.start()
+try:
+    hdev = rm.alloc(rm.handle, abi.NV01_DEVICE_0, dp)
+except client.NvStatusError as e:
+    hdev, status = 0, e.status
+t.join()
+held = refused = 0
+if hdev:
+    status = 0
+    hsub = rm.alloc(hdev, abi.NV20_SUBDEVICE_0,
+                    abi.NV2080_ALLOC_PARAMETERS(subDeviceId=0))
+    for _ in range(16):             # 256 MiB, past the slice's 64
+        mp = ctl.abi.NV_MEMORY_ALLOCATION_PARAMS(
+            owner=0x58505521, type=abi.NVOS32_TYPE_IMAGE, size=16 << 20,
+            attr=abi.nvos32_attr(abi.NVOS32_ATTR_LOCATION_VIDMEM, 0))
+        try:
+            rm.alloc(hdev, abi.NV01_MEMORY_LOCAL_USER, mp)
+            held += 16 << 20
+        except client.NvStatusError as e:
+            refused = e.status
+            break
+report(status=status, held=held, refused=refused)
+"""
+
+
+def test_a_device_id_rewritten_before_rm_reads_it_reaches_no_exclusive_gpu(
+        nodedir, reload_stub):
+    """Class 2's race: through the unsliced control node, a process holding
+    an exclusive GPU's slice node asks for a device on the other, shared,
+    GPU, and a thread turns the deviceId into the exclusive GPU's once
+    xpu.ko has read it, before RM reads it (the stub waits 300 ms).  Before,
+    RM read the rewritten id and made the device on the exclusive GPU, past
+    every limit.  Now RM reads xpu's copy of the params: the device it is
+    asked for is on the other GPU, whose file the process does not hold."""
+    reload_stub(alloc_reread_delay_us=300000)
+    subprocess.run(["insmod", os.environ["XPU_KO"],
+                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    with xpu_ctl.Ctl() as admin_:
+        a = Slice(admin_, nodedir, name="excl0", gpu=0)
+        admin_.gpu_set(0, mode=uapi.XPU_MODE_EXCLUSIVE)
+        heap0 = nvtest.heap_used(0)
+        try:
+            got = nvtest.run_child(RACE_DEVICE.replace("GPU0",
+                                                       repr(a.gpu_node)))
+            assert got["held"] == 0, got
+            assert got["status"] != 0, got
+            assert nvtest.heap_used(0) == heap0
+        finally:
+            admin_.gpu_set(0, mode=uapi.XPU_MODE_SHARED)
+            a.destroy()
+
+
 # --- review finding: a tiled allocation's size is height x pitch
 
 
@@ -271,14 +333,16 @@ report(rc=rc, errno=ctypes.get_errno())
 
 def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
         nodedir, reload_stub):
-    """The attacker's allocation is grown past its slice's limit during the
+    """The attacker grows its allocation past its slice's limit before the
     driver's second read, and its struct, made read-only before the
     copy-back, names the victim's RM client.  xpu.ko must not free the
-    victim's client.  It undoes the allocation by the handles RM wrote into
-    xpu's own copy of the struct (the driver reads and writes that copy,
-    not the caller's): the attacker gets nothing, is not killed, and its
-    slice is charged nothing (before Nov 25 xpu read the planted handles
-    back, could not undo, killed the attacker and charged the 1 GiB)."""
+    victim's client.  Before Nov 25 xpu read the planted handles back,
+    could not undo, killed the attacker and charged the 1 GiB; from Nov 25
+    it undid the 1 GiB by the handles RM wrote into xpu's own copy of the
+    struct.  Since Nov 26 RM reads xpu's copy of the params too: the
+    growth never reaches RM, which makes the 1 MiB admitted, nothing is
+    over the limit, and nothing is undone.  The attacker is not killed,
+    and its slice holds nothing once it has gone."""
     reload_stub(alloc_reread_delay_us=30000)
     subprocess.run(["insmod", os.environ["XPU_KO"],
                     *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
@@ -295,13 +359,12 @@ def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
             child = start_child(code)
             out, err = child.communicate(timeout=120)
             info = attacker.get()
-            # RM made 1 GiB for a 64 MiB slice; xpu.ko undid it by RM's
-            # own handles, and the caller's read-only struct made the call
-            # fail as the driver's copy-back would.
+            # RM made the 1 MiB xpu.ko read, and the caller's read-only
+            # struct made the call fail as the driver's copy-back would.
             assert child.returncode == 0, (out, err)
             assert json.loads(out) == {"rc": -1, "errno": errno.EFAULT}
             assert info.killed == 0
-            assert info.denied_allocs == 1
+            assert info.denied_allocs == 0
             assert attacker.used() == 0
             # The victim's client and memory are intact.
             rm.free(held.handle)
@@ -553,10 +616,12 @@ def race():
         addr = call_page()
         if not addr:
             continue
-        # this call's struct, once it names the object made
+        # this call's struct (its params lie on the page too, so its
+        # pAllocParms is xpu's), once it names the object made
         cur = abi.NVOS21_PARAMETERS.from_buffer_copy(
             ctypes.string_at(addr, ctypes.sizeof(p)))
-        if cur.pAllocParms != p.pAllocParms or not cur.hObjectNew:
+        if (cur.hRoot, cur.hClass) != (p.hRoot, p.hClass) or \
+                not cur.hObjectNew:
             continue
         # the kernel's own store: EFAULT, not SIGBUS, while read-only
         if libc.pread(lfd, addr, ctypes.sizeof(lie), 0) == ctypes.sizeof(lie):
