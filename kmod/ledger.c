@@ -338,7 +338,14 @@ int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 hp, u32 ho, u64 size)
 	r->hc = hc;
 	r->ho = ho;
 	r->size = size;
-	r->sub = xpu_rm_object_class(hc, hp) == NV20_SUBDEVICE_0;
+	/* allocations come by the thousand under one device or subdevice */
+	if (xf->parent_hc != hc || xf->parent_hp != hp) {
+		xf->parent_sub = xpu_rm_object_class(hc, hp) ==
+				 NV20_SUBDEVICE_0;
+		xf->parent_hc = hc;
+		xf->parent_hp = hp;
+	}
+	r->sub = xf->parent_sub;
 	hash_add(xf->memrecs, &r->node, xpu_memrec_key(hc, ho));
 	return 0;
 }
@@ -541,8 +548,10 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	lockdep_assert_held(&slice->mem_lock);
 	*settled = false;
 	*gone = U64_MAX;
-	if (!xpu_ledger_thread)
+	if (!xpu_ledger_thread) {
+		xf->parent_hc = 0;
 		return xpu_free_as_caller(xf, file, hc, hp, ho);
+	}
 	/*
 	 * A recorded object is video memory: handles in the slice's clients
 	 * are made only under its mem_lock, and every free that takes a
@@ -553,6 +562,8 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	r = xpu_memrec_find(xf, hc, ho);
 	cls = r ? NV01_MEMORY_LOCAL_USER : xpu_rm_object_class(hc, ho);
 	if (cls != NV01_MEMORY_LOCAL_USER) {
+		/* a parent's handle may name another object after this */
+		xf->parent_hc = 0;
 		if (ho == hc || cls == NV01_DEVICE_0 || cls == NV20_SUBDEVICE_0)
 			xpu_ledger_cascade_begin(xf, hc, ho, ho == hc ? 0 : cls,
 						 &taken);

@@ -1091,7 +1091,8 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	if (ret)
 		return ret;
 	h_class = e.u.p21.h_class;
-	st = xpu_escape_params(&e, h_class, site.status);
+	/* a GPU file's RM_ALLOC is the driver's to refuse, params unread */
+	st = xf->gpu ? NV_OK : xpu_escape_params(&e, h_class, site.status);
 	if (!st && !xf->gpu && h_class == NV01_DEVICE_0)
 		st = xpu_mem_device_check(xf, xpu_escape_device_id(&e));
 	if (st)

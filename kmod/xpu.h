@@ -180,6 +180,13 @@ struct xpu_file {
 	 */
 	DECLARE_HASHTABLE(memrecs, XPU_MEMREC_BITS);
 	/*
+	 * The parent the last record had, and whether it is a subdevice
+	 * (ledger.c); under the same lock, forgotten at any free of an
+	 * object that is not memory.  parent_hc 0: none.
+	 */
+	u32 parent_hc, parent_hp;
+	bool parent_sub;
+	/*
 	 * The pages of calls xpu makes (callpage.c): control files of slices,
 	 * under the slice's mem_lock; unsliced control files' devices, under
 	 * call_lock.
