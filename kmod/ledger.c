@@ -31,6 +31,10 @@
  * means "ask again later", which errs on the side of charging.  The sum of
  * the three figures moves only with xpu's own dups and frees, so one reading
  * of it serves until then, and a new handle's size is what its dup added.
+ * A duplicate of an object recorded at its allocation takes the recorded
+ * size without a reading; the reading after the free measures it
+ * (xpu_ledger_alone), so what a caller skewed in the record is never what
+ * the slice is charged for memory the ledger holds.
  *
  * The duplicate is made with xpu's privilege on a handle the caller named,
  * but it only adds a reference: if the caller's free was not the caller's
@@ -227,30 +231,44 @@ static u64 xpu_ledger_dup_recorded(struct xpu_gpu *gpu, bool sub, u32 hc,
 }
 
 /*
- * Whether the ledger's handle H, SIZE bytes, is its memory's only one.
- * GET_PID_INFO calls a handle private exactly when it is its memory's only
- * one.  When H is the only handle the ledger has on the GPU, the ledger's
- * private figure says it: SIZE or 0.  Else, one more duplicate of H turns it
- * from private to shared exactly when it was alone, so the ledger's private
- * figure drops by SIZE (others' frees meanwhile only raise it: anything
- * else means "ask again later", which errs on the side of charging).
+ * Whether the ledger's handle H is its memory's only one; *SIZE becomes the
+ * memory's size as RM counts it (it may come in as the size recorded at the
+ * allocation, which a caller can skew: what its creators' figures grew by,
+ * while a free through an unsliced file lowered them).  GET_PID_INFO calls
+ * a handle private exactly when it is its memory's only one.  When H is
+ * the only handle the ledger has on the GPU, the ledger's figures are H's
+ * alone: their sum is its size, and it is alone when all of it is private.
+ * Else one more duplicate of H adds its size to the sum, and turns it from
+ * private to shared exactly when it was alone, so the ledger's private
+ * figure drops by that size (others' frees meanwhile only raise it:
+ * anything else means "ask again later", which errs on the side of
+ * charging).
  */
-static bool xpu_ledger_alone(struct xpu_gpu *gpu, bool sub, u32 h, u64 size)
+static bool xpu_ledger_alone(struct xpu_gpu *gpu, bool sub, u32 h, u64 *size)
 {
 	struct xpu_vidmem_usage a, b;
 	bool alone = false;
+	u64 sa, sb;
 	u32 h2 = 0;
 
 	lockdep_assert_held(&xpu_ledger_lock);
 	if (xpu_ledger_read(gpu, &a))
 		return false;
-	if (xpu_ledger_handles[gpu - xpu_gpus] == 1)
-		return a.priv == size;
+	sa = xpu_usage_sum(&a);
+	if (xpu_ledger_handles[gpu - xpu_gpus] == 1) {
+		*size = sa;
+		return a.priv == sa;
+	}
 	if (xpu_ledger_dup(gpu, sub, 0, h, &h2))
 		return false;
-	if (!xpu_ledger_read(gpu, &b))
-		alone = a.priv >= size && a.priv - b.priv == size;
-	xpu_ledger_drop(gpu, h2, size);
+	if (!xpu_ledger_read(gpu, &b)) {
+		sb = xpu_usage_sum(&b);
+		if (sb > sa) {
+			*size = sb - sa;
+			alone = a.priv >= *size && a.priv - b.priv == *size;
+		}
+	}
+	xpu_ledger_drop(gpu, h2, *size);
 	return alone;
 }
 
@@ -457,7 +475,7 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		 */
 		mutex_lock(&xpu_ledger_lock);
 		if (xpu_ledger_alone(slice->gpu, held->subdevice, held->h_dup,
-				     held->size)) {
+				     &held->size)) {
 			xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
 			mutex_unlock(&xpu_ledger_lock);
 			xpu_memrec_forget(xf, held->hc, held->ho);
@@ -632,8 +650,10 @@ bool xpu_ledger_reprobe(struct xpu_slice *slice)
 		return false;
 	mutex_lock(&xpu_ledger_lock);
 	list_for_each_entry_safe(held, tmp, &slice->held, link) {
+		u64 size = held->size;	/* measured when it was held */
+
 		if (!xpu_ledger_alone(slice->gpu, held->subdevice, held->h_dup,
-				      held->size))
+				      &size))
 			continue;
 		xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
 		WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);

@@ -386,14 +386,14 @@ def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
 
 
 @contextmanager
-def racer_slice(reload_stub, nodedir, **params):
+def racer_slice(reload_stub, nodedir, limit=LIMIT, **params):
     """A slice of LIMIT on a stub reloaded with PARAMS, and RM's heap use
     before it; the heap must be back there once the slice is gone."""
     reload_stub(**params)
     subprocess.run(["insmod", os.environ["XPU_KO"],
                     *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
     with xpu_ctl.Ctl() as admin_:
-        sl = Slice(admin_, nodedir, name="racer", limit=LIMIT)
+        sl = Slice(admin_, nodedir, name="racer", limit=limit)
         heap0 = nvtest.heap_used(0)
         try:
             yield sl, heap0
@@ -580,6 +580,65 @@ def test_a_class_and_handle_rewritten_around_the_driver_s_reads_hide_nothing(
         # what RM holds for the tenant is charged to its slice
         assert sl.used() + 4 * MiB >= nvtest.heap_used(0) - heap0, r
         assert let_go(child) == 0
+
+
+SKEWED_RECORD = nvtest.RAW_PRELUDE + """
+from nvclient.cudalike import CudaContext
+from nvclient.uvm import Uvm
+uvm = Uvm(ctl.abi.version)
+ctx = CudaContext(dev, uvm)
+# the same process, unsliced, on the same shared GPU
+ctl2 = client.Ctl("/dev/nvidiactl"); rm2 = client.RmClient(ctl2)
+dev2 = rm2.device(0, gpu_file=gpu)
+x = dev2.alloc_vidmem(16 << 20)
+report(step="x")            # the admin's query reads the figure: x in it
+sys.stdin.readline()
+rm2.free(x.handle)          # unsliced: nobody reads the slice's figure
+buf = ctx.alloc(32 << 20)   # its maker's figure grew by 32 - 16 MiB
+rm.free(buf.handle)         # UVM keeps it: the ledger holds it
+report(size=buf.size)
+sys.stdin.readline()
+uvm.free(buf.va, buf.size)  # now the ledger holds it alone
+report(step="uvm")
+sys.stdin.readline()
+"""
+
+
+def test_a_record_skewed_by_an_unsliced_free_is_charged_in_full(
+        nodedir, reload_stub, uvm_nodes):
+    """A record keeps what RM's figure for the slice grew by at the
+    allocation, and the ledger's duplicate takes that size at the free
+    (session 19).  A member that frees 16 MiB through an unsliced control
+    file between two readings of its figure makes its next allocation of
+    32 MiB grow the figure by 16 MiB only, and its record says 16.  When
+    UVM keeps the 32 MiB past the slice's free, the slice pays for all of
+    it, and once UVM lets go, for none of it: the ledger's reading after
+    the free measures its duplicate.  With the recorded size alone, the
+    slice was charged 16 MiB while RM held 32, and the ledger, never
+    finding 32 MiB private where it looked for 16, held them until the
+    slice went."""
+    with racer_slice(reload_stub, nodedir, limit=256 * MiB) as (sl, heap0):
+        child = nvtest.spawn_child(
+            SKEWED_RECORD.replace("CTL", repr(sl.ctl_node))
+            .replace("GPU", repr(sl.gpu_node)))
+        assert child.report() == {"step": "x"}
+        assert sl.used() >= 16 * MiB
+        assert let_go_on(child) == {"size": 32 * MiB}
+        # what RM holds for the tenant is charged to its slice
+        held = nvtest.heap_used(0) - heap0
+        assert held >= 32 * MiB
+        assert sl.used() + 4 * MiB >= held, (sl.get(), held)
+        assert let_go_on(child) == {"step": "uvm"}
+        assert nvtest.wait_for(lambda: sl.used() <= 4 * MiB, 30,
+                               "the slice to be charged nothing")
+        assert let_go(child) == 0
+
+
+def let_go_on(child):
+    """Tell CHILD to go on; its next report."""
+    child.p.stdin.write("\n")
+    child.p.stdin.flush()
+    return child.report()
 
 
 # --- the results of a call made on xpu's page
