@@ -569,8 +569,8 @@ static long xpu_escape_ioctl(struct xpu_file *xf, struct file *file,
 /*
  * The caller's struct gets E: -EFAULT if it cannot, as the driver's
  * copy-back.  Params xpu copied go back first, when RM says the call
- * succeeded, as RM copies them (serverAllocApiCopyOut): a copy-out that
- * fails fails the call, though the object stays made.
+ * succeeded, as RM copies them (serverAllocApiCopyOut): params
+ * that cannot be copied out make the call fail, the object made all the same.
  */
 static long xpu_escape_return(struct xpu_escape *e, long ret)
 {

@@ -192,7 +192,7 @@ struct xpu_file {
 	 * call_lock.
 	 */
 	struct xpu_callpages callpages;
-	struct mutex call_lock;
+	struct mutex call_lock;		/* unsliced control files: their pages */
 	u32 handle_gen;			/* handles xpu chose for RM (mem.c) */
 };
 
