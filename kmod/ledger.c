@@ -212,8 +212,10 @@ static u64 xpu_ledger_dup_measure(struct xpu_gpu *gpu, bool sub, u32 hc,
 /*
  * A duplicate of the caller's (HC, HO) into the ledger, as *H, for an object
  * recorded at SIZE bytes (what RM's figure grew by when it was made, under
- * the slice's mem_lock): what its dup adds to the ledger's figures, without
- * a reading.  0 when RM would not make it.
+ * the slice's mem_lock), without a reading: SIZE, or 0 when RM would not
+ * make it.  SIZE is a claim the reading after the free measures
+ * (xpu_ledger_alone), so the ledger's sum is unknown until a reading: a
+ * claim added to it would skew the size another duplicate measures.
  */
 static u64 xpu_ledger_dup_recorded(struct xpu_gpu *gpu, bool sub, u32 hc,
 				   u32 ho, u64 size, u32 *h)
@@ -226,7 +228,7 @@ static u64 xpu_ledger_dup_recorded(struct xpu_gpu *gpu, bool sub, u32 hc,
 		return xpu_ledger_dup_measure(gpu, sub, hc, ho, h);
 	if (xpu_ledger_dup(gpu, sub, hc, ho, h))
 		return 0;
-	xpu_ledger_sum[i] += size;
+	xpu_ledger_sum_known[i] = false;
 	return size;
 }
 
