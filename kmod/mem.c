@@ -765,9 +765,13 @@ u32 xpu_free_as_caller(struct xpu_file *xf, struct file *file,
 }
 
 /*
- * What a video-memory allocation through XF made, GROWN bytes by RM's
- * figure, goes on record for the ledger (ledger.c) by the handles RM wrote
- * back into xpu's copy of the struct, E, and RM confirms.  One that does
+ * What a video-memory allocation through XF made goes on record for the
+ * ledger (ledger.c) by the handles RM wrote back into xpu's copy of the
+ * struct, E, and RM confirms, at GROWN bytes (what RM's figure grew by) or
+ * WANT (what xpu admitted, at the size RM read from xpu's page), whichever
+ * is more: a member's free through an unsliced file between the readings
+ * can make GROWN anything down to 0, and an allocation left unrecorded
+ * would escape the ledger at a free of its client.  One that does
  * not hold (RM made memory it did not name) leaves xpu unable to follow
  * that memory through a free that takes it with its client: so the caller
  * is killed (its control file refused from now on), and the slice pays for
@@ -778,15 +782,17 @@ u32 xpu_free_as_caller(struct xpu_file *xf, struct file *file,
  */
 static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 			  const struct xpu_escape *e,
-			  const struct xpu_alloc_site *site, u64 grown)
+			  const struct xpu_alloc_site *site, u64 grown, u64 want)
 {
 	struct xpu_slice *slice = xf->slice;
+	u64 size = max(grown, want);
 	u32 hc, hp, ho;
 	int err;
 
 	xpu_escape_handles(e, site, &hc, &hp, &ho);
-	err = xpu_ledger_record(xf, hc, hp, ho, grown);
-	if (!err || (err == -ESRCH && !site->vidmem))
+	err = xpu_ledger_record(xf, hc, hp, ho, size);
+	/* RM made nothing: a failed allocation, or one of another class */
+	if (!err || (err == -ESRCH && (!site->vidmem || !grown)))
 		return NV_OK;
 	if (err != -ESRCH) {
 		xpu_free_as_caller(xf, file, hc, hp, ho);
@@ -832,8 +838,8 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 		goto out;
 	}
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {
-		if (grown) {
-			st = xpu_mem_record(xf, file, e, site, grown);
+		if (grown || want) {
+			st = xpu_mem_record(xf, file, e, site, grown, want);
 			if (st)
 				ret = xpu_escape_status(e, site, st);
 		}

@@ -634,6 +634,60 @@ def test_a_record_skewed_by_an_unsliced_free_is_charged_in_full(
         assert let_go(child) == 0
 
 
+SKEWED_TO_NOTHING = nvtest.RAW_PRELUDE + """
+from nvclient.cudalike import CudaContext
+from nvclient.uvm import Uvm
+uvm = Uvm(ctl.abi.version)
+ctx = CudaContext(dev, uvm)
+# the same process, unsliced, on the same shared GPU
+ctl2 = client.Ctl("/dev/nvidiactl"); rm2 = client.RmClient(ctl2)
+dev2 = rm2.device(0, gpu_file=gpu)
+x = dev2.alloc_vidmem(32 << 20)
+rm3 = client.RmClient(ctl); dev3 = rm3.device(0, gpu_file=gpu)
+report(step="x")            # the device's reading has x in it
+sys.stdin.readline()
+rm2.free(x.handle)          # unsliced: nobody reads the slice's figure
+m = dev3.alloc_vidmem(32 << 20)     # its maker's figure grew by nothing
+va = ctx.va(32 << 20)
+uvm.create_external_range(va, 32 << 20)
+uvm.map_external(va, 32 << 20, ctl.fileno(), rm3.handle, m.handle,
+                 [ctx.uuid])
+rm3.close()                 # the client, and its memory: UVM keeps it
+report(step="closed")
+sys.stdin.readline()
+uvm.free(va, 32 << 20)      # now the ledger holds it alone
+report(step="uvm")
+sys.stdin.readline()
+"""
+
+
+def test_an_allocation_that_grew_the_figure_by_nothing_is_recorded(
+        nodedir, reload_stub, uvm_nodes):
+    """The same skew, down to nothing: a member frees 32 MiB through an
+    unsliced control file between two readings, so its next 32 MiB
+    allocation through the slice leaves its figure where it was.  Before,
+    xpu recorded only an allocation that grew the figure, so a free of its
+    client while UVM mapped it went past the ledger: UVM kept 32 MiB and
+    the slice read 0.  Now an allocation of video memory RM confirms is
+    recorded at least at the size xpu admitted, which RM read from xpu's
+    page."""
+    with racer_slice(reload_stub, nodedir, limit=256 * MiB) as (sl, heap0):
+        child = nvtest.spawn_child(
+            SKEWED_TO_NOTHING.replace("CTL", repr(sl.ctl_node))
+            .replace("GPU", repr(sl.gpu_node)))
+        assert child.report() == {"step": "x"}
+        assert sl.used() >= 32 * MiB
+        assert let_go_on(child) == {"step": "closed"}
+        # what RM holds for the tenant is charged to its slice
+        held = nvtest.heap_used(0) - heap0
+        assert held >= 32 * MiB
+        assert sl.used() + 4 * MiB >= held, (sl.get(), held)
+        assert let_go_on(child) == {"step": "uvm"}
+        assert nvtest.wait_for(lambda: sl.used() <= 4 * MiB, 30,
+                               "the slice to be charged nothing")
+        assert let_go(child) == 0
+
+
 def let_go_on(child):
     """Tell CHILD to go on; its next report."""
     child.p.stdin.write("\n")
