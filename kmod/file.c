@@ -47,6 +47,23 @@ struct xpu_file *xpu_file_lookup(struct file *file)
 	return found;
 }
 
+/*
+ * Every GPU file of SLICE open now is marked a doorbell file: its mmaps are
+ * gated from now on (sched.c).  A walk of every driver file, made once per
+ * RM_MAP_MEMORY of a usermode object (CUDA makes one or a few per context).
+ */
+void xpu_file_mark_doorbells(struct xpu_slice *slice)
+{
+	struct xpu_file *xf;
+	unsigned int bkt;
+
+	rcu_read_lock();
+	hash_for_each_rcu(xpu_files, bkt, xf, hash)
+		if (xf->slice == slice && xf->gpu)
+			WRITE_ONCE(xf->doorbell, true);
+	rcu_read_unlock();
+}
+
 int xpu_file_open(struct inode *inode, struct file *file)
 {
 	struct xpu_slice *slice;

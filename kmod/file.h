@@ -26,6 +26,9 @@ long xpu_file_xfer(struct xpu_file *xf, struct file *file,
 long xpu_file_fd_field(struct xpu_file *xf, struct file *file,
 		       unsigned int cmd, unsigned long arg);
 
+/* Every GPU file of SLICE is a doorbell file from now on. */
+void xpu_file_mark_doorbells(struct xpu_slice *slice);
+
 /* The slice of the driver file fd of current, or NULL if unsliced/unknown. */
 struct xpu_slice *xpu_file_slice_of_fd(int fd, bool *is_driver_file);
 

@@ -1641,8 +1641,13 @@ long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
  * -EFAULT after RM made the context, and the status is read where a thread
  * may rewrite it between the copy-back and xpu's read.  RM refusing the
  * mapping leaves a file of the tenant's own gated for nothing, which costs
- * only the tenant.  Left: a thread that puts another file under the number
- * after xpu's first look and the first one back before its second.
+ * only the tenant.  A thread can put another file under the number after
+ * xpu's first look and the first one back before its second, and the driver
+ * gives the context to that one: so while the call runs, every GPU file of
+ * the slice that is mmapped is a doorbell file (xpu_sched_is_doorbell), and
+ * after it every GPU file of the slice is marked, before the call stops
+ * counting.  An honest file of the slice opened before such a call and
+ * mapped after it is gated for nothing; its faults wait for the slice's turn.
  */
 long xpu_mem_map_memory(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg)
@@ -1664,10 +1669,16 @@ long xpu_mem_map_memory(struct xpu_file *xf, struct file *file,
 	if (driver_file && other != xf->slice)
 		return -EPERM;
 	uobj = xpu_sched_is_usermode(xf, hc, hm);
-	if (uobj)
+	if (uobj) {
+		atomic_inc(&xf->slice->uobj_maps);
 		xpu_sched_mark_doorbell(xf, fd);
+	}
 	ret = xpu_escape_plain(xf, file, cmd, &e, false);
-	if (uobj)
-		xpu_sched_mark_doorbell(xf, fd);
+	if (uobj) {
+		xpu_file_mark_doorbells(xf->slice);
+		/* the marks are seen by whoever sees the count drop */
+		smp_mb__before_atomic();
+		atomic_dec(&xf->slice->uobj_maps);
+	}
 	return ret;
 }

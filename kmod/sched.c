@@ -508,6 +508,22 @@ static void xpu_gate_vma_close(struct vm_area_struct *vma)
  * slice past XPU_MAX_DOORBELL_FILES is refused before anything is mapped.
  * A file listed before its mmap, or whose mmap fails, is zapped for nothing.
  */
+/*
+ * Whether XF, a driver file, is a doorbell file of a slice: marked by
+ * RM_MAP_MEMORY of a usermode object, or a GPU file of a slice with such a
+ * call in flight, whose driver may have given the mapping's context to any
+ * file the caller's threads put under the number it names (mem.c).  The
+ * call marks every GPU file of its slice before it stops counting itself.
+ */
+static bool xpu_sched_is_doorbell(struct xpu_file *xf)
+{
+	if (!xf || !xf->slice)
+		return false;
+	if (xf->gpu && atomic_read_acquire(&xf->slice->uobj_maps))
+		WRITE_ONCE(xf->doorbell, true);
+	return READ_ONCE(xf->doorbell);
+}
+
 int xpu_sched_mmap_prepare(struct file *file)
 {
 	struct xpu_file *xf = xpu_file_lookup(file);
@@ -515,7 +531,7 @@ int xpu_sched_mmap_prepare(struct file *file)
 	struct xpu_sched *s;
 	int ret = 0;
 
-	if (!xf || !xf->slice || !READ_ONCE(xf->doorbell))
+	if (!xpu_sched_is_doorbell(xf))
 		return 0;
 	slice = xf->slice;
 	s = slice->gpu->sched;
@@ -545,7 +561,7 @@ void xpu_sched_mmap(struct file *file, struct vm_area_struct *vma)
 	struct xpu_sched *s;
 	bool ok = true;
 
-	if (!xf || !xf->slice || !READ_ONCE(xf->doorbell) || !vma->vm_ops)
+	if (!xpu_sched_is_doorbell(xf) || !vma->vm_ops)
 		return;
 	slice = xf->slice;
 	s = slice->gpu->sched;

@@ -140,6 +140,12 @@ struct xpu_slice {
 	atomic64_t rec_bytes;
 	struct list_head dbfiles;	/* xpu_file with doorbell mappings */
 	u32 nr_dbfiles;
+	/*
+	 * RM_MAP_MEMORY calls of a usermode object in flight: while there
+	 * are any, every GPU file of the slice mmapped is a doorbell file
+	 * (mem.c, xpu_mem_map_memory)
+	 */
+	atomic_t uobj_maps;
 	u64 zap_gen;			/* the last zap pass (xpu_gate_zap) */
 	wait_queue_head_t gate_wq;	/* doorbell writers waiting to run */
 	int state;			/* XPU_GATE_* */

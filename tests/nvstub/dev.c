@@ -620,6 +620,8 @@ static long nvidia_unlocked_ioctl(struct file *filp, unsigned int cmd,
 	if ((nr == NV_ESC_RM_FREE || nr == NV_ESC_RM_ALLOC) &&
 	    READ_ONCE(nvstub_copyin_delay_us))
 		fsleep(READ_ONCE(nvstub_copyin_delay_us));
+	if (nr == NV_ESC_RM_MAP_MEMORY && READ_ONCE(nvstub_map_delay_us))
+		fsleep(READ_ONCE(nvstub_map_delay_us));
 	if (copy_from_user(buf, uptr, size)) {
 		kfree(buf);
 		return -EFAULT;
@@ -630,6 +632,8 @@ static long nvidia_unlocked_ioctl(struct file *filp, unsigned int cmd,
 	if ((nr == NV_ESC_RM_FREE || nr == NV_ESC_RM_ALLOC) &&
 	    READ_ONCE(nvstub_copyout_delay_us))
 		fsleep(READ_ONCE(nvstub_copyout_delay_us));
+	if (nr == NV_ESC_RM_MAP_MEMORY && READ_ONCE(nvstub_map_delay_us))
+		fsleep(READ_ONCE(nvstub_map_delay_us));
 	kfree(buf);
 	return ret;
 }

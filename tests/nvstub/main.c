@@ -44,6 +44,11 @@ module_param(copyout_delay_us, uint, 0444);
 MODULE_PARM_DESC(copyout_delay_us,
 		 "delay after the escape copies an RM_FREE's or RM_ALLOC's struct back");
 
+static unsigned int map_delay_us;
+module_param(map_delay_us, uint, 0444);
+MODULE_PARM_DESC(map_delay_us,
+		 "delay before and after the escape's RM_MAP_MEMORY, which names a file by number");
+
 static unsigned int timeslice_us = 2000;
 module_param(timeslice_us, uint, 0444);
 MODULE_PARM_DESC(timeslice_us, "the engine's native timeslice");
@@ -122,6 +127,7 @@ unsigned int nvstub_ngpus;
 unsigned int nvstub_alloc_reread_delay_us;
 unsigned int nvstub_copyin_delay_us;
 unsigned int nvstub_copyout_delay_us;
+unsigned int nvstub_map_delay_us;
 unsigned int nvstub_timeslice_us;
 unsigned int nvstub_doorbell_poll_us;
 u64 nvstub_gr_context_bytes;
@@ -195,6 +201,11 @@ static int nvstub_check_params(void)
 		       copyout_delay_us);
 		return -EINVAL;
 	}
+	if (map_delay_us > 10000000) {
+		pr_err("map_delay_us=%u: must be at most 10000000\n",
+		       map_delay_us);
+		return -EINVAL;
+	}
 	if (timeslice_us < 1 || timeslice_us > NVSTUB_MAX_SLICE_US) {
 		pr_err("timeslice_us=%u: must be 1..%llu\n", timeslice_us,
 		       NVSTUB_MAX_SLICE_US);
@@ -220,6 +231,7 @@ static int nvstub_check_params(void)
 	nvstub_alloc_reread_delay_us = alloc_reread_delay_us;
 	nvstub_copyin_delay_us = copyin_delay_us;
 	nvstub_copyout_delay_us = copyout_delay_us;
+	nvstub_map_delay_us = map_delay_us;
 	nvstub_timeslice_us = timeslice_us;
 	nvstub_doorbell_poll_us = doorbell_poll_us;
 	nvstub_gr_context_bytes = (u64)gr_context_kib << 10;

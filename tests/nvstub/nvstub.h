@@ -78,6 +78,7 @@ extern unsigned int nvstub_ngpus;
 extern unsigned int nvstub_alloc_reread_delay_us;
 extern unsigned int nvstub_copyin_delay_us;
 extern unsigned int nvstub_copyout_delay_us;
+extern unsigned int nvstub_map_delay_us;
 extern unsigned int nvstub_timeslice_us;
 extern u64 nvstub_gr_context_bytes;
 /* gpuIsCCorApmFeatureEnabled() / gpuIsCCFeatureEnabled(), for every GPU */

@@ -23,10 +23,15 @@ escaped doorbell makes the slice look idle, so it would run beside the other.
 Shares are the simulated engine's busy counters, as in test_xpu_compute.py,
 with its tolerances."""
 
+import os
+import subprocess
+
+import nvtest
 import pytest
 from test_xpu_compute import LOSS, TOL, admin, nodedir, policy, run, slices  # noqa: F401
 
 uapi = pytest.importorskip("xpu.uapi")
+xpu_ctl = pytest.importorskip("xpu.ctl")
 
 pytestmark = pytest.mark.usefixtures("require_xpu")
 
@@ -46,3 +51,80 @@ def test_a_hostile_slice_is_held_to_its_share(admin, slices, mode,  # noqa: F811
     if mode == "kwrite":
         # the kernel's read of a waiting slice's doorbell page failed
         assert results[0]["efault"] > 0, results[0]
+
+
+# --- a file put under the number RM_MAP_MEMORY names, behind xpu's back
+
+SWAP_DELAY = 0.3            # the stub's map_delay_us, in seconds
+
+FD_SWAP = nvtest.RAW_PRELUDE + """
+import errno, threading, time
+ch = client.Channel(dev, entries=64)
+SIZE = abi.NVC361_NV_USERMODE__SIZE
+f = os.open(GPU, os.O_RDWR | os.O_CLOEXEC)  # what xpu.ko finds under f
+keep = os.dup(f)
+b = os.open(GPU, os.O_RDWR | os.O_CLOEXEC)  # what the driver finds there
+arg = abi.nv_ioctl_nvos33_parameters_with_fd()
+arg.params.hClient, arg.params.hDevice = rm.handle, dev.hsubdevice
+arg.params.hMemory, arg.params.length = ch.husermode, SIZE
+arg.fd = f
+def swap():
+    time.sleep(DELAY / 2)   # xpu.ko looked; the driver sleeps DELAY first
+    os.dup2(b, f)
+    time.sleep(DELAY)       # the driver looked, and sleeps DELAY after
+    os.dup2(keep, f)        # for xpu.ko's second look
+t = threading.Thread(target=swap); t.start()
+rc = libc.ioctl(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_MAP_MEMORY,
+                                     ctypes.sizeof(arg)),
+                ctypes.addressof(arg))
+t.join()
+bell = mmap.mmap(b, SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+view = memoryview(bell)[0:4]
+pr, pw = os.pipe()
+efault = reads = 0
+deadline = time.monotonic() + 10
+while not efault and time.monotonic() < deadline:
+    try:                    # the kernel reads the page (kwrite's way)
+        os.write(pw, view)
+    except OSError as e:
+        if e.errno != errno.EFAULT:
+            raise
+        efault += 1
+        continue
+    os.read(pr, 4)
+    reads += 1
+report(rc=rc, status=arg.params.status, efault=efault, reads=reads)
+"""
+
+
+def test_a_file_put_under_the_number_behind_xpu_s_back_is_gated(
+        reload_stub, nodedir):  # noqa: F811
+    """RM_MAP_MEMORY names the file for a usermode mapping by number, and
+    the driver looks it up itself.  A thread puts another GPU file of the
+    slice under that number after xpu.ko's first look and the first one
+    back before its second: the driver gives the doorbell's context to a
+    file xpu.ko never saw.  Before, that file's mapping was never gated: a
+    kernel read of the doorbell page through it always succeeded, in a
+    fixed 10 % slice that waits 90 % of every period.  Now every GPU file of
+    the slice mapped while such a call runs, or after it, is gated: the
+    read fails with EFAULT while the slice waits."""
+    reload_stub(map_delay_us=int(SWAP_DELAY * 1e6))
+    subprocess.run(["insmod", os.environ["XPU_KO"],
+                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    with xpu_ctl.Ctl() as a:
+        a.gpu_set(0, policy=uapi.XPU_POLICY_FIXED, period_us=20000)
+        info = a.slice_create("fdswap", 0, 64 << 20, compute_share=100)
+        gpu = os.path.join(nodedir, "g")
+        ctl = os.path.join(nodedir, "c")
+        os.mknod(gpu, 0o20600, os.makedev(195, 0))
+        os.mknod(ctl, 0o20600, os.makedev(195, 255))
+        a.node_attach(info.id, gpu, uapi.XPU_NODE_GPU)
+        a.node_attach(info.id, ctl, uapi.XPU_NODE_CTL)
+        try:
+            r = nvtest.run_child(FD_SWAP.replace("CTL", repr(ctl))
+                                 .replace("GPU", repr(gpu))
+                                 .replace("DELAY", repr(SWAP_DELAY)))
+        finally:
+            a.slice_destroy(info.id, force=True)
+    assert r["rc"] == 0 and r["status"] == 0, r
+    assert r["efault"] > 0, r
