@@ -29,6 +29,7 @@ import subprocess
 import nvtest
 import pytest
 from test_xpu_compute import LOSS, TOL, admin, nodedir, policy, run, slices  # noqa: F401
+from test_xpu_mem import Slice
 
 uapi = pytest.importorskip("xpu.uapi")
 xpu_ctl = pytest.importorskip("xpu.ctl")
@@ -113,18 +114,13 @@ def test_a_file_put_under_the_number_behind_xpu_s_back_is_gated(
                     *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
     with xpu_ctl.Ctl() as a:
         a.gpu_set(0, policy=uapi.XPU_POLICY_FIXED, period_us=20000)
-        info = a.slice_create("fdswap", 0, 64 << 20, compute_share=100)
-        gpu = os.path.join(nodedir, "g")
-        ctl = os.path.join(nodedir, "c")
-        os.mknod(gpu, 0o20600, os.makedev(195, 0))
-        os.mknod(ctl, 0o20600, os.makedev(195, 255))
-        a.node_attach(info.id, gpu, uapi.XPU_NODE_GPU)
-        a.node_attach(info.id, ctl, uapi.XPU_NODE_CTL)
+        sl = Slice(a, nodedir, name="fdswap")
         try:
-            r = nvtest.run_child(FD_SWAP.replace("CTL", repr(ctl))
-                                 .replace("GPU", repr(gpu))
+            a.slice_set(sl.id, compute_share=100)
+            r = nvtest.run_child(FD_SWAP.replace("CTL", repr(sl.ctl_node))
+                                 .replace("GPU", repr(sl.gpu_node))
                                  .replace("DELAY", repr(SWAP_DELAY)))
         finally:
-            a.slice_destroy(info.id, force=True)
+            sl.destroy()
     assert r["rc"] == 0 and r["status"] == 0, r
     assert r["efault"] > 0, r
