@@ -1633,21 +1633,17 @@ long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
  * gives the mapping's context to (file.c checks it is none of another
  * slice's).  Made on xpu's copy: the object and the fd RM reads are the
  * ones xpu read, so a thread cannot show xpu one object and the driver
- * another.  A usermode object of the slice marks the file the fd names
- * (sched.c) before the call -- an mmap of it by another thread while the
- * call runs is gated -- and again after it, the file the driver may have
- * found under that number instead, whatever the ioctl returned or the
- * status says: a read-only struct fails the driver's copy-back with
- * -EFAULT after RM made the context, and the status is read where a thread
- * may rewrite it between the copy-back and xpu's read.  RM refusing the
- * mapping leaves a file of the tenant's own gated for nothing, which costs
- * only the tenant.  A thread can put another file under the number after
- * xpu's first look and the first one back before its second, and the driver
- * gives the context to that one: so while the call runs, every GPU file of
- * the slice that is mmapped is a doorbell file (xpu_sched_is_doorbell), and
- * after it every GPU file of the slice is marked, before the call stops
- * counting.  An honest file of the slice opened before such a call and
- * mapped after it is gated for nothing; its faults wait for the slice's turn.
+ * another.  The driver looks the fd up itself, and a thread can put another
+ * file under the number between xpu's look and the driver's, and the first
+ * one back after it.  So for a usermode object of the slice, every GPU file
+ * of the slice mmapped while the call runs is a doorbell file
+ * (xpu_sched_is_doorbell), and after the call every GPU file of the slice
+ * open then is marked (sched.c gates their mmaps), whatever the ioctl
+ * returned or the status says: a read-only struct fails the driver's
+ * copy-back with -EFAULT after RM made the context, and the status is read
+ * where a thread may rewrite it.  An honest file of the slice opened before
+ * such a call and mapped during or after it is gated for nothing (its
+ * faults wait for the slice's turn), which costs only the slice.
  */
 long xpu_mem_map_memory(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg)
@@ -1669,10 +1665,8 @@ long xpu_mem_map_memory(struct xpu_file *xf, struct file *file,
 	if (driver_file && other != xf->slice)
 		return -EPERM;
 	uobj = xpu_sched_is_usermode(xf, hc, hm);
-	if (uobj) {
+	if (uobj)
 		atomic_inc(&xf->slice->uobj_maps);
-		xpu_sched_mark_doorbell(xf, fd);
-	}
 	ret = xpu_escape_plain(xf, file, cmd, &e, false);
 	if (uobj) {
 		xpu_file_mark_doorbells(xf->slice);

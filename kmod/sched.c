@@ -504,11 +504,6 @@ static void xpu_gate_vma_close(struct vm_area_struct *vma)
 }
 
 /*
- * Before the driver's mmap of FILE: a doorbell file is listed now, so that a
- * slice past XPU_MAX_DOORBELL_FILES is refused before anything is mapped.
- * A file listed before its mmap, or whose mmap fails, is zapped for nothing.
- */
-/*
  * Whether XF, a driver file, is a doorbell file of a slice: marked by
  * RM_MAP_MEMORY of a usermode object, or a GPU file of a slice with such a
  * call in flight, whose driver may have given the mapping's context to any
@@ -524,6 +519,11 @@ static bool xpu_sched_is_doorbell(struct xpu_file *xf)
 	return READ_ONCE(xf->doorbell);
 }
 
+/*
+ * Before the driver's mmap of FILE: a doorbell file is listed now, so that a
+ * slice past XPU_MAX_DOORBELL_FILES is refused before anything is mapped.
+ * A file listed before its mmap, or whose mmap fails, is zapped for nothing.
+ */
 int xpu_sched_mmap_prepare(struct file *file)
 {
 	struct xpu_file *xf = xpu_file_lookup(file);
@@ -814,24 +814,6 @@ bool xpu_sched_is_usermode(struct xpu_file *xf, u32 h_client, u32 h_memory)
 		}
 	spin_unlock(&s->list_lock);
 	return found;
-}
-
-/*
- * The file under FD, if a driver file of XF's slice, gets a usermode
- * region mapped by RM_MAP_MEMORY: its mmaps will be gated.
- */
-void xpu_sched_mark_doorbell(struct xpu_file *xf, int fd)
-{
-	struct xpu_file *target;
-	struct file *f;
-
-	f = fget(fd);
-	if (!f)
-		return;
-	target = xpu_file_lookup(f);
-	if (target && target->slice == xf->slice)
-		WRITE_ONCE(target->doorbell, true);
-	fput(f);
 }
 
 /*

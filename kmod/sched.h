@@ -31,7 +31,6 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, struct xpu_escape *e, u32 h_class);
 void xpu_sched_rm_free(struct xpu_file *xf, u32 h_client, u32 h_object);
 bool xpu_sched_is_usermode(struct xpu_file *xf, u32 h_client, u32 h_memory);
-void xpu_sched_mark_doorbell(struct xpu_file *xf, int fd);
 void xpu_sched_reassert(struct xpu_slice *slice);
 long xpu_sched_rm_control(struct xpu_file *xf, struct file *file,
 			  unsigned int cmd, unsigned long arg);
