@@ -25,6 +25,9 @@ Workloads (each work item is {duration_us}, docs/nvstub.md):
 - rostruct: saturate, ringing through a further mapping of the usermode
   object whose RM_MAP_MEMORY struct lay on a read-only page (RM made the
   mapping's context; the driver's copy-back failed with EFAULT);
+- silent: whenever its ring is empty, queues SILENT (60) items with one
+  doorbell write, and otherwise writes nothing (a long kernel, then a
+  wait for it);
 - cuda: saturate, from a channel made as CUDA and tinygrad make theirs
   (nvclient/cudalike.py: an externally owned VA space UVM registers, a
   context share, the ring and USERD in video memory); /dev/nvidia-uvm must
@@ -45,7 +48,7 @@ sys.path.insert(0, TESTS)
 from nvclient import abi, client
 
 ctl_node, gpu_node, mode, item_us = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-DEPTH, BATCH = 8, 8
+DEPTH, BATCH, SILENT = 8, 8, 60
 ctl = client.Ctl(ctl_node)
 gpu = client.GpuFile(0, gpu_node)
 rm = client.RmClient(ctl)
@@ -198,6 +201,12 @@ while not stopped():
                 bell = move_bell()
         else:
             time.sleep(0.001)
+    elif mode == "silent":
+        if pending() == 0:
+            for i in range(SILENT):
+                ch.submit(item_us, ring=(i == SILENT - 1))
+            n += SILENT
+        time.sleep(0.01)
     elif mode == "sync":
         t0 = time.monotonic_ns()
         ch.submit(item_us)
