@@ -7,7 +7,9 @@ RM_ALLOC and RM_FREE hooks, summed by function and depth, as JSON.
 A client in a 16 GiB slice makes ALLOCS allocations of 2 MiB of video
 memory and frees each (as `make bench`'s alloc_overhead_ratio does) while
 the graph tracer follows xpu_mem_rm_alloc and xpu_mem_rm_free down to
---depth levels.  Each row is a function at a depth below those two: how
+--depth levels, through xpu.ko's and the stub's functions only (the
+kernel's own, vm_mmap or the TLB flush, count in their caller's time).
+Each row is a function at a depth below those two: how
 many calls, and their total and mean duration in microseconds as the
 tracer saw them.  Tracing slows every call it follows, so the figures are
 shares of the whole, not costs to compare with `make bench`.  Not a test:
@@ -101,6 +103,12 @@ def main():
                 put(d, "current_tracer", "nop")
                 put(d, "trace", "")
                 put(d, "buffer_size_kb", "65536")
+                # Patch only xpu.ko's and the stub's functions: enabling
+                # the graph tracer on every function of the kernel takes
+                # minutes under software emulation (it looked like a hang).
+                put(d, "set_ftrace_filter", ":mod:xpu")
+                with open(os.path.join(d, "set_ftrace_filter"), "a") as f:
+                    f.write(":mod:nvstub")
                 put(d, "set_graph_function", " ".join(ROOTS))
                 put(d, "max_graph_depth", str(args.depth + 1))
                 put(d, "current_tracer", "function_graph")
@@ -118,6 +126,7 @@ def main():
                     text = f.read()
                 put(d, "current_tracer", "nop")
                 put(d, "set_graph_function", "")
+                put(d, "set_ftrace_filter", "")
                 dev.close()
                 rm.close()
         finally:
