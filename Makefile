@@ -87,8 +87,12 @@ check-host:
 # the first alone.  Seed 17 found a kill only at 535's struct sizes.
 CHECK_FUZZ_SEEDS ?= 17,41
 
+# KMEM_TESTS need kernel-memory accounting, which the other boots leave off
+# (tests/vm/run says why): a boot of their own, with one vCPU.
+KMEM_TESTS := tests/vmtests/test_hostile_objects.py::test_xpu_s_record_of_each_file_is_charged_to_the_opener_s_memory_cgroup
 check-vm:
 	$(VMRUN) --werror --timeout 3600 -- env XPU_FUZZ_SEED=$(CHECK_FUZZ_SEEDS) $(PY) -m pytest -q -p no:cacheprovider tests/vmtests
+	$(VMRUN) --kmem --werror --timeout 600 -- $(PY) -m pytest -q -p no:cacheprovider $(KMEM_TESTS)
 
 # The matrix's other booted kernels (docs/testing.md, README.md): Debian 11's
 # 5.10 and Debian 12's 6.12 (tests/vm/debian-kernel), one boot each, with

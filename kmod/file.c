@@ -76,7 +76,8 @@ int xpu_file_open(struct inode *inode, struct file *file)
 		if (!gpu)
 			return xpu_drv.open(inode, file);
 	}
-	xf = kzalloc(sizeof(*xf), GFP_KERNEL);
+	/* the opener's memory cgroup pays: a tenant may open many */
+	xf = kzalloc(sizeof(*xf), GFP_KERNEL_ACCOUNT);
 	if (!xf)
 		return -ENOMEM;
 	slice = xpu_slice_for_open(inode, gpu);

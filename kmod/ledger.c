@@ -350,7 +350,8 @@ int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 hp, u32 ho, u64 size)
 		atomic_dec(&slice->nr_memrecs);
 		return -ENOSPC;
 	}
-	r = kmalloc(sizeof(*r), GFP_KERNEL);
+	/* the caller's memory cgroup pays; failing it undoes the allocation */
+	r = kmalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
 	if (!r) {
 		atomic_dec(&slice->nr_memrecs);
 		return -ENOMEM;

@@ -85,7 +85,7 @@ int xpu_mem_join(struct xpu_slice *slice)
 	ret = xpu_slice_check_alone(slice, pid);
 	if (ret)
 		return ret;
-	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	m = kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
 	if (!m)
 		return -ENOMEM;
 	if (mutex_lock_killable(&slice->mem_lock)) {

@@ -710,7 +710,7 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 		return xpu_escape_alloc_status(e, ret);
 	if (ret)
 		return ret;
-	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
 	if (!r) {
 		xpu_recs_uncharge(slice, reserved);
 		return -ENOMEM;
