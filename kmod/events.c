@@ -7,6 +7,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/jiffies.h>
 #include <linux/sched.h>
 #include <net/genetlink.h>
 #include <uapi/xpu.h>
@@ -81,12 +82,27 @@ void xpu_event_slice(u8 cmd, struct xpu_slice *slice)
 		xpu_event_send(skb, hdr);
 }
 
+/*
+ * A tenant can be refused as fast as it can call, and every event costs
+ * each listener (xpud) a wake-up and a parse: at most XPU_DENY_EVENTS a
+ * second per slice are told.  slice->denied, which XPU_IOC_SLICE_GET
+ * reports, counts every one.
+ */
+#define XPU_DENY_EVENTS		10
+
 void xpu_event_denied(struct xpu_slice *slice, u64 size)
 {
 	struct sk_buff *skb;
 	void *hdr;
 
 	lockdep_assert_held(&slice->mem_lock);	/* slice->used is stable */
+	if (!slice->deny_ev_n || time_after(jiffies, slice->deny_ev_start + HZ)) {
+		slice->deny_ev_start = jiffies;
+		slice->deny_ev_n = 0;
+	}
+	if (slice->deny_ev_n >= XPU_DENY_EVENTS)
+		return;
+	slice->deny_ev_n++;
 	skb = xpu_event_new(XPU_EVENT_ALLOC_DENIED, slice, &hdr);
 	if (!skb)
 		return;

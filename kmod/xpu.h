@@ -100,6 +100,9 @@ struct xpu_slice {
 	u32 nr_members;
 	u64 used, peak;
 	u64 denied, killed;
+	/* events.c: the denials told in the current second (mem_lock) */
+	unsigned long deny_ev_start;
+	u32 deny_ev_n;
 	bool stale;			/* used may be high: read it anew */
 	/*
 	 * The ledger's duplicates of memory the slice freed that something

@@ -125,7 +125,7 @@ def test_a_listener_that_does_not_read_gets_enobufs(listener, nodedir):
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
     with ctl.Ctl() as c:
         s = RawSlice(c, nodedir)
-        s.denied(2 * LIMIT, times=200)
+        s.denied(2 * LIMIT, times=20)    # ten events, in the first second
         with pytest.raises(OSError) as e:
             while True:
                 sock.recv(65536)   # what fitted, then the overflow
@@ -141,6 +141,30 @@ def test_a_listener_that_does_not_read_gets_enobufs(listener, nodedir):
         sock.settimeout(xpudtest.WAIT)
         c.slice_destroy(s.info.id)
     assert events(listener, 1)[0]["event"] == "slice_destroyed"
+
+
+def test_a_tenant_refused_in_a_loop_cannot_flood_the_listeners(listener,
+                                                                nodedir):
+    """A tenant can be refused as fast as it can call: every refusal is
+    counted, but at most ten a second per slice are told (docs/xpud.md),
+    so a loop of refusals cannot keep xpud busy parsing events nor push
+    out the other slices' events. Without the bound, all 2000 came."""
+    _, sock = listener
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    with ctl.Ctl() as c:
+        s = RawSlice(c, nodedir)
+        t0 = time.monotonic()
+        s.denied(2 * LIMIT, times=2000)
+        took = time.monotonic() - t0
+        assert c.slice_get(s.info.id).denied_allocs == 2000
+        c.slice_destroy(s.info.id)
+    denied = 0
+    while True:
+        ev = events(listener, 1)[0]
+        if ev["event"] == "slice_destroyed":
+            break
+        denied += ev["event"] == "alloc_denied"
+    assert 1 <= denied <= 10 * (int(took) + 2), (denied, took)
 
 
 def _stream(x):
