@@ -156,6 +156,10 @@ class NetlinkWatcher:
     def __init__(self, hub: EventHub, socket_factory=open_socket,
                  deny_log_interval_s: float = 10.0):
         self.hub = hub
+        # xpud serves its socket before it starts its watchers: a client
+        # asking for events meanwhile is told that they are coming, not
+        # that xpud is not listening (and should be restarted).
+        hub.unavailable = "xpud is starting to listen to xpu.ko"
         self._factory = socket_factory
         self._deny_log_interval = deny_log_interval_s
         self._last_deny_log: dict[str, float] = {}
