@@ -314,6 +314,7 @@ with xpu_ctl.Ctl() as a:
 # --- what xpu keeps per file is the opener's memory cgroup's to pay for
 
 MEMCG = "/sys/fs/cgroup/xpu-kmem"
+OPENS = 4000
 
 
 def test_xpu_s_record_of_each_file_is_charged_to_the_opener_s_memory_cgroup(sl):
@@ -338,7 +339,7 @@ def test_xpu_s_record_of_each_file_is_charged_to_the_opener_s_memory_cgroup(sl):
     try:
         r = run_in(sl, f"""
 import resource
-N = 4000
+N = OPENS
 resource.setrlimit(resource.RLIMIT_NOFILE, (3 * N + 64, 3 * N + 64))
 with open({MEMCG!r} + "/cgroup.procs", "w") as f:
     f.write(str(os.getpid()))
@@ -355,10 +356,9 @@ def grow(path):
 null, keep1 = grow("/dev/null")
 gpu, keep2 = grow(GPU)
 print(json.dumps({{"null": null, "gpu": gpu}}))
-""")
+""".replace("OPENS", str(OPENS)))
         got = json.loads(r.stdout.splitlines()[-1])
     finally:
         os.rmdir(MEMCG)
-    print("charged for 4000 opens:", got)
     # about 1 KiB a file beyond the kernel's own; uncharged it was ~0
-    assert got["gpu"] - got["null"] >= 4000 * 512, got
+    assert got["gpu"] - got["null"] >= OPENS * 512, got
