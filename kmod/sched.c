@@ -20,9 +20,13 @@
  * the slices that want the GPU share the period by share, and what the shares
  * leave by weight; a slice that does not want it keeps its channels enabled
  * (its queued work drains) with its doorbell zapped, so that its next
- * submission is noticed.  priority: as weighted among the wanting slices of
- * the highest class present; lower classes wait.  native: nothing is gated.
- * Budgets (token buckets) make up for a turn that ran long or short.
+ * submission is noticed -- but beside a turn holder only for as much time
+ * as it would earn if it wanted the GPU: xpu cannot tell queued work from
+ * none, and work queued with one doorbell write must not run beside others
+ * for free (docs/compute.md, "A silent slice").  priority: as weighted among
+ * the wanting slices of the highest class present; lower classes wait.
+ * native: nothing is gated.  Budgets (token buckets) make up for a turn that
+ * ran long or short.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -164,6 +168,7 @@ struct xpu_sched {
 	spinlock_t list_lock;		/* the slices' chans, uobjs, dbfiles */
 	struct list_head slices;
 	u64 period_start;
+	bool held;			/* the last step gave a slice a turn */
 };
 
 static struct xpu_sched *xpu_scheds[XPU_MAX_GPUS];
@@ -957,6 +962,33 @@ static bool xpu_sched_sleep(struct xpu_sched *s, u64 ns)
 }
 
 /*
+ * What SLICE, not eligible, would earn were it (beside SHARES and WEIGHTS of
+ * N eligible slices, TOP the highest class wanting): what its channels may
+ * have beside a turn holder while it is silent.
+ */
+static u32 xpu_rate_if_eligible(struct xpu_slice *slice, u32 policy, u32 top,
+				u64 shares, u64 weights, unsigned int n)
+{
+	u64 share = READ_ONCE(slice->share), weight = READ_ONCE(slice->weight);
+	u32 prio = READ_ONCE(slice->priority);
+	u64 rate = share, left;
+
+	if (policy == XPU_POLICY_PRIORITY && n && prio != top)
+		return prio < top ? 0 : XPU_SHARE_MAX;
+	shares += share;
+	weights += weight;
+	n++;
+	if (shares > XPU_SHARE_MAX)
+		rate = div64_u64(rate * XPU_SHARE_MAX, shares);
+	left = shares >= XPU_SHARE_MAX ? 0 : XPU_SHARE_MAX - shares;
+	if (left && weights)
+		rate += div64_u64(left * weight, weights);
+	else if (left)
+		rate += div64_u64(left, n);
+	return rate;
+}
+
+/*
  * The rate at which each slice earns GPU time now, per mille, into
  * slice->rate; returns the sum.  fixed: its share, wanting or not (a slice
  * without channels earns nothing).  weighted: the wanting slices earn their
@@ -1004,6 +1036,9 @@ static u32 xpu_rates(struct xpu_sched *s, u32 policy, u64 now, u64 period_ns)
 		}
 		slice->rate = rate;
 		sum += rate;
+		slice->drain_rate = slice->eligible ? 0 :
+			xpu_rate_if_eligible(slice, policy, top, shares,
+					     weights, n);
 	}
 	return sum;
 }
@@ -1036,6 +1071,24 @@ static void xpu_step_account(struct xpu_sched *s, u64 dt, u64 now,
 					   -XPU_DEBT_PERIODS * (s64)period_ns, cap);
 		if (!slice->eligible && slice->budget_ns > 0)
 			slice->budget_ns = 0;
+		/*
+		 * A silent slice's channels beside a turn holder spend what
+		 * it earns at the rate it would have if it wanted the GPU:
+		 * queued work it never rang for runs, at most at that rate.
+		 */
+		if (!slice->eligible && READ_ONCE(slice->nr_recs[XPU_REC_CHAN])) {
+			if (s->held && slice->state == XPU_GATE_IDLE)
+				slice->drain_ns -= dt;
+			slice->drain_ns += (s64)div64_u64(dt * slice->drain_rate,
+							  XPU_SHARE_MAX);
+			cap = (s64)div64_u64(2 * period_ns * slice->drain_rate,
+					     XPU_SHARE_MAX);
+			slice->drain_ns = clamp_t(s64, slice->drain_ns,
+						  -XPU_DEBT_PERIODS * (s64)period_ns,
+						  cap);
+		} else {
+			slice->drain_ns = 0;
+		}
 		if (now - slice->win_start >= XPU_SHARE_WINDOW_NS) {
 			slice->share_obtained =
 				div64_u64(slice->win_run * 1000,
@@ -1068,6 +1121,10 @@ static void xpu_gate_others(struct xpu_sched *s, struct xpu_slice *running,
 		/* the eligible, and lower classes that want it, must wait */
 		if (policy == XPU_POLICY_FIXED || slice->eligible ||
 		    (policy == XPU_POLICY_PRIORITY && slice->wants))
+			xpu_gate_set(s, slice, XPU_GATE_WAIT);
+		/* and a silent slice with channels that spent its drain */
+		else if (running && READ_ONCE(slice->nr_recs[XPU_REC_CHAN]) &&
+			 slice->drain_ns <= 0)
 			xpu_gate_set(s, slice, XPU_GATE_WAIT);
 		else
 			xpu_gate_set(s, slice, XPU_GATE_IDLE);
@@ -1103,6 +1160,7 @@ static void xpu_sched_step(struct xpu_sched *s)
 	if (policy == XPU_POLICY_NATIVE) {
 		list_for_each_entry(slice, &s->slices, sched_link)
 			xpu_gate_set(s, slice, XPU_GATE_RUN);
+		s->held = false;
 		goto sleep;
 	}
 	list_for_each_entry(slice, &s->slices, sched_link)
@@ -1159,6 +1217,7 @@ static void xpu_sched_step(struct xpu_sched *s)
 	if (best)
 		xpu_gate_set(s, best, XPU_GATE_RUN);
 	xpu_gate_others(s, best, policy);
+	s->held = best != NULL;
 	if (READ_ONCE(trace_turns) && best) {
 		WRITE_ONCE(trace_turns, trace_turns - 1);
 		pr_info("step: gpu %u slice %u budget %lld us rate %u last %llu us\n",

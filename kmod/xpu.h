@@ -160,6 +160,13 @@ struct xpu_slice {
 	s64 budget_ns;			/* GPU time earned and not used */
 	u32 rate;			/* earned per mille of time, now */
 	bool wants, eligible;		/* as of the last step */
+	/*
+	 * Not eligible, with channels: the time its channels may still run
+	 * beside a turn holder, earned at drain_rate (per mille: what it
+	 * would earn were it eligible) and spent while they do (sched.c)
+	 */
+	s64 drain_ns;
+	u32 drain_rate;
 	u64 run_ns, gated_ns, runnable_ns;
 	u64 win_start, win_run;		/* for share_obtained */
 	u32 share_obtained;

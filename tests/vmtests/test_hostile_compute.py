@@ -20,6 +20,12 @@ hostile slice beside a 90 % honest one that saturates the engine:
 
 Under fixed the channels' lever alone holds the slice; under weighted an
 escaped doorbell makes the slice look idle, so it would run beside the other.
+
+- silent (class 11): the hostile slice queues seconds of work with one
+  doorbell write and then writes none, so it looks idle; its channels may
+  run beside the turn holder only for the time it would earn if it wanted
+  the GPU.  Its queued work still runs (a long kernel must not hang), and
+  with nobody else wanting the GPU it has all of it.
 Shares are the simulated engine's busy counters, as in test_xpu_compute.py,
 with its tolerances."""
 
@@ -52,6 +58,34 @@ def test_a_hostile_slice_is_held_to_its_share(admin, slices, mode,  # noqa: F811
     if mode == "kwrite":
         # the kernel's read of a waiting slice's doorbell page failed
         assert results[0]["efault"] > 0, results[0]
+
+
+SILENT_ITEM_US = 50000      # 60 items a doorbell write: 3 s of work
+
+
+@pytest.mark.parametrize("pol", [uapi.XPU_POLICY_WEIGHTED,
+                                 uapi.XPU_POLICY_PRIORITY],
+                         ids=["weighted", "priority"])
+def test_a_slice_that_queues_work_silently_is_held_to_its_share(
+        admin, slices, pol):  # noqa: F811
+    policy(admin, pol)
+    slices.make(100, mode="silent", item_us=SILENT_ITEM_US)
+    slices.make(900)
+    shares, _, _ = run(slices)
+    assert shares[0] <= 0.10 + TOL, shares
+    assert shares[0] >= 0.02, shares        # its queued work still runs
+    assert shares[1] >= 0.90 - LOSS, shares
+
+
+def test_a_silent_slice_alone_has_the_whole_engine(admin, slices):  # noqa: F811
+    policy(admin, uapi.XPU_POLICY_WEIGHTED)
+    slices.make(100, mode="silent", item_us=SILENT_ITEM_US)
+    idle = admin.slice_create("idle", 0, 64 << 20, compute_share=900)
+    try:
+        shares, _, _ = run(slices)
+    finally:
+        admin.slice_destroy(idle.id, force=True)
+    assert shares[0] >= 1.0 - LOSS, shares
 
 
 # --- a file put under the number RM_MAP_MEMORY names, behind xpu's back
