@@ -20,7 +20,8 @@ per-channel busy counters (and its item counts), in the bench's VM boot.
 - silent_queue_share_weighted: a 10 % slice that queues 60 items of 50 ms
   with one doorbell write and then writes none (compute.py's "silent"), next
   to a saturating 90 % slice, under weighted: its fraction of the engine.
-  Its share would be 0.10; docs/security.md, class 11, says why it is not.
+  At most its share, 0.10 (docs/compute.md: beside others its channels run
+  only for the drain time its share earns; 0.50 before session 22).
 """
 
 import os
