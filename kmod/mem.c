@@ -265,7 +265,7 @@ void xpu_mem_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 	out->memory_used = READ_ONCE(slice->used);
 	out->memory_peak = READ_ONCE(slice->peak);
 	out->denied_allocs = READ_ONCE(slice->denied);
-	out->killed = READ_ONCE(slice->killed);
+	out->killed = atomic64_read(&slice->killed);
 	out->processes = READ_ONCE(slice->nr_members);
 }
 
@@ -720,9 +720,10 @@ static void xpu_mem_unrecorded(struct xpu_file *xf, u64 bytes, const char *why)
 	atomic64_add(bytes, &slice->lost_bytes);
 	WRITE_ONCE(slice->used, slice->used + bytes);
 	WRITE_ONCE(xf->poisoned, true);
-	slice->killed++;
-	pr_warn("slice %u '%s': pid %d %s: killed, its control file refused, the slice charged %llu bytes until destroyed\n",
-		slice->id, slice->name, task_tgid_nr(current), why, bytes);
+	atomic64_inc(&slice->killed);
+	pr_warn_ratelimited("slice %u '%s': pid %d %s: killed, its control file refused, the slice charged %llu bytes until destroyed\n",
+			    slice->id, slice->name, task_tgid_nr(current), why,
+			    bytes);
 	kill_pid(task_tgid(current), SIGKILL, 1);
 }
 
@@ -1057,8 +1058,8 @@ static long xpu_mem_unsliced_device(struct xpu_file *xf, struct file *file,
 	mutex_unlock(&xf->call_lock);
 	if (cheated) {
 		WRITE_ONCE(xf->poisoned, true);
-		pr_warn("pid %d moved or rewrote the page of a device allocation xpu made for it: killed, its control file refused\n",
-			task_tgid_nr(current));
+		pr_warn_ratelimited("pid %d moved or rewrote the page of a device allocation xpu made for it: killed, its control file refused\n",
+				    task_tgid_nr(current));
 		kill_pid(task_tgid(current), SIGKILL, 1);
 	}
 	return ret;

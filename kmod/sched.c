@@ -642,8 +642,9 @@ static bool xpu_recs_hold(struct xpu_slice *slice, u32 h_client, u32 h_object)
 static void xpu_sched_cheat(struct xpu_file *xf, const char *what)
 {
 	WRITE_ONCE(xf->poisoned, true);
-	pr_warn("slice %u: pid %d %s; killed, its control file refused\n",
-		xf->slice->id, task_tgid_nr(current), what);
+	atomic64_inc(&xf->slice->killed);
+	pr_warn_ratelimited("slice %u: pid %d %s; killed, its control file refused\n",
+			    xf->slice->id, task_tgid_nr(current), what);
 	send_sig(SIGKILL, current, 1);
 }
 
@@ -1217,7 +1218,7 @@ static void xpu_sched_step(struct xpu_sched *s)
 	if (best)
 		xpu_gate_set(s, best, XPU_GATE_RUN);
 	xpu_gate_others(s, best, policy);
-	s->held = best != NULL;
+	s->held = !!best;
 	if (READ_ONCE(trace_turns) && best) {
 		WRITE_ONCE(trace_turns, trace_turns - 1);
 		pr_info("step: gpu %u slice %u budget %lld us rate %u last %llu us\n",

@@ -99,7 +99,8 @@ struct xpu_slice {
 	struct list_head members;
 	u32 nr_members;
 	u64 used, peak;
-	u64 denied, killed;
+	u64 denied;
+	atomic64_t killed;		/* by mem.c and sched.c, without a lock */
 	/* events.c: the denials told in the current second (mem_lock) */
 	unsigned long deny_ev_start;
 	u32 deny_ev_n;

@@ -519,6 +519,75 @@ def test_the_page_of_a_free_made_as_the_caller_cannot_be_rewritten(
             assert let_go(child) == 0
 
 
+# --- the kernel log: a tenant killed in a loop
+
+KILLED = "killed, its control file refused"
+
+LOG_FLOOD = """
+import ctypes, mmap, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_int, ctypes.c_long]
+MAP_FIXED = 0x10
+CALL_PAGE
+
+def cheat():
+    ctl = client.Ctl(CTL)
+    client.RmClient(ctl)            # the page of this call is kept
+    addr = call_page()
+    before = ctypes.string_at(addr, 64)
+
+    def replace():                  # once xpu wrote the next call there
+        while ctypes.string_at(addr, 64) == before:
+            pass
+        libc.mmap(addr, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_WRITE,
+                  mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+    threading.Thread(target=replace, daemon=True).start()
+    client.RmClient(ctl)            # the driver sleeps before it reads
+
+kills, t0 = 0, time.monotonic()
+for _ in range(COUNT):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            cheat()
+        finally:
+            os._exit(0)
+    _, st = os.waitpid(pid, 0)
+    kills += os.WIFSIGNALED(st) and os.WTERMSIG(st) == 9
+report(kills=kills, seconds=time.monotonic() - t0)
+""".replace("CALL_PAGE", CALL_PAGE)
+
+
+def test_a_tenant_killed_in_a_loop_cannot_flood_the_kernel_log(
+        reload_stub, nodedir):
+    """Each process xpu.ko cannot keep track of is killed with a line in
+    the kernel log, and a tenant can make such processes as fast as it can
+    fork: here each replaces the page of one of its calls while the driver
+    sleeps before reading it.  A line per kill kept the console (a serial
+    one, on many hosts) and journald busy at the tenant's pace.  The lines
+    are rate-limited as the kernel's own (10 per 5 s a call site); the
+    slice's `killed` count stays exact."""
+    with racer_slice(reload_stub, nodedir, copyin_delay_us=20000) as (sl, _):
+        mark = f"xpu-test: log flood {time.monotonic_ns()}"
+        with open("/dev/kmsg", "w") as kmsg:
+            kmsg.write(mark + "\n")
+        out = nvtest.run_child(
+            LOG_FLOOD.replace("CTL", repr(sl.ctl_node)).replace("COUNT", "150"),
+            timeout=300)
+        log = subprocess.run(["dmesg"], check=True, capture_output=True,
+                             text=True).stdout
+        assert mark in log, log
+        lines = [ln for ln in log[log.index(mark):].splitlines()
+                 if KILLED in ln]
+        assert sl.get().killed == out["kills"], out
+        # the kernel's bound: 10 lines in any 5 s from one call site
+        bound = 10 * (int(out["seconds"] / 5) + 2)
+        assert out["kills"] > bound, out        # else the test tells nothing
+        assert len(lines) <= bound, (len(lines), out)
+
+
 # --- the handle race: class and handle rewritten around the driver's reads
 
 
