@@ -963,6 +963,28 @@ static bool xpu_sched_sleep(struct xpu_sched *s, u64 ns)
 }
 
 /*
+ * The rate, per mille, of a slice of SHARE and WEIGHT among N eligible
+ * slices (itself included) of SHARES and WEIGHTS: its share, scaled down
+ * when the shares exceed the GPU, and when SPLIT its part of what they leave,
+ * by weight.
+ */
+static u64 xpu_rate_among(u64 share, u64 weight, u64 shares, u64 weights,
+			  unsigned int n, bool split)
+{
+	u64 left = !split || shares >= XPU_SHARE_MAX ? 0 :
+		   XPU_SHARE_MAX - shares;
+	u64 rate = share;
+
+	if (shares > XPU_SHARE_MAX)
+		rate = div64_u64(rate * XPU_SHARE_MAX, shares);
+	if (left && weights)
+		rate += div64_u64(left * weight, weights);
+	else if (left)
+		rate += div64_u64(left, n);
+	return rate;
+}
+
+/*
  * What SLICE, not eligible, would earn were it (beside SHARES and WEIGHTS of
  * N eligible slices, TOP the highest class wanting): what its channels may
  * have beside a turn holder while it is silent.
@@ -972,21 +994,11 @@ static u32 xpu_rate_if_eligible(struct xpu_slice *slice, u32 policy, u32 top,
 {
 	u64 share = READ_ONCE(slice->share), weight = READ_ONCE(slice->weight);
 	u32 prio = READ_ONCE(slice->priority);
-	u64 rate = share, left;
 
 	if (policy == XPU_POLICY_PRIORITY && n && prio != top)
 		return prio < top ? 0 : XPU_SHARE_MAX;
-	shares += share;
-	weights += weight;
-	n++;
-	if (shares > XPU_SHARE_MAX)
-		rate = div64_u64(rate * XPU_SHARE_MAX, shares);
-	left = shares >= XPU_SHARE_MAX ? 0 : XPU_SHARE_MAX - shares;
-	if (left && weights)
-		rate += div64_u64(left * weight, weights);
-	else if (left)
-		rate += div64_u64(left, n);
-	return rate;
+	return xpu_rate_among(share, weight, shares + share, weights + weight,
+			      n + 1, policy != XPU_POLICY_FIXED);
 }
 
 /*
@@ -999,7 +1011,7 @@ static u32 xpu_rate_if_eligible(struct xpu_slice *slice, u32 policy, u32 top,
 static u32 xpu_rates(struct xpu_sched *s, u32 policy, u64 now, u64 period_ns)
 {
 	struct xpu_slice *slice;
-	u64 shares = 0, weights = 0, left, sum = 0;
+	u64 shares = 0, weights = 0, sum = 0;
 	unsigned int n = 0;
 	u32 top = 0;
 
@@ -1020,21 +1032,14 @@ static u32 xpu_rates(struct xpu_sched *s, u32 policy, u64 now, u64 period_ns)
 		weights += READ_ONCE(slice->weight);
 		n++;
 	}
-	left = policy == XPU_POLICY_FIXED || shares >= XPU_SHARE_MAX ? 0 :
-	       XPU_SHARE_MAX - shares;
 	list_for_each_entry(slice, &s->slices, sched_link) {
 		u64 rate = 0;
 
-		if (slice->eligible) {
-			rate = READ_ONCE(slice->share);
-			if (shares > XPU_SHARE_MAX)
-				rate = div64_u64(rate * XPU_SHARE_MAX, shares);
-			if (left && weights)
-				rate += div64_u64(left * READ_ONCE(slice->weight),
-						  weights);
-			else if (left)
-				rate += div64_u64(left, n);
-		}
+		if (slice->eligible)
+			rate = xpu_rate_among(READ_ONCE(slice->share),
+					      READ_ONCE(slice->weight), shares,
+					      weights, n,
+					      policy != XPU_POLICY_FIXED);
 		slice->rate = rate;
 		sum += rate;
 		slice->drain_rate = slice->eligible ? 0 :
