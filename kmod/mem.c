@@ -269,13 +269,49 @@ void xpu_mem_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 	out->processes = READ_ONCE(slice->nr_members);
 }
 
-/* The caller holds mem_lock, taken killably before xpu_lock (slice.c). */
-int xpu_mem_set_limit(struct xpu_slice *slice, u64 limit)
+/*
+ * The admin takes SLICE's mem_lock to lower its memory limit.  A caller of
+ * the slice holds the lock across the driver's call, and so across the
+ * driver's copies of its own memory, which it can stall for ever
+ * (userfaultfd, a FUSE-backed mapping): the admin waits at most
+ * XPU_ADMIN_WAIT for it, killably, then gets -EAGAIN.  xpud serves every
+ * slice, and one slice's tenant must not hold it.  There is no timed
+ * mutex_lock; this polls once a jiffy, on an admin's call only.
+ */
+#define XPU_ADMIN_WAIT	HZ
+
+int xpu_mem_lock_admin(struct xpu_slice *slice)
 {
-	lockdep_assert_held(&slice->mem_lock);
-	xpu_refresh_locked(slice);
-	if (slice->used > limit)
-		return -EBUSY;
+	unsigned long end = jiffies + XPU_ADMIN_WAIT;
+
+	while (!mutex_trylock(&slice->mem_lock)) {
+		if (time_after(jiffies, end))
+			return -EAGAIN;
+		schedule_timeout_killable(1);
+		if (fatal_signal_pending(current))
+			return -EINTR;
+	}
+	return 0;
+}
+
+/*
+ * Under xpu_lock.  Raising a limit needs nothing more: every admission
+ * reads the limit under mem_lock, and a higher one lets nothing past that
+ * the lower one kept out.  Lowering needs mem_lock (LOCKED, taken with
+ * xpu_mem_lock_admin before xpu_lock), so that no allocation admitted
+ * under the old limit is still in the driver, and RM's figure read anew;
+ * -EAGAIN without it.
+ */
+int xpu_mem_set_limit(struct xpu_slice *slice, u64 limit, bool locked)
+{
+	if (limit < slice->memory_limit) {
+		if (!locked)
+			return -EAGAIN;
+		lockdep_assert_held(&slice->mem_lock);
+		xpu_refresh_locked(slice);
+		if (slice->used > limit)
+			return -EBUSY;
+	}
 	WRITE_ONCE(slice->memory_limit, limit);
 	return 0;
 }

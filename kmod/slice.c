@@ -246,6 +246,7 @@ int xpu_slice_ioc_set(struct xpu_slice_info *arg)
 	u32 flags = arg->flags;
 	struct xpu_slice *slice;
 	struct xpu_gpu *gpu;
+	bool lower = false;
 	u64 memory;
 	u32 share;
 	int ret;
@@ -260,15 +261,18 @@ int xpu_slice_ioc_set(struct xpu_slice_info *arg)
 	if (!slice)
 		return -ENOENT;
 	/*
-	 * A new limit is checked against RM's figure under the slice's
+	 * A lower limit is checked against RM's figure under the slice's
 	 * mem_lock.  A caller of the slice may hold it asleep on its own
-	 * page: wait for it killably and before xpu_lock, which every open
-	 * and every admin call needs.
+	 * page: it is waited for a bounded time (xpu_mem_lock_admin), and
+	 * before xpu_lock, which every open and every admin call needs.  A
+	 * higher limit waits for nothing.
 	 */
-	ret = -EINTR;
-	if ((flags & XPU_SLICE_SET_MEMORY) &&
-	    mutex_lock_killable(&slice->mem_lock))
-		goto out_put;
+again:
+	if (lower) {
+		ret = xpu_mem_lock_admin(slice);
+		if (ret)
+			goto out_put;
+	}
 	mutex_lock(&xpu_lock);
 	ret = -ENOENT;
 	if (READ_ONCE(slice->dead))
@@ -288,7 +292,12 @@ int xpu_slice_ioc_set(struct xpu_slice_info *arg)
 	if (flags & XPU_SLICE_SET_MEMORY) {
 		u64 old = slice->memory_limit;
 
-		ret = xpu_mem_set_limit(slice, memory);
+		if (memory < old && !lower) {
+			mutex_unlock(&xpu_lock);
+			lower = true;
+			goto again;
+		}
+		ret = xpu_mem_set_limit(slice, memory, lower);
 		if (ret)
 			goto out;
 		gpu->memory_sliced = gpu->memory_sliced - old + memory;
@@ -306,7 +315,7 @@ int xpu_slice_ioc_set(struct xpu_slice_info *arg)
 		xpu_sched_kick(gpu);	/* within one period */
 	ret = 0;
 out:
-	if (flags & XPU_SLICE_SET_MEMORY)
+	if (lower)
 		mutex_unlock(&slice->mem_lock);
 	if (!ret) {
 		xpu_slice_fill(slice, arg);

@@ -16,6 +16,9 @@ the fix it names:
 - class 5, a stalled tenant: a tenant whose parameter page stalls (here
   userfaultfd) while xpu.ko holds its slice's lock must not block any other
   slice's open, an unsliced open or an admin call.
+- class 15, the admin held by a stalled tenant: lowering the stalled slice's
+  memory limit through xpud must not hold xpud (and with it every slice's
+  admin) for as long as the tenant likes.
 """
 
 import ctypes
@@ -29,10 +32,12 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import nvtest
 import pytest
 import test_xpu_mem
+import xpudtest
 from nvclient import abi, client
 from test_xpu_mem import LIMIT, Slice
 
@@ -915,16 +920,20 @@ assert libc.ioctl(uffd, UFFDIO_REGISTER, ctypes.addressof(reg)) == 0, ctypes.get
 
 ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
 rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
-mp = dev.memory_params(1 << 20)
+# System memory: xpu.ko reads no params of this class, and holds the slice's
+# mem_lock across the driver's call, in which RM copies them from the
+# caller's memory (video memory's params xpu.ko copies itself, before it
+# takes the lock, so a stall there holds nothing of xpu's).
+mp = dev.memory_params(1 << 20, location=abi.NVOS32_ATTR_LOCATION_PCI)
 cls = type(mp)
-# Every field xpu.ko reads lies on the first page; the rest of the struct,
-# which the driver copies whole, on the stalled one.
+# The head of the struct lies on the first page; the rest, which the driver
+# copies whole, on the stalled one.
 head = cls.size.offset + 8
 at = base + PAGE - head
 ctypes.memmove(at, ctypes.addressof(mp), head)
 p = abi.NVOS21_PARAMETERS()
 p.hRoot, p.hObjectParent, p.hObjectNew = rm.handle, dev.hdevice, 0x5c00beef
-p.hClass = abi.NV01_MEMORY_LOCAL_USER
+p.hClass = abi.NV01_MEMORY_SYSTEM
 p.pAllocParms = at; p.paramsSize = ctypes.sizeof(cls)
 done = []
 def alloc():
@@ -979,10 +988,11 @@ def have_userfaultfd():
 
 def test_a_stalled_tenant_blocks_no_other_slice(admin, nodedir):
     """A tenant of slice A stalls the driver's copy of its allocation
-    parameters (userfaultfd) while xpu.ko admits it.  Meanwhile a new
-    process opens slice B and allocates, an unsliced process opens the GPU,
-    and the admin reads both slices and changes B: each finishes in a few
-    seconds.  Released, the stalled call completes and nothing leaks."""
+    parameters (userfaultfd) while xpu.ko holds A's mem_lock across the
+    call.  Meanwhile a new process opens slice B and allocates, an unsliced
+    process opens the GPU, and the admin reads both slices and changes B:
+    each finishes in a few seconds.  Released, the stalled call completes
+    and nothing leaks."""
     if not have_userfaultfd():
         pytest.skip("this kernel has no userfaultfd(2) to stall a page with")
     a = Slice(admin, nodedir, name="stalled")
@@ -1021,6 +1031,56 @@ def test_a_stalled_tenant_blocks_no_other_slice(admin, nodedir):
     assert nvtest.heap_used(0) == heap0
     a.destroy()
     b.destroy()
+
+
+# --- class 15: a stalled tenant holds the admin's daemon
+
+
+def test_a_stalled_tenant_holds_neither_the_admin_nor_xpud(tmp_path, nodedir):
+    """A tenant of a slice xpud made stalls the driver's copy of its
+    allocation parameters, with the slice's mem_lock held.  The admin lowers
+    the slice's memory limit through xpud: xpu.ko waits for the lock at most
+    1 s, so xpud answers `busy` in seconds and serves on (a list, a raise of
+    the same slice, which waits for nothing).  Before, xpud's request slept
+    on the lock with xpud's own lock held, and every request of every
+    slice's admin waited with it, until the tenant let go.  Released, the
+    stalled call completes and the lower limit is taken."""
+    if not have_userfaultfd():
+        pytest.skip("this kernel has no userfaultfd(2) to stall a page with")
+    x = xpudtest.Xpud(tmp_path, Path(nodedir)).start()
+    try:
+        s = xpudtest.create(x, "stalled")
+        stalled = start_child(STALL.replace("CTL", repr(s["ctl_node"]))
+                              .replace("GPU", repr(s["gpu_node"])))
+        try:
+            line = stalled.stdout.readline()
+            assert '"stalled": true' in line, (line, stalled.stderr.read())
+            # Bounded: without the fix this request never returns.
+            r = x.xpuctl("set", "stalled", "--memory", str(LIMIT // 2),
+                         timeout=30)
+            assert r.returncode == 1, (r.stdout, r.stderr)
+            assert "has not ended in 1 s" in r.stderr, r.stderr
+            assert x.xpuctl("list", timeout=30).returncode == 0
+            r = x.xpuctl("set", "stalled", "--memory", str(2 * LIMIT),
+                         timeout=30)
+            assert r.returncode == 0, r.stderr
+            assert xpudtest.kernel_slices()["stalled"].memory_limit == \
+                2 * LIMIT
+        finally:
+            if stalled.poll() is None:
+                stalled.stdin.write("\n")
+                stalled.stdin.flush()
+            out, err = stalled.communicate(timeout=60)
+        assert stalled.returncode == 0, err
+        assert '"status": 0' in out, out
+        r = x.xpuctl("set", "stalled", "--memory", str(LIMIT // 2),
+                     timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert xpudtest.kernel_slices()["stalled"].memory_limit == LIMIT // 2
+        assert x.xpuctl("destroy", "stalled").returncode == 0
+    finally:
+        x.cleanup()
+        xpudtest.destroy_all()
 
 
 # --- records of video memory (ledger.c): a struct that names no new object

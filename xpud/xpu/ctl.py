@@ -414,6 +414,13 @@ def error(op: str, err: int, **ctx) -> CtlError:
                         "processes), or ask for more", err)
         if err == errno.ENOSPC:
             return Conflict(f"{what}: {gpu}: {_nospace(ctx)}", err)
+        if err == errno.EAGAIN:
+            return Busy(f"{what}: a lower memory limit waits for the "
+                        "slice's calls into the driver, and one of them "
+                        "has not ended in 1 s (a process may be stalling "
+                        "it on its own memory): try again, or stop the "
+                        "slice's processes; a higher limit waits for "
+                        "nothing", err)
     if op == "slice_destroy" and err == errno.EBUSY:
         return Busy(f"{s} is in use: processes have its driver files open; "
                     "stop them, or pass --force (which kills them)", err)

@@ -279,8 +279,8 @@ class KernelBackend(Backend):
                 "compute_share": spec.compute_share,
                 "weight": spec.weight,
                 "priority": prio}
-            # Only what changes: a memory limit sent again unchanged could
-            # be refused (EBUSY) were the slice above it.
+            # Only what changes: xpu.ko waits (at most 1 s) for a slice's
+            # calls into the driver to lower its memory limit.
             changes = {k: v for k, v in changes.items()
                        if getattr(old, k) != v}
             info = c.slice_set(old.id, name=spec.name, **changes) \

@@ -256,10 +256,13 @@ struct xpu_slice_info {
  *
  * Change the settings flags names of slice id, at once, while it runs.  A
  * memory limit below what the slice uses now is refused (-EBUSY): free
- * memory first.  Needs CAP_SYS_ADMIN.  On return the struct holds the
- * slice as it now is.
+ * memory first.  A lower memory limit waits for the slice's calls into the
+ * driver to end, at most 1 s (-EAGAIN past that: one may be stalled on its
+ * caller's memory); a higher one waits for nothing.  Needs CAP_SYS_ADMIN.
+ * On return the struct holds the slice as it now is.
  *
- * Return: 0, or -EPERM, -EFAULT, -EINVAL, -ENOENT, -EBUSY, -ENOSPC.
+ * Return: 0, or -EPERM, -EFAULT, -EINVAL, -ENOENT, -EBUSY, -EAGAIN,
+ * -ENOSPC.
  */
 #define XPU_IOC_SLICE_SET	_IOWR(XPU_IOC_TYPE, 0x12, struct xpu_slice_info)
 

@@ -174,6 +174,8 @@ ERRORS = [
     ("slice_get", errno.ENOENT, {"id": 9}, ctl.NotFound, ["slice 9"]),
     ("slice_set", errno.EBUSY, {"name": "a", "memory_limit": MIB}, ctl.Busy,
      ["changing slice 'a'", "free memory first"]),
+    ("slice_set", errno.EAGAIN, {"name": "a", "memory_limit": MIB}, ctl.Busy,
+     ["changing slice 'a'", "has not ended in 1 s", "try again"]),
     ("slice_set", errno.ENOSPC, {"name": "a", "minor": 1}, ctl.Conflict,
      ["GPU 1"]),
     ("slice_set", errno.EPERM, {"name": "a"}, ctl.PermissionDenied,
