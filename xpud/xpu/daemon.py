@@ -32,6 +32,7 @@ from .metrics import MetricsServer, node_name
 from .notify import Notifier
 from .server import Dispatcher, Server
 from .service import REAP_S, Service
+from .signals import SignalRelay
 
 PROG = "xpud"
 
@@ -77,7 +78,8 @@ class Daemon:
         # Set with any of the above: the main loop sleeps on it alone.
         self._wake = threading.Event()
 
-    # Signal handlers and watchers only set events; the loop does the work.
+    # Signal handlers (on the relay's thread) and watchers only set events;
+    # the loop does the work.
     def stop(self, *_) -> None:
         self.stop_requested.set()
         self._wake.set()
@@ -92,14 +94,13 @@ class Daemon:
         self._wake.set()
 
     def run(self) -> int:
-        old = {sig: signal.signal(sig, handler) for sig, handler in (
-            (signal.SIGTERM, self.stop), (signal.SIGINT, self.stop),
-            (signal.SIGHUP, self.request_reload))}
-        try:
+        # Not Python's own handlers: they run between two bytecodes of the
+        # main thread, which may hold an Event's lock that stop() takes
+        # (signals.py).
+        with SignalRelay({signal.SIGTERM: self.stop, signal.SIGINT: self.stop,
+                          signal.SIGHUP: self.request_reload},
+                         name="xpud-signals"):
             return self._run()
-        finally:
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
 
     def _run(self) -> int:
         log.info("starting version %s: configuration %s%s, state in %s",

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from .. import __version__, api, cmdline
 from ..errors import UsageError, XpuError
+from ..signals import SignalRelay
 from . import agent, deviceplugin, dra, extender, kubelet, node, resources
 from .apiserver import ApiServer, ApiServerError
 
@@ -159,10 +160,15 @@ def _api(args) -> ApiServer:
 
 
 def _wait(stop: threading.Event) -> None:
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+    if threading.current_thread() is not threading.main_thread():
+        stop.wait()
+        return
+    # stop.set() from a handler of Python's own, in this thread, could wait
+    # for the lock stop.wait() holds (signals.py).
+    with SignalRelay({signal.SIGTERM: lambda _: stop.set(),
+                      signal.SIGINT: lambda _: stop.set()},
+                     name="xpu-k8s-signals"):
+        stop.wait()
 
 
 def run_node(args, stop: threading.Event) -> int:
