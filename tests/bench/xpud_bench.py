@@ -114,7 +114,17 @@ class _Xpud:
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=WAIT)
+        try:
+            self.proc.wait(timeout=WAIT)
+        except subprocess.TimeoutExpired:
+            # As systemd's watchdog would: xpud writes every thread's stack
+            # to its log (faulthandler), which says where it hung.
+            self.proc.send_signal(signal.SIGABRT)
+            self.proc.wait(timeout=WAIT)
+            with open(os.path.join(self.work, "xpud.log")) as f:
+                tail = f.read()[-6000:]
+            raise RuntimeError(f"xpud did not stop within {WAIT:.0f} s of "
+                               f"SIGTERM; its log ends:\n{tail}") from None
 
     def close(self):
         if self.proc and self.proc.poll() is None:

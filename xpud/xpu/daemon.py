@@ -15,6 +15,7 @@ removed at a clean stop.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -331,6 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("xpud does not fork into the background: run it with "
                      "--foreground, or as the systemd service xpud.service")
     handler = _logging(args.debug, os.environ)
+    # A hung xpud that systemd's watchdog ends (SIGABRT) leaves every
+    # thread's stack on stderr, in the journal.
+    faulthandler.enable()
     try:
         return cmdline.run(PROG, args.debug, lambda: build(args).run())
     finally:

@@ -146,6 +146,18 @@ def test_ready_watchdog_and_a_clean_stop(xpud):
     assert "Traceback" not in err
 
 
+def test_a_hung_xpud_ended_by_the_watchdog_leaves_its_stacks(xpud):
+    """systemd ends an xpud that stopped pinging with SIGABRT: what every
+    thread was doing goes to stderr (the journal)."""
+    x = xpud().start()
+    x.until("READY")
+    x.proc.send_signal(signal.SIGABRT)
+    _, err = x.proc.communicate(timeout=WAIT)
+    assert x.proc.returncode == -signal.SIGABRT
+    assert "Fatal Python error: Aborted" in err, err
+    assert "xpu/daemon.py" in err, err
+
+
 def test_no_watchdog_pings_unless_asked(xpud):
     x = xpud().start()
     x.until("READY")
