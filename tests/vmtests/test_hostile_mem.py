@@ -965,7 +965,14 @@ with xpu_ctl.Ctl() as a:
     a.slice_get(SLICE_A)
     a.slice_get(SLICE_B)
     a.slice_set(SLICE_B, memory_limit=B_LIMIT)
-report(ok=True)
+    # That the stall holds A's mem_lock, which a lower limit of A's waits
+    # for (at most 1 s, class 15): else this test shows nothing.
+    try:
+        a.slice_set(SLICE_A, memory_limit=A_LOWER)
+        held = False
+    except xpu_ctl.Busy:
+        held = True
+report(ok=held)
 """
 
 UNSLICED = """
@@ -991,8 +998,9 @@ def test_a_stalled_tenant_blocks_no_other_slice(admin, nodedir):
     parameters (userfaultfd) while xpu.ko holds A's mem_lock across the
     call.  Meanwhile a new process opens slice B and allocates, an unsliced
     process opens the GPU, and the admin reads both slices and changes B:
-    each finishes in a few seconds.  Released, the stalled call completes
-    and nothing leaks."""
+    each finishes in a few seconds.  A lower limit for A is refused as busy
+    (class 15), which shows that the stall does hold A's lock.  Released,
+    the stalled call completes and nothing leaks."""
     if not have_userfaultfd():
         pytest.skip("this kernel has no userfaultfd(2) to stall a page with")
     a = Slice(admin, nodedir, name="stalled")
@@ -1008,6 +1016,7 @@ def test_a_stalled_tenant_blocks_no_other_slice(admin, nodedir):
                               .replace("GPU", repr(b.gpu_node))),
                   start_child(UNSLICED),
                   start_child(ADMIN.replace("B_LIMIT", str(2 * LIMIT))
+                              .replace("A_LOWER", str(LIMIT // 2))
                               .replace("SLICE_A", str(a.id))
                               .replace("SLICE_B", str(b.id)))]
         deadline = time.monotonic() + 20
@@ -1027,6 +1036,7 @@ def test_a_stalled_tenant_blocks_no_other_slice(admin, nodedir):
     assert stalled.returncode == 0, err
     assert '"status": 0' in out, out
     assert b.get().memory_limit == 2 * LIMIT
+    assert a.get().memory_limit == LIMIT
     assert a.used() == 0 and b.used() == 0
     assert nvtest.heap_used(0) == heap0
     a.destroy()
