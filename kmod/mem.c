@@ -297,16 +297,13 @@ int xpu_mem_lock_admin(struct xpu_slice *slice)
 /*
  * Under xpu_lock.  Raising a limit needs nothing more: every admission
  * reads the limit under mem_lock, and a higher one lets nothing past that
- * the lower one kept out.  Lowering needs mem_lock (LOCKED, taken with
+ * the lower one kept out.  Lowering needs mem_lock (taken with
  * xpu_mem_lock_admin before xpu_lock), so that no allocation admitted
- * under the old limit is still in the driver, and RM's figure read anew;
- * -EAGAIN without it.
+ * under the old limit is still in the driver, and RM's figure read anew.
  */
-int xpu_mem_set_limit(struct xpu_slice *slice, u64 limit, bool locked)
+int xpu_mem_set_limit(struct xpu_slice *slice, u64 limit)
 {
 	if (limit < slice->memory_limit) {
-		if (!locked)
-			return -EAGAIN;
 		lockdep_assert_held(&slice->mem_lock);
 		xpu_refresh_locked(slice);
 		if (slice->used > limit)

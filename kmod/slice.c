@@ -297,7 +297,7 @@ again:
 			lower = true;
 			goto again;
 		}
-		ret = xpu_mem_set_limit(slice, memory, lower);
+		ret = xpu_mem_set_limit(slice, memory);
 		if (ret)
 			goto out;
 		gpu->memory_sliced = gpu->memory_sliced - old + memory;
