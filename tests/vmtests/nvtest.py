@@ -123,6 +123,14 @@ class Loader:
         self.changed = True
         self._unload()
         self._load(text)
+        # insmod ignores a parameter the module does not know and loads all
+        # the same: a renamed delay would silently be none, and a test of a
+        # race it widens would pass without racing
+        for k, v in params.items():
+            got = stub.param(k)
+            if got != str(v):
+                raise AssertionError(
+                    f"nvstub.ko took {k}={got!r}, not the {v!r} asked for")
         return StubConfig.current()
 
     def restore(self):

@@ -55,6 +55,13 @@ def test_a_hostile_slice_is_held_to_its_share(admin, slices, mode,  # noqa: F811
     shares, _, results = run(slices)
     assert shares[0] <= 0.10 + TOL, shares
     assert shares[1] >= 0.90 - LOSS, shares
+    # The premise: the hostile worker lived through its setup (the 70
+    # mappings, the read-only struct's EFAULT) and its work ran through the
+    # mapping it escaped with -- a worker dead at setup has a share of 0 --
+    # and its doorbell writes had to wait.
+    assert results[0].get("items"), results[0]
+    assert shares[0] >= 0.02, shares
+    assert admin.slice_get(slices.ids[0]).gate_faults > 0
     if mode == "kwrite":
         # the kernel's read of a waiting slice's doorbell page failed
         assert results[0]["efault"] > 0, results[0]

@@ -91,7 +91,7 @@ try:
     registered = 0
 except OSError as e:
     registered = e.errno
-report(got=got, denied=denied, registered=registered)
+report(got=got, denied=denied, registered=registered, child=child)
 sys.stdin.readline()
 """
 
@@ -113,6 +113,15 @@ def test_a_forked_child_s_client_is_counted(admin, nodedir):
         assert got["registered"] == errno.EPERM
         assert sl.used() == LIMIT
         assert nvtest.heap_used(0) - heap0 == LIMIT
+        # The premise: RM charges the memory to the exited child that made
+        # the client, not to the parent that allocated it.
+        with client.Ctl() as c, client.RmClient(c) as r:
+            d = r.device(0)
+            try:
+                assert d.pid_vidmem(got["child"])["memPrivate"] == LIMIT
+                assert d.pid_vidmem(p.pid)["memPrivate"] == 0
+            finally:
+                d.close()
     finally:
         p.communicate(input="\n", timeout=60)
     assert p.returncode == 0
@@ -205,14 +214,18 @@ ctl = client.Ctl("/dev/nvidiactl"); gpu = client.GpuFile(0, GPU0)
 rm = client.RmClient(ctl)
 dp = abi.NV0080_ALLOC_PARAMETERS(
     deviceId=1, vaMode=abi.NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES)
+at = []
 def race():
     time.sleep(0.15)        # inside the stub's 300 ms before RM reads dp
     dp.deviceId = 0
+    at.append(time.monotonic() - t0)
+t0 = time.monotonic()
 t = threading.Thread(target=race); t.start()
 try:
     hdev = rm.alloc(rm.handle, abi.NV01_DEVICE_0, dp)
 except client.NvStatusError as e:
     hdev, status = 0, e.status
+elapsed = time.monotonic() - t0
 t.join()
 held = refused = 0
 if hdev:
@@ -229,7 +242,8 @@ if hdev:
         except client.NvStatusError as e:
             refused = e.status
             break
-report(status=status, held=held, refused=refused)
+report(status=status, held=held, refused=refused, wrote_at=at[0],
+       elapsed=elapsed)
 """
 
 
@@ -253,7 +267,11 @@ def test_a_device_id_rewritten_before_rm_reads_it_reaches_no_exclusive_gpu(
             got = nvtest.run_child(RACE_DEVICE.replace("GPU0",
                                                        repr(a.gpu_node)))
             assert got["held"] == 0, got
-            assert got["status"] != 0, got
+            # RM's refusal, not xpu's (which is the same status): xpu let
+            # the call through, and it waited for the stub's read of the
+            # params, which came after the rewrite
+            assert got["status"] == abi.NV_ERR_INSUFFICIENT_PERMISSIONS, got
+            assert got["wrote_at"] < 0.3 <= got["elapsed"], got
             assert nvtest.heap_used(0) == heap0
         finally:
             admin_.gpu_set(0, mode=uapi.XPU_MODE_SHARED)
@@ -320,6 +338,12 @@ p.pAllocParms = ctypes.addressof(mp); p.paramsSize = ctypes.sizeof(mp)
 ATTACK = nvtest.RAW_PRELUDE + STRUCT_PAGE.replace(
     "ALLOC_BYTES", "1 << 20").replace("NEW_HANDLE", "0x5c00beef") + """
 import threading, time
+# The slice's whole limit, held through no slice's control file: RM charges
+# it to this member, xpu's figure has not read it yet, so the 1 MiB is
+# admitted and found over the limit after RM made it -- and undone.
+ctl2 = client.Ctl("/dev/nvidiactl"); rm2 = client.RmClient(ctl2)
+dev2 = rm2.device(0, gpu_file=gpu)
+held = dev2.alloc_vidmem(HELD_BYTES)
 # the racing thread's writes stay in the struct
 go = threading.Event()
 def race():
@@ -338,16 +362,17 @@ report(rc=rc, errno=ctypes.get_errno())
 
 def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
         nodedir, reload_stub):
-    """The attacker grows its allocation past its slice's limit before the
-    driver's second read, and its struct, made read-only before the
-    copy-back, names the victim's RM client.  xpu.ko must not free the
-    victim's client.  Before Nov 25 xpu read the planted handles back,
-    could not undo, killed the attacker and charged the 1 GiB; from Nov 25
-    it undid the 1 GiB by the handles RM wrote into xpu's own copy of the
-    struct.  Since Nov 26 RM reads xpu's copy of the params too: the
-    growth never reaches RM, which makes the 1 MiB admitted, nothing is
-    over the limit, and nothing is undone.  The attacker is not killed,
-    and its slice holds nothing once it has gone."""
+    """An allocation xpu.ko must undo -- over the limit once RM made it --
+    whose struct, made read-only before the copy-back, names the victim's
+    RM client.  xpu.ko must not free the victim's client.  Before Nov 25
+    xpu read the planted handles back and freed them with its privilege;
+    from Nov 25 it undoes by the handles RM wrote into xpu's own copy of
+    the struct, as the caller.  Since Nov 26 RM reads xpu's copy of the
+    params too, so growing the size under the driver no longer takes the
+    call over the limit; memory the attacker holds through an unsliced
+    control file, which xpu's figure reads only after the call, does.  The
+    undo is asserted to have run (one denial), the attacker is not
+    killed, and its slice holds nothing once it has gone."""
     reload_stub(alloc_reread_delay_us=30000)
     subprocess.run(["insmod", os.environ["XPU_KO"],
                     *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
@@ -360,7 +385,8 @@ def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
             held = dev.alloc_vidmem(4 * MiB)
             code = (ATTACK.replace("CTL", repr(attacker.ctl_node))
                     .replace("GPU", repr(attacker.gpu_node))
-                    .replace("VICTIM", hex(rm.handle)))
+                    .replace("VICTIM", hex(rm.handle))
+                    .replace("HELD_BYTES", str(LIMIT)))
             child = start_child(code)
             out, err = child.communicate(timeout=120)
             info = attacker.get()
@@ -369,7 +395,8 @@ def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
             assert child.returncode == 0, (out, err)
             assert json.loads(out) == {"rc": -1, "errno": errno.EFAULT}
             assert info.killed == 0
-            assert info.denied_allocs == 0
+            # the premise: the 1 MiB was over the limit and undone
+            assert info.denied_allocs == 1, info
             assert attacker.used() == 0
             # The victim's client and memory are intact.
             rm.free(held.handle)
@@ -618,15 +645,20 @@ mp = dev2.memory_params(32 << 20)       # video memory, claimed as system
 p.hRoot, p.hObjectParent, p.hObjectNew = rm2.handle, dev2.hdevice, H
 p.hClass = abi.NV01_MEMORY_SYSTEM
 p.pAllocParms = ctypes.addressof(mp); p.paramsSize = ctypes.sizeof(mp)
+at = []
 def race():
     time.sleep(0.15)        # inside the stub's 300 ms before it copies p in
     p.hClass = abi.NV01_MEMORY_LOCAL_USER
+    at.append(time.monotonic() - t0)
     time.sleep(0.3)         # inside its 300 ms before RM reads mp
     p.hObjectNew = 0x5c00dead
     libc.mprotect(addr, mmap.PAGESIZE, mmap.PROT_READ)
+t0 = time.monotonic()
 t = threading.Thread(target=race); t.start()
 rc = libc.ioctl(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC, ctypes.sizeof(p)),
                 addr)
+err = ctypes.get_errno()
+elapsed = time.monotonic() - t0
 t.join()
 mapped = False
 try:                        # UVM keeps what it maps past RM_FREE
@@ -637,7 +669,7 @@ try:                        # UVM keeps what it maps past RM_FREE
 except client.NvStatusError:
     pass
 rm2.close()                 # the client, and what it holds, freed
-report(rc=rc, mapped=mapped)
+report(rc=rc, errno=err, mapped=mapped, class_at=at[0], elapsed=elapsed)
 sys.stdin.readline()
 """
 
@@ -658,6 +690,14 @@ def test_a_class_and_handle_rewritten_around_the_driver_s_reads_hide_nothing(
             RACE_CLASS.replace("CTL", repr(sl.ctl_node))
             .replace("GPU", repr(sl.gpu_node)))
         r = child.report()
+        # The premise: the class was rewritten before the driver copied
+        # the struct in (the call waited for that copy), and the handle and
+        # the read-only page came before the copy-back (EFAULT).
+        assert r["class_at"] < 0.3 <= r["elapsed"], r
+        assert r["rc"] == -1 and r["errno"] == errno.EFAULT, r
+        # RM made the system memory xpu.ko read -- which it refuses with a
+        # video-memory location -- not 32 MiB of video memory under H
+        assert not r["mapped"], r
         # what RM holds for the tenant is charged to its slice
         assert sl.used() + 4 * MiB >= nvtest.heap_used(0) - heap0, r
         assert let_go(child) == 0
@@ -806,6 +846,7 @@ def race():
         # the kernel's own store: EFAULT, not SIGBUS, while read-only
         if libc.pread(lfd, addr, ctypes.sizeof(lie), 0) == ctypes.sizeof(lie):
             got["wrote"], got["made"] = addr, cur.hObjectNew
+            report(wrote=addr)  # the premise, before xpu reads the page
 t = threading.Thread(target=race, daemon=True)
 t.start()
 go.wait()
@@ -848,6 +889,9 @@ def test_the_results_of_an_allocation_on_xpu_s_page_cannot_be_rewritten(
             RACE_RESULT.replace("CTL", repr(sl.ctl_node))
             .replace("GPU", repr(sl.gpu_node))
             .replace("HANDLE", "0x5c00beef" if chosen_by == "client" else "0"))
+        alive = child.p.stdout.readline()
+        # the premise: the store landed on the page, inside the window
+        assert '"wrote"' in alive, alive
         alive = child.p.stdout.readline()   # what it got, had it lived
         assert child.finish() == -signal.SIGKILL, (alive, sl.used())
         assert sl.get().killed == 1
