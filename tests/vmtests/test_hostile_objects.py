@@ -145,10 +145,13 @@ with xpu_ctl.Ctl() as a:
 
 
 def test_a_context_share_or_va_space_takes_its_channels_records(sl):
-    """RM frees a channel with its context share, and a context share with
-    its VA space (dependants, not children: resserv refAddDependant): the
-    slice counts none of those channels once they went (it counted 20
-    before xpu.ko matched what a channel depends on)."""
+    """RM frees a channel with its context share (a dependant, not a
+    child: resserv refAddDependant): the slice counts none of those
+    channels once their shares went (it counted 20 before xpu.ko matched
+    what a channel depends on).  A VA space takes its context shares and
+    their channels the same way; like a device's, that free is two levels
+    up and leaves the records to the sweep on the allocation path
+    (test_channels_freed_with_their_device_give_their_charge_back)."""
     run_in(sl, """
 from xpu import ctl as xpu_ctl
 def share(t, hvas):
