@@ -619,8 +619,9 @@ static long xpu_escape_return(struct xpu_escape *e, long ret)
 /*
  * RM_ALLOC of H_CLASS on E, whose status lies at STATUS: the params RM would
  * read from pAllocParms go onto the page of the call with the struct, for
- * a device (its id says which GPU) and for video memory (its size and
- * location), so that RM reads what xpu read.  Sizes are the driver's
+ * a device (its id says which GPU), for video memory (its size and
+ * location) and for a virtual allocation (its size and flags: the page
+ * tables it pins), so that RM reads what xpu read.  Sizes are the driver's
  * (rmapiGetClassAllocParamSize).  NV_OK, or RM's status for params it
  * could not copy in.
  */
@@ -633,7 +634,8 @@ static u32 xpu_escape_params(struct xpu_escape *e, u32 h_class, size_t status)
 		     sizeof(e->params));
 	if (h_class == NV01_DEVICE_0)
 		size = sizeof(struct nv0080_alloc_parameters);
-	else if (h_class == NV01_MEMORY_LOCAL_USER)
+	else if (h_class == NV01_MEMORY_LOCAL_USER ||
+		 h_class == NV50_MEMORY_VIRTUAL)
 		size = min_t(u32, xpu_rm_alloc_params_size(), sizeof(e->params));
 	else
 		return NV_OK;
@@ -1098,6 +1100,28 @@ static long xpu_mem_unsliced_device(struct xpu_file *xf, struct file *file,
 	return ret;
 }
 
+/*
+ * The most page-table memory RM pins for a virtual allocation of SIZE bytes
+ * (nv_virtual_pins_tables), as RM's own reservation reckons it: 4 KiB pages
+ * at every level -- a directory of 4 KiB per 2^56, 2^47, 2^38 and 2^29
+ * bytes of VA (Hopper's five levels), a 4 KiB page table per 2 MiB -- and a
+ * big-page table of 256 bytes per 2 MiB beside it (the default page size
+ * locks both), each one more for a range that straddles a boundary
+ * (gpu_vaspace.c gvaspaceAlloc, kern_gmmu.c kgmmuGetSizeOfPageTables/Dirs).
+ */
+static u64 xpu_pinned_bytes(u64 size)
+{
+	static const u8 shift[] = { 56, 47, 38, 29, 21 };
+	u64 tables = 0, last = size ? size - 1 : 0;
+	unsigned int i;
+
+	if (!size)
+		return 0;
+	for (i = 0; i < ARRAY_SIZE(shift); i++)
+		tables += (last >> shift[i]) + 2;
+	return tables * SZ_4K + ((last >> 21) + 2) * 256;
+}
+
 long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg)
 {
@@ -1144,8 +1168,15 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		if (ret)
 			return ret;
 	}
-	if (xpu_sched_tracks_class(h_class))
-		return xpu_sched_rm_alloc(xf, file, cmd, &e, h_class);
+	mp = (const void *)e.params;
+	if (h_class == NV50_MEMORY_VIRTUAL) {
+		if (e.params_size && nv_virtual_pins_tables(mp->flags))
+			return xpu_sched_rm_alloc(xf, file, cmd, &e, h_class,
+						  xpu_pinned_bytes(mp->size),
+						  mp->h_va_space);
+	} else if (xpu_sched_tracks_class(h_class)) {
+		return xpu_sched_rm_alloc(xf, file, cmd, &e, h_class, 0, 0);
+	}
 
 	/*
 	 * RM reads the size and the location from xpu's copy of the params,
@@ -1154,7 +1185,6 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	 * after it all the same, as for any allocation: other classes may
 	 * make video memory too.
 	 */
-	mp = (const void *)e.params;
 	if (h_class == NV01_MEMORY_LOCAL_USER && e.params_size &&
 	    !(mp->flags & NVOS32_ALLOC_FLAGS_VIRTUAL) && xpu_is_vidmem(mp->attr))
 		want = xpu_rm_rounded(mp->size, mp->attr, mp->attr2);
@@ -1341,6 +1371,17 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 			attr2 = q->data.alloc_size.attr2;
 			want = q->data.alloc_size.size;
 		}
+		/*
+		 * A virtual allocation here that pins its page tables would
+		 * take video memory xpu keeps no record of: it is made, and
+		 * charged, through RM_ALLOC (this is RM's deprecated path,
+		 * which CUDA does not send).  The flags are at the same place
+		 * in the three layouts, and RM reads xpu's copy.
+		 */
+		if ((q->data.alloc_size.flags & NVOS32_ALLOC_FLAGS_VIRTUAL) &&
+		    nv_virtual_pins_tables(q->data.alloc_size.flags))
+			return xpu_escape_status(&e, &site,
+						 NV_ERR_NOT_SUPPORTED);
 		/* read back all the same: the location is a claim too */
 		want = xpu_is_vidmem(attr) ? xpu_rm_rounded(want, attr, attr2) : 0;
 		return xpu_admit_call(xf, file, cmd, &e, want, &site);

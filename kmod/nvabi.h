@@ -616,12 +616,28 @@ struct nv_memory_allocation_params {
 #define NVOS32_ATTR2_MEMORY_PROTECTION_UNPROTECTED 2
 
 #define NVOS32_ALLOC_FLAGS_FIXED_ADDRESS_ALLOCATE 0x00000010
+#define NVOS32_ALLOC_FLAGS_LAZY			0x00000400
 #define NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED 0x00004000
 #define NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED	0x00008000
 #define NVOS32_ALLOC_FLAGS_USE_BEGIN_END	0x00020000
 #define NVOS32_ALLOC_FLAGS_VIRTUAL		0x00080000
+#define NVOS32_ALLOC_FLAGS_EXTERNALLY_MANAGED	0x00400000
 #define NVOS32_ALLOC_FLAGS_PROTECTED		0x01000000
 #define NVOS32_ALLOC_FLAGS_KERNEL_MAPPING_MAP	0x02000000
+#define NVOS32_ALLOC_FLAGS_SPARSE		0x04000000	/* virtual */
+
+/*
+ * Whether a virtual allocation with FLAGS pins the page tables of its whole
+ * range when RM makes it, until it goes: a sparse one, or one neither lazy
+ * nor externally managed (gpu_vaspace.c gvaspaceAlloc, virtual_mem.c; RM
+ * clears LAZY on a sparse one).
+ */
+static inline bool nv_virtual_pins_tables(u32 flags)
+{
+	return (flags & NVOS32_ALLOC_FLAGS_SPARSE) ||
+	       !(flags & (NVOS32_ALLOC_FLAGS_LAZY |
+			  NVOS32_ALLOC_FLAGS_EXTERNALLY_MANAGED));
+}
 
 /* g_heap_nvoc.h: owners reserved for RM itself */
 #define HEAP_OWNER_RM_SCRATCH_BEGIN	0xDEAF0000u

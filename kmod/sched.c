@@ -202,6 +202,8 @@ static int xpu_rec_kind(u32 h_class)
 	case BLACKWELL_CHANNEL_GPFIFO_A:
 	case BLACKWELL_CHANNEL_GPFIFO_B:
 		return XPU_REC_CHAN;
+	case NV50_MEMORY_VIRTUAL:
+		return XPU_REC_VIRT;	/* those that pin tables (mem.c) */
 	}
 	return -1;
 }
@@ -211,8 +213,11 @@ bool xpu_sched_tracks_class(u32 h_class)
 	return xpu_rec_kind(h_class) >= 0;
 }
 
-/* What a record of KIND is charged, the most (a channel under a device). */
-static u64 xpu_rec_charge(int kind, bool in_tsg)
+/*
+ * What a record of KIND is charged, the most (a channel under a device); a
+ * virtual allocation, the PINNED bytes of page tables it holds.
+ */
+static u64 xpu_rec_charge(int kind, bool in_tsg, u64 pinned)
 {
 	u64 ctx = (u64)min(gr_context_kib, 1024u * 1024) << 10;
 
@@ -221,6 +226,8 @@ static u64 xpu_rec_charge(int kind, bool in_tsg)
 		return XPU_RAMIN_BYTES + (in_tsg ? 0 : ctx);
 	case XPU_REC_TSG:
 		return ctx;
+	case XPU_REC_VIRT:
+		return pinned;
 	}
 	return 0;
 }
@@ -662,7 +669,8 @@ static void xpu_sched_cheat(struct xpu_file *xf, const char *what)
  * channel gets a TSG of RM's), and what RM made is charged after it.
  */
 long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
-			unsigned int cmd, struct xpu_escape *e, u32 h_class)
+			unsigned int cmd, struct xpu_escape *e, u32 h_class,
+			u64 pinned, u32 h_vas)
 {
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_sched *s = slice->gpu->sched;
@@ -686,6 +694,9 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 		    (!dep && get_user(dep, &cp->h_va_space)))
 			dep = 0;	/* RM fails its own copy */
 	}
+	/* a virtual allocation goes with its VA space (RM reads xpu's copy) */
+	if (kind == XPU_REC_VIRT)
+		dep = h_vas;
 	/*
 	 * A handle RM freed with a parent (a TSG takes its channels) may be
 	 * made again: forget a record RM no longer has before the call.
@@ -710,7 +721,7 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	in_tsg = kind == XPU_REC_CHAN &&
 		 xpu_recs_hold_kind(slice, XPU_REC_TSG, hc_pre, hp_pre);
 	spin_unlock(&s->list_lock);
-	reserved = xpu_rec_charge(kind, in_tsg);
+	reserved = xpu_rec_charge(kind, in_tsg, pinned);
 	ret = reserved ? xpu_mem_charge(slice, reserved) : 0;
 	if (ret > 0)
 		return xpu_escape_alloc_status(e, ret);
@@ -751,11 +762,11 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	hp = xpu_rm_object_parent(hc, ho);
 	charge = xpu_rec_charge(kind, kind == XPU_REC_CHAN &&
 				xpu_rm_object_class(hc, hp) ==
-				KEPLER_CHANNEL_GROUP_A);
+				KEPLER_CHANNEL_GROUP_A, pinned);
 	r->h_client = hc;
 	r->h_parent = hp ? hp : hp_pre;
 	r->h_object = ho;
-	r->h_dep = kind == XPU_REC_CHAN ? dep : 0;
+	r->h_dep = kind == XPU_REC_CHAN || kind == XPU_REC_VIRT ? dep : 0;
 	r->ctl = file;
 	mutex_lock(&s->lock);
 	spin_lock(&s->list_lock);

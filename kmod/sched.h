@@ -28,7 +28,8 @@ bool xpu_sched_tracks_class(u32 h_class);
 void xpu_sched_forget_stale(struct xpu_slice *slice);
 struct xpu_escape;
 long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
-			unsigned int cmd, struct xpu_escape *e, u32 h_class);
+			unsigned int cmd, struct xpu_escape *e, u32 h_class,
+			u64 pinned, u32 h_vas);
 void xpu_sched_rm_free(struct xpu_file *xf, u32 h_client, u32 h_object);
 bool xpu_sched_is_usermode(struct xpu_file *xf, u32 h_client, u32 h_memory);
 void xpu_sched_reassert(struct xpu_slice *slice);

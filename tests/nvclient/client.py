@@ -501,10 +501,15 @@ class Device:
 
     # -- GPU virtual memory
 
-    def alloc_virtual(self, size, hvaspace=0, va=None):
+    def alloc_virtual(self, size, hvaspace=0, va=None, lazy=False,
+                      flags=0):
         """A GPU VA range (NV50_MEMORY_VIRTUAL) in VA space ``hvaspace`` (0:
-        the device's default), at ``va`` if given.  Returns (handle, VA)."""
-        flags = abi.NVOS32_ALLOC_FLAGS_VIRTUAL
+        the device's default), at ``va`` if given; unless ``lazy``, RM pins
+        the page tables of the whole range (FLAGS: more NVOS32 flags).
+        Returns (handle, VA)."""
+        flags |= abi.NVOS32_ALLOC_FLAGS_VIRTUAL
+        if lazy:
+            flags |= abi.NVOS32_ALLOC_FLAGS_LAZY
         if va is not None:
             flags |= abi.NVOS32_ALLOC_FLAGS_FIXED_ADDRESS_ALLOCATE
         p = self.memory_params(size, flags=flags)
@@ -728,7 +733,8 @@ class Channel:
             self._objs.append(self.hmem)
             self.mem = device.map(self.hmem, mem.size)
             self._maps.append(self.mem)
-            self.hvirtual, _ = device.alloc_virtual(mem.size)
+            # lazy, as CUDA's ranges are: the mapping below takes the tables
+            self.hvirtual, _ = device.alloc_virtual(mem.size, lazy=True)
             self._objs.append(self.hvirtual)
             self.gpu_va = device.map_dma(self.hvirtual, self.hmem, mem.size)
 

@@ -202,7 +202,9 @@ static u32 nvstub_sysmem_populate(struct nvstub_mem *mem)
 /*
  * NV50_MEMORY_VIRTUAL: SIZE bytes of GPU VA reserved in the VA space hVASpace
  * names (0: the device's default), at `offset` with FIXED_ADDRESS_ALLOCATE;
- * the address comes back in `offset`.  Freeing the VA space frees it.
+ * the address comes back in `offset`.  Unless lazy or externally managed
+ * (or if sparse) it pins its range's page tables (nvstub_vas_pin).
+ * Freeing the VA space frees it.
  */
 static u32 nvstub_virtual_construct(struct nvstub_object *obj,
 				    struct nv_memory_allocation_params *p,
@@ -228,6 +230,14 @@ static u32 nvstub_virtual_construct(struct nvstub_object *obj,
 	if (status) {
 		nvstub_mem_put(mem);
 		return status;
+	}
+	if (nv_virtual_pins_tables(p->flags)) {
+		status = nvstub_vas_pin(range);
+		if (status) {
+			nvstub_vas_unreserve(range, mem);
+			nvstub_mem_put(mem);
+			return status;
+		}
 	}
 	mem->range = range;
 	obj->mem.mem = mem;

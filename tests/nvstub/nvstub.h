@@ -281,6 +281,7 @@ struct nvstub_va_range {
 	struct nvstub_vas *vas;		/* holds a reference */
 	u64 va;
 	u64 size;
+	bool pinned;			/* holds its page tables (nvstub_vas_pin) */
 };
 
 /* One GPU mapping: VA [va, va + length) → mem at mem_offset. */
@@ -505,6 +506,7 @@ u32 nvstub_vas_lookup(struct nvstub_client *c, struct nvstub_object *dev,
 u32 nvstub_vas_reserve(struct nvstub_vas *vas, u64 size, u64 align,
 		       bool fixed, u64 *va, struct nvstub_va_range **out);
 void nvstub_vas_unreserve(struct nvstub_va_range *r, const void *owner);
+u32 nvstub_vas_pin(struct nvstub_va_range *r);
 u32 nvstub_vas_map(struct nvstub_vas *vas, u64 va, u64 length,
 		   struct nvstub_mem *mem, u64 mem_offset, const void *owner);
 unsigned int nvstub_vas_unmap(struct nvstub_vas *vas, u64 va,

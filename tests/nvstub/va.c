@@ -385,6 +385,35 @@ u32 nvstub_vas_reserve(struct nvstub_vas *vas, u64 size, u64 align,
 	return NV_OK;
 }
 
+/*
+ * A virtual allocation neither lazy nor externally managed, or sparse, pins
+ * the page tables of its whole range when it is made, with no mapping
+ * (gpu_vaspace.c gvaspaceAlloc: mmuWalkReserveEntries / mmuWalkSparsify),
+ * until it goes: a table for each level the range reaches, shared with the
+ * mappings made in it.  RM first reserves its page-table pool for the
+ * worst case, every table new (virtual_mem.c, virtmemReserveMempool), so a
+ * range whose tables cannot all be new fails at once, NV_ERR_NO_MEMORY,
+ * with nothing taken -- and the walk below is bounded by the heap.
+ */
+u32 nvstub_vas_pin(struct nvstub_va_range *r)
+{
+	struct nvstub_gpu *gpu = r->vas->gpu;
+	u64 end = r->va + r->size - 1, tables = 0;
+	unsigned int l;
+	u32 status;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	for (l = 0; l < ARRAY_SIZE(nvstub_pt_shift); l++)
+		tables += (end >> nvstub_pt_shift[l]) -
+			  (r->va >> nvstub_pt_shift[l]) + 1;
+	if (tables > (gpu->heap_total - gpu->heap_used) / NVSTUB_PT_BYTES)
+		return NV_ERR_NO_MEMORY;
+	status = nvstub_pt_get(r->vas, r->va, end);
+	if (!status)
+		r->pinned = true;
+	return status;
+}
+
 /* The range goes, with every mapping OWNER made in it. */
 void nvstub_vas_unreserve(struct nvstub_va_range *r, const void *owner)
 {
@@ -392,6 +421,8 @@ void nvstub_vas_unreserve(struct nvstub_va_range *r, const void *owner)
 
 	lockdep_assert_held(&nvstub_rm_lock);
 	nvstub_vas_unmap(vas, ~0ull, owner);
+	if (r->pinned)
+		nvstub_pt_put(vas, r->va, r->va + r->size - 1, ULONG_MAX);
 	list_del(&r->node);
 	vas->nranges--;
 	kfree(r);

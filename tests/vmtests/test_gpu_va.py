@@ -10,7 +10,7 @@ import os
 
 import nvtest
 import pytest
-from nvclient import abi
+from nvclient import abi, client
 from nvclient.client import PAGE_SIZE
 
 MS = 1000
@@ -436,8 +436,9 @@ def test_page_tables_take_video_memory_no_process_is_charged(dev0):
     free0, charged0 = free_kib(), charged()
     hvas, _ = dev0.vaspace()
     assert free_kib() == free0 - PT_KIB                 # the PDB
-    virt, va = dev0.alloc_virtual(1 << 30, hvaspace=hvas, va=1 << 30)
-    assert free_kib() == free0 - PT_KIB                 # a reservation: none
+    virt, va = dev0.alloc_virtual(1 << 30, hvaspace=hvas, va=1 << 30,
+                                  lazy=True)
+    assert free_kib() == free0 - PT_KIB                 # a lazy one: none
     at = [dev0.map_dma(virt, mem.handle, 4 * KIB, dma_offset=off)
           for off in (0, 4 * KIB)]
     assert at == [va, va + 4 * KIB]
@@ -464,6 +465,57 @@ def test_page_tables_take_video_memory_no_process_is_charged(dev0):
     assert free_kib() < free0 and charged() == charged0
     rm.free(virt)
     rm.free(mem.handle)
+
+
+@pytest.mark.parametrize("flags", ["default", "sparse"])
+def test_a_virtual_allocation_pins_its_page_tables_unless_lazy(dev0, flags):
+    """A virtual allocation neither lazy nor externally managed pins the
+    page tables of its whole range when it is made, with no mapping, until
+    it goes (gpu_vaspace.c gvaspaceAlloc: mmuWalkReserveEntries); a sparse
+    one too, LAZY or not (virtual_mem.c clears LAZY on it).  Mappings in it
+    take no more.  1 GiB at 1 GiB: three directories, two PD0s and 512
+    PTs.  A lazy or externally managed one pins nothing."""
+    rm = dev0.client
+    free_kib, charged = _heap_free_and_charged(dev0)
+    mem = dev0.alloc_vidmem(64 * KIB)
+    hvas, _ = dev0.vaspace()
+    free0, charged0 = free_kib(), charged()
+    extra = abi.NVOS32_ALLOC_FLAGS_SPARSE | abi.NVOS32_ALLOC_FLAGS_LAZY \
+        if flags == "sparse" else 0
+    virt, va = dev0.alloc_virtual(1 << 30, hvaspace=hvas, va=1 << 30,
+                                  flags=extra)
+    assert va == 1 << 30
+    pinned = (3 + 2 + 512) * PT_KIB
+    assert free_kib() == free0 - pinned
+    dev0.map_dma(virt, mem.handle, 64 * KIB, dma_offset=512 << 20)
+    assert free_kib() == free0 - pinned                 # already there
+    assert charged() == charged0
+    rm.free(virt)
+    assert free_kib() == free0
+    for lazy in (abi.NVOS32_ALLOC_FLAGS_LAZY,
+                 abi.NVOS32_ALLOC_FLAGS_EXTERNALLY_MANAGED):
+        virt, _ = dev0.alloc_virtual(1 << 30, hvaspace=hvas, flags=lazy)
+        assert free_kib() == free0
+        rm.free(virt)
+    rm.free(hvas)
+    rm.free(mem.handle)
+
+
+def test_a_pin_that_does_not_fit_is_refused_whole(dev0):
+    """Tables RM cannot make fail the allocation (NV_ERR_NO_MEMORY), and
+    what it had made of them goes back: with 1 to 3 MiB of the heap left,
+    4 GiB of VA would pin about 8 MiB."""
+    free_kib, _ = _heap_free_and_charged(dev0)
+    hvas, _ = dev0.vaspace()
+    fill = dev0.alloc_vidmem((free_kib() - 1024) // 2048 * 2048 * KIB)
+    free0 = free_kib()
+    assert 1024 <= free0 < 4096
+    with pytest.raises(client.NvStatusError) as e:
+        dev0.alloc_virtual(4 << 30, hvaspace=hvas)
+    assert e.value.status == abi.NV_ERR_NO_MEMORY
+    assert free_kib() == free0
+    dev0.client.free(fill.handle)
+    dev0.client.free(hvas)
 
 
 # --- helpers

@@ -1137,6 +1137,63 @@ def test_a_stalled_tenant_holds_neither_the_admin_nor_xpud(tmp_path, nodedir):
         xpudtest.destroy_all()
 
 
+# --- class 16: page tables a virtual allocation pins
+
+
+def test_the_page_tables_a_virtual_allocation_pins_are_charged_to_its_slice(
+        admin, nodedir):
+    """A virtual allocation neither lazy nor externally managed pins the
+    page tables of its whole range (RM's video memory, charged to no
+    process): 1 GiB of VA about 2 MiB of tables.  Before, a tenant of a
+    64 MiB slice pinned 64 ranges of 1 GiB, 130 MiB of the GPU, with its
+    slice charged nothing.  Now xpu.ko charges each such allocation RM's
+    worst case before RM makes it, and gives it back when it goes: the
+    slice is refused once the tables would pass its limit, a lazy range is
+    charged nothing, and RM's deprecated VID_HEAP path refuses a pinning
+    one (NV_ERR_NOT_SUPPORTED)."""
+    sl = Slice(admin, nodedir, name="pins")
+    ctl, gpu, rm, dev = sl.open()
+    try:
+        hvas, _ = dev.vaspace()
+        free0 = nvtest.heap_free(0)
+        made, refused = [], 0
+        for _ in range(64):
+            try:
+                made.append(dev.alloc_virtual(1 << 30, hvaspace=hvas)[0])
+            except client.NvStatusError as e:
+                assert e.status == abi.NV_ERR_NO_MEMORY, e
+                refused += 1
+                break
+        pinned = free0 - nvtest.heap_free(0)
+        assert refused == 1 and 16 <= len(made) < 32, (len(made), pinned)
+        assert pinned <= LIMIT
+        assert pinned <= sl.used() <= LIMIT, (pinned, sl.used())
+        assert sl.get().denied_allocs == 1
+        # a lazy range pins nothing and is charged nothing
+        used = sl.used()
+        lazy, _ = dev.alloc_virtual(64 << 30, hvaspace=hvas, lazy=True)
+        assert sl.used() == used and nvtest.heap_free(0) == free0 - pinned
+        rm.free(lazy)
+        p = dev.heap_alloc_raw(1 << 30, flags=abi.NVOS32_ALLOC_FLAGS_VIRTUAL)
+        assert p.status == abi.NV_ERR_NOT_SUPPORTED, hex(p.status)
+        # freed: the tables go, and so does the charge
+        for h in made:
+            rm.free(h)
+        assert nvtest.heap_free(0) == free0
+        assert sl.used() == 0
+        # and with their VA space (a dependant of it)
+        made = [dev.alloc_virtual(1 << 30, hvaspace=hvas)[0]
+                for _ in range(4)]
+        assert sl.used() > 0
+        rm.free(hvas)
+        assert nvtest.heap_free(0) == free0 + nvtest.PAGE_TABLE
+        assert sl.used() == 0
+    finally:
+        for o in (dev, rm, gpu, ctl):
+            o.close()
+        sl.destroy()
+
+
 # --- records of video memory (ledger.c): a struct that names no new object
 
 

@@ -112,21 +112,24 @@ def test_page_size_attributes(dev0):
 
 def test_virtual_reserves_nothing(dev0):
     """VID_HEAP with ALLOC_FLAGS_VIRTUAL makes an NV50_MEMORY_VIRTUAL range:
-    no video memory.  Class 0x40 itself refuses the flag (vidmemConstruct)."""
+    no video memory.  Class 0x40 itself refuses the flag (vidmemConstruct).
+    Lazy ranges: one that is not pins its page tables
+    (test_gpu_va.py::test_a_virtual_allocation_pins_its_page_tables_unless_lazy)."""
+    virtual = abi.NVOS32_ALLOC_FLAGS_VIRTUAL | abi.NVOS32_ALLOC_FLAGS_LAZY
     # the device's default VA space, and its PDB, come with its first use
     dev0.client.free(dev0.alloc_virtual(4096)[0])
     _, free0 = dev0.heap_info()
     used0 = nvtest.heap_used(0)
-    heap = dev0.heap_alloc(64 * MiB, flags=abi.NVOS32_ALLOC_FLAGS_VIRTUAL)
-    p = dev0.memory_params(64 * MiB)
+    heap = dev0.heap_alloc(64 * MiB, flags=virtual)
+    p = dev0.memory_params(64 * MiB, flags=abi.NVOS32_ALLOC_FLAGS_LAZY)
     # virtmemConstruct(): a virtual allocation says so in its flags
     st = dev0.client.alloc_raw(dev0.hdevice, abi.NV50_MEMORY_VIRTUAL, p)
     assert st.status == abi.NV_ERR_INVALID_ARGUMENT
-    p = dev0.memory_params(64 * MiB, flags=abi.NVOS32_ALLOC_FLAGS_VIRTUAL)
+    p = dev0.memory_params(64 * MiB, flags=virtual)
     virt = dev0.client.alloc(dev0.hdevice, abi.NV50_MEMORY_VIRTUAL, p)
     assert dev0.heap_info()[1] == free0
     assert nvtest.heap_used(0) == used0
-    p = dev0.memory_params(64 * MiB, flags=abi.NVOS32_ALLOC_FLAGS_VIRTUAL)
+    p = dev0.memory_params(64 * MiB, flags=virtual)
     st = dev0.client.alloc_raw(dev0.hdevice, abi.NV01_MEMORY_LOCAL_USER, p)
     assert st.status == abi.NV_ERR_INVALID_ARGUMENT
     assert dev0.heap_info()[1] == free0
