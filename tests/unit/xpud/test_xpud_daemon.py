@@ -151,9 +151,15 @@ def test_a_hung_xpud_ended_by_the_watchdog_leaves_its_stacks(xpud):
     thread was doing goes to stderr (the journal)."""
     x = xpud().start()
     x.until("READY")
+    x.call("list")          # settled: every thread it starts has started
     x.proc.send_signal(signal.SIGABRT)
     _, err = x.proc.communicate(timeout=WAIT)
-    assert x.proc.returncode == -signal.SIGABRT
+    # faulthandler re-raises the abort once it has written the stacks; its
+    # walk of the other threads' frames is best effort (the docs say it may
+    # crash), and once in CI it ended in SIGSEGV instead.  What matters is
+    # that the stacks were written first.
+    assert x.proc.returncode in (-signal.SIGABRT, -signal.SIGSEGV), \
+        (x.proc.returncode, err)
     assert "Fatal Python error: Aborted" in err, err
     assert "xpu/daemon.py" in err, err
 
