@@ -620,8 +620,9 @@ static long xpu_escape_return(struct xpu_escape *e, long ret)
  * RM_ALLOC of H_CLASS on E, whose status lies at STATUS: the params RM would
  * read from pAllocParms go onto the page of the call with the struct, for
  * a device (its id says which GPU), for video memory (its size and
- * location) and for a virtual allocation (its size and flags: the page
- * tables it pins), so that RM reads what xpu read.  Sizes are the driver's
+ * location), for a virtual allocation (its size and flags: the page
+ * tables it pins) and for a VA space (its index and flags: whether it gets
+ * page directories of RM's), so that RM reads what xpu read.  Sizes are the driver's
  * (rmapiGetClassAllocParamSize).  NV_OK, or RM's status for params it
  * could not copy in.
  */
@@ -637,6 +638,8 @@ static u32 xpu_escape_params(struct xpu_escape *e, u32 h_class, size_t status)
 	else if (h_class == NV01_MEMORY_LOCAL_USER ||
 		 h_class == NV50_MEMORY_VIRTUAL)
 		size = min_t(u32, xpu_rm_alloc_params_size(), sizeof(e->params));
+	else if (h_class == FERMI_VASPACE_A)
+		size = min_t(u32, xpu_rm_vaspace_params_size(), sizeof(e->params));
 	else
 		return NV_OK;
 	if (!up)
@@ -1122,11 +1125,21 @@ static u64 xpu_pinned_bytes(u64 size)
 	return tables * SZ_4K + ((last >> 21) + 2) * 256;
 }
 
+/*
+ * The page directories RM pins for a VA space of its own, the most: the
+ * root (gvaspaceConstruct), and on a GSP client the four directories down
+ * to PD0 over the range the split VA space keeps for GSP's RM
+ * (gvaspaceReserveSplitVaSpace, _gvaspaceReserveVaForClientRm: 512 MiB at
+ * 4 GiB, one PD0's reach), 4 KiB each on Hopper's five levels.
+ */
+#define XPU_VAS_PINNED_BYTES	(5 * SZ_4K)
+
 long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg)
 {
 	struct nvos21_parameters __user *p21 = (void __user *)arg;
 	const struct nv_memory_allocation_params *mp;
+	const struct nv_vaspace_allocation_parameters *vp;
 	struct xpu_alloc_site site;
 	struct xpu_escape e;
 	size_t size = _IOC_SIZE(cmd);
@@ -1169,11 +1182,17 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 			return ret;
 	}
 	mp = (const void *)e.params;
+	vp = (const void *)e.params;
 	if (h_class == NV50_MEMORY_VIRTUAL) {
 		if (e.params_size && nv_virtual_pins_tables(mp->flags))
 			return xpu_sched_rm_alloc(xf, file, cmd, &e, h_class,
 						  xpu_pinned_bytes(mp->size),
 						  mp->h_va_space);
+	} else if (h_class == FERMI_VASPACE_A) {
+		/* no params: RM's to refuse, charged the same meanwhile */
+		if (!e.params_size || nv_vaspace_pins_root(vp->index, vp->flags))
+			return xpu_sched_rm_alloc(xf, file, cmd, &e, h_class,
+						  XPU_VAS_PINNED_BYTES, 0);
 	} else if (xpu_sched_tracks_class(h_class)) {
 		return xpu_sched_rm_alloc(xf, file, cmd, &e, h_class, 0, 0);
 	}

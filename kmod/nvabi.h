@@ -542,6 +542,20 @@ struct nv_vaspace_allocation_parameters {
 #define NV_VASPACE_ALLOCATION_INDEX_GPU_DEVICE	0x03
 #define NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED	BIT(3)
 #define NV_VASPACE_ALLOCATION_FLAGS_ALLOW_ZERO_ADDRESS	BIT(8)
+
+/*
+ * Whether RM makes a VA space of its own, with page directories, for a
+ * FERMI_VASPACE_A of these params (vaspace_api.c, gpu_vaspace.c
+ * gvaspaceConstruct): every index but the device's default VA space, which
+ * the object only names; an externally owned one gets its root from UVM.
+ * Those RM refuses (BAR1's, for a user) are charged too, for nothing.
+ */
+static inline bool nv_vaspace_pins_root(u32 index, u32 flags)
+{
+	return index != NV_VASPACE_ALLOCATION_INDEX_GPU_DEVICE &&
+	       !(flags & NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED);
+}
+
 #define NV_VASPACE_BIG_PAGE_SIZE_64K	(64u << 10)
 #define NV_VASPACE_BIG_PAGE_SIZE_128K	(128u << 10)
 
@@ -1102,14 +1116,15 @@ static inline void nvabi_build_checks(void)
 struct nv_abi_version {
 	u32 fb_info_v2_size;		/* NV2080_CTRL_FB_GET_INFO_V2_PARAMS */
 	u32 memory_alloc_params_size;	/* NV_MEMORY_ALLOCATION_PARAMS */
+	u32 vaspace_alloc_params_size;	/* NV_VASPACE_ALLOCATION_PARAMETERS */
 };
 
 static inline const struct nv_abi_version *nv_abi_for_version(u32 major)
 {
-	static const struct nv_abi_version v580 = { 1028, 128 };
-	static const struct nv_abi_version v560 = { 460, 128 };
-	static const struct nv_abi_version v545 = { 444, 128 };
-	static const struct nv_abi_version v535 = { 436, 120 };
+	static const struct nv_abi_version v580 = { 1028, 128, 56 };
+	static const struct nv_abi_version v560 = { 460, 128, 48 };
+	static const struct nv_abi_version v545 = { 444, 128, 48 };
+	static const struct nv_abi_version v535 = { 436, 120, 48 };
 
 	if (major >= 580)
 		return &v580;

@@ -80,7 +80,10 @@ module_param(gr_context_kib, uint, 0444);
 MODULE_PARM_DESC(gr_context_kib,
 		 "video memory charged to a slice per TSG for RM's GR context buffers, KiB (0..1048576)");
 
-/* An RM object of a slice's client: a channel, usermode object or TSG. */
+/*
+ * An RM object of a slice's client: a channel, usermode object, TSG, or a
+ * virtual allocation or VA space that pins page tables.
+ */
 struct xpu_rec {
 	struct list_head link;		/* in slice->recs[kind] */
 	u32 h_client, h_parent, h_object;	/* h_parent: as RM says */
@@ -204,6 +207,8 @@ static int xpu_rec_kind(u32 h_class)
 		return XPU_REC_CHAN;
 	case NV50_MEMORY_VIRTUAL:
 		return XPU_REC_VIRT;	/* those that pin tables (mem.c) */
+	case FERMI_VASPACE_A:
+		return XPU_REC_VAS;	/* those with RM's directories (mem.c) */
 	}
 	return -1;
 }
@@ -215,7 +220,8 @@ bool xpu_sched_tracks_class(u32 h_class)
 
 /*
  * What a record of KIND is charged, the most (a channel under a device); a
- * virtual allocation, the PINNED bytes of page tables it holds.
+ * virtual allocation or a VA space, the PINNED bytes of page tables or
+ * directories it holds (mem.c).
  */
 static u64 xpu_rec_charge(int kind, bool in_tsg, u64 pinned)
 {
@@ -227,6 +233,7 @@ static u64 xpu_rec_charge(int kind, bool in_tsg, u64 pinned)
 	case XPU_REC_TSG:
 		return ctx;
 	case XPU_REC_VIRT:
+	case XPU_REC_VAS:
 		return pinned;
 	}
 	return 0;

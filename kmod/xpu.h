@@ -71,6 +71,7 @@ enum xpu_rec_kind {
 	XPU_REC_UOBJ,			/* a usermode (doorbell) object */
 	XPU_REC_TSG,			/* a channel group */
 	XPU_REC_VIRT,			/* a virtual allocation that pins tables */
+	XPU_REC_VAS,			/* a VA space with RM's page directories */
 	XPU_REC_KINDS,
 };
 

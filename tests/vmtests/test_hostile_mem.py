@@ -1140,6 +1140,9 @@ def test_a_stalled_tenant_holds_neither_the_admin_nor_xpud(tmp_path, nodedir):
 # --- class 16: page tables a virtual allocation pins
 
 
+VAS_PINNED = 5 * 4096    # RM's root and GSP's four directories, the most
+
+
 def test_the_page_tables_a_virtual_allocation_pins_are_charged_to_its_slice(
         admin, nodedir):
     """A virtual allocation neither lazy nor externally managed pins the
@@ -1180,14 +1183,80 @@ def test_the_page_tables_a_virtual_allocation_pins_are_charged_to_its_slice(
         for h in made:
             rm.free(h)
         assert nvtest.heap_free(0) == free0
-        assert sl.used() == 0
+        assert sl.used() == VAS_PINNED      # the VA space's own directories
         # and with their VA space (a dependant of it)
         made = [dev.alloc_virtual(1 << 30, hvaspace=hvas)[0]
                 for _ in range(4)]
-        assert sl.used() > 0
+        assert sl.used() > VAS_PINNED
         rm.free(hvas)
         assert nvtest.heap_free(0) == free0 + nvtest.PAGE_TABLE
         assert sl.used() == 0
+    finally:
+        for o in (dev, rm, gpu, ctl):
+            o.close()
+        sl.destroy()
+
+
+def test_the_directories_a_va_space_pins_are_charged_to_its_slice(
+        admin, nodedir):
+    """A VA space of RM's own (FERMI_VASPACE_A, neither externally owned
+    nor the device's default) comes with its page directories, RM's
+    video memory charged to no process, and a client makes as many as it
+    likes.  Before, a tenant of a 4 MiB slice made 409 of them and pinned
+    1.6 MiB more of the GPU than its slice said (the stub's 4 KiB roots),
+    with no refusal.  Now xpu.ko charges each RM's worst case before RM
+    makes it (20 KiB: the root and, on a GSP client, the four directories
+    of the range kept for GSP's RM), refuses one past the limit with
+    NV_ERR_NO_MEMORY and nothing made, keeps at most 1024 per slice
+    (NV_ERR_INSUFFICIENT_RESOURCES), charges nothing for an externally
+    owned VA space (UVM's root) or one naming the device's default, and
+    gives the charge back with the VA space, or with its device."""
+    sl = Slice(admin, nodedir, name="roots", limit=4 * MiB)
+    ctl, gpu, rm, dev = sl.open()
+    try:
+        free0 = nvtest.heap_free(0)
+        made, refused = [], None
+        for _ in range(2 * (4 * MiB) // VAS_PINNED):
+            try:
+                made.append(dev.vaspace()[0])
+            except client.NvStatusError as e:
+                refused = e.status
+                break
+        roots = free0 - nvtest.heap_free(0)
+        # the attack reached RM: each VA space took its root there
+        assert roots == len(made) * nvtest.PAGE_TABLE, (roots, len(made))
+        assert refused == abi.NV_ERR_NO_MEMORY, (refused, len(made))
+        assert len(made) == 4 * MiB // VAS_PINNED, len(made)
+        assert sl.used() == len(made) * VAS_PINNED <= 4 * MiB
+        assert sl.get().denied_allocs == 1
+        # UVM's and the device's default: no directories of RM's here
+        ext, _ = dev.vaspace(
+            flags=abi.NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED)
+        p = dev.abi.NV_VASPACE_ALLOCATION_PARAMETERS(
+            index=abi.NV_VASPACE_ALLOCATION_INDEX_GPU_DEVICE)
+        named = rm.alloc(dev.hdevice, abi.FERMI_VASPACE_A, p)
+        assert sl.used() == len(made) * VAS_PINNED
+        rm.free(ext)
+        rm.free(named)
+        # freed: the root goes, and so does the charge
+        for h in made[:10]:
+            rm.free(h)
+        assert sl.used() == (len(made) - 10) * VAS_PINNED
+        # at most 1024 a slice, whatever its limit
+        admin.slice_set(sl.id, memory_limit=64 * MiB)
+        made = made[10:]
+        while True:
+            try:
+                made.append(dev.vaspace()[0])
+            except client.NvStatusError as e:
+                refused = e.status
+                break
+        assert refused == abi.NV_ERR_INSUFFICIENT_RESOURCES, refused
+        assert len(made) == 1024, len(made)
+        # with their device: every record goes
+        dev.close()
+        assert sl.used() == 0
+        assert nvtest.heap_free(0) == free0
     finally:
         for o in (dev, rm, gpu, ctl):
             o.close()
