@@ -38,7 +38,7 @@ import nvtest
 import pytest
 import test_xpu_mem
 import xpudtest
-from nvclient import abi, client
+from nvclient import abi, client, stub
 from test_xpu_mem import LIMIT, Slice
 
 xpu_ctl = pytest.importorskip("xpu.ctl")
@@ -1253,6 +1253,12 @@ def test_the_directories_a_va_space_pins_are_charged_to_its_slice(
                 break
         assert refused == abi.NV_ERR_INSUFFICIENT_RESOURCES, refused
         assert len(made) == 1024, len(made)
+        # xpu's refusal: RM made nothing
+        n = stub.objects()["objects"]
+        p = dev.abi.NV_VASPACE_ALLOCATION_PARAMETERS()
+        st = rm.alloc_raw(dev.hdevice, abi.FERMI_VASPACE_A, p).status
+        assert st == abi.NV_ERR_INSUFFICIENT_RESOURCES, hex(st)
+        assert stub.objects()["objects"] == n
         # with their device: every record goes
         dev.close()
         assert sl.used() == 0
