@@ -1134,17 +1134,49 @@ static u64 xpu_pinned_bytes(u64 size)
  */
 #define XPU_VAS_PINNED_BYTES	(5 * SZ_4K)
 
+/*
+ * Whether an RM_ALLOC of H_CLASS, on xpu's copy E of the caller's struct
+ * and params (which RM reads), goes the records' way (sched.c): channels,
+ * TSGs and usermode objects, and what pins page tables whatever it maps --
+ * a virtual allocation by its size and flags, a VA space of RM's own.
+ * *PINNED gets the bytes of tables charged for it, *DEP what RM frees it
+ * with beside its parent.
+ */
+static bool xpu_alloc_recorded(u32 h_class, const struct xpu_escape *e,
+			       u64 *pinned, u32 *dep)
+{
+	const struct nv_memory_allocation_params *mp = (const void *)e->params;
+	const struct nv_vaspace_allocation_parameters *vp = (const void *)e->params;
+
+	*pinned = 0;
+	*dep = 0;
+	switch (h_class) {
+	case NV50_MEMORY_VIRTUAL:
+		if (!e->params_size || !nv_virtual_pins_tables(mp->flags))
+			return false;
+		*pinned = xpu_pinned_bytes(mp->size);
+		*dep = mp->h_va_space;
+		return true;
+	case FERMI_VASPACE_A:
+		/* no params: RM's to refuse, charged the same meanwhile */
+		if (e->params_size && !nv_vaspace_pins_root(vp->index, vp->flags))
+			return false;
+		*pinned = XPU_VAS_PINNED_BYTES;
+		return true;
+	}
+	return xpu_sched_tracks_class(h_class);
+}
+
 long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg)
 {
 	struct nvos21_parameters __user *p21 = (void __user *)arg;
 	const struct nv_memory_allocation_params *mp;
-	const struct nv_vaspace_allocation_parameters *vp;
 	struct xpu_alloc_site site;
 	struct xpu_escape e;
 	size_t size = _IOC_SIZE(cmd);
-	u32 h_class, st;
-	u64 want = 0;
+	u32 h_class, st, dep;
+	u64 want = 0, pinned;
 	long ret;
 
 	if (size != sizeof(*p21) && size != sizeof(struct nvos64_parameters))
@@ -1181,21 +1213,9 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		if (ret)
 			return ret;
 	}
+	if (xpu_alloc_recorded(h_class, &e, &pinned, &dep))
+		return xpu_sched_rm_alloc(xf, file, cmd, &e, h_class, pinned, dep);
 	mp = (const void *)e.params;
-	vp = (const void *)e.params;
-	if (h_class == NV50_MEMORY_VIRTUAL) {
-		if (e.params_size && nv_virtual_pins_tables(mp->flags))
-			return xpu_sched_rm_alloc(xf, file, cmd, &e, h_class,
-						  xpu_pinned_bytes(mp->size),
-						  mp->h_va_space);
-	} else if (h_class == FERMI_VASPACE_A) {
-		/* no params: RM's to refuse, charged the same meanwhile */
-		if (!e.params_size || nv_vaspace_pins_root(vp->index, vp->flags))
-			return xpu_sched_rm_alloc(xf, file, cmd, &e, h_class,
-						  XPU_VAS_PINNED_BYTES, 0);
-	} else if (xpu_sched_tracks_class(h_class)) {
-		return xpu_sched_rm_alloc(xf, file, cmd, &e, h_class, 0, 0);
-	}
 
 	/*
 	 * RM reads the size and the location from xpu's copy of the params,
