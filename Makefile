@@ -140,8 +140,14 @@ MATRIX_VERSION_TESTS ?= tests/vmtests/test_kernel_link.py \
 	tests/vmtests/test_xpu_compute.py::test_fixed_holds_each_slice_to_its_share \
 	tests/vmtests/test_xpu_compute.py::test_kill_of_a_gated_process_frees_everything \
 	tests/vmtests/test_xpu_compute.py::test_a_cuda_like_client_is_held_to_its_share \
-	tests/vmtests/test_xpud_daemon.py::test_a_tenant_in_its_own_pid_namespace_fills_its_slice_exactly \
+	'tests/vmtests/test_xpud_daemon.py::test_a_tenant_in_its_own_pid_namespace_fills_its_slice_exactly[535.288.01]' \
 	tests/vmtests/test_nvidia_userspace.py::test_libcuda_cuinit
+# Of those files, the tests of xpud's and xpuctl's side, which do not change
+# with the driver's version and cost most on 5.10, where each Python process
+# starts three times slower than on 6.1 (docs/testing.md): they run on 6.1.
+MATRIX_VERSION_DESELECT ?= \
+	tests/vmtests/test_xpu_ctl.py::test_xpud_makes_slices_with_nodes \
+	tests/vmtests/test_hostile_mem.py::test_a_stalled_tenant_holds_neither_the_admin_nor_xpud
 check-matrix:
 	@set -e; for k in $(MATRIX_KERNELS); do \
 		v=; for p in $(MATRIX_STUB_VERSIONS); do \
@@ -150,7 +156,9 @@ check-matrix:
 		echo "check-matrix: kernel $$k, driver $${v:-the stub's default}"; \
 		$(VMRUN) --kernel $$k $${v:+--stub-param version=$$v} --werror --timeout 1800 -- \
 			$(PY) -m pytest -q -p no:cacheprovider \
-			$$(if [ -n "$$v" ]; then echo $(MATRIX_VERSION_TESTS); else echo $(MATRIX_TESTS); fi); \
+			$$(if [ -n "$$v" ]; then echo $(MATRIX_VERSION_TESTS) \
+				$(addprefix --deselect ,$(MATRIX_VERSION_DESELECT)); \
+			else echo $(MATRIX_TESTS); fi); \
 	done
 
 # The debug tier (docs/testing.md): tests/vm/debug-kernel builds Debian's kernel
