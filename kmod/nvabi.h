@@ -84,6 +84,7 @@
 #define NV_ERR_OUT_OF_RANGE		0x5B
 #define NV_ERR_STATE_IN_USE		0x63
 #define NV_ERR_UVM_ADDRESS_IN_USE	0x68
+#define NV_ERR_RESOURCE_LOST		0x6E
 #define NV_ERR_GPU_UUID_NOT_FOUND	0x12
 #define NV_ERR_ILLEGAL_ACTION		0x16
 #define NV_ERR_GENERIC			0xFFFF
@@ -899,6 +900,13 @@ struct nvc36f_ctrl_get_work_submit_token_params {
 #define NVXXXX_CTRL_CMD_CATEGORY(cmd)	(((cmd) >> 8) & 0xFF)
 #define NVXXXX_CTRL_CMD_INDEX(cmd)	((cmd) & 0xFF)
 #define NVXXXX_CTRL_CMD_CLASS(cmd)	((cmd) >> 16)
+/*
+ * A command no class exports: NV0000's reserved category, index 1 (not the
+ * NULL command, which control.c answers NV_OK before any lookup).  RM finds
+ * the object first and answers NV_ERR_RESOURCE_LOST for an invalidated one
+ * (serverControl()), then NV_ERR_NOT_SUPPORTED (resControlLookup()).
+ */
+#define XPU_CTRL_CMD_UNEXPORTED		0x00000001
 
 /*
  * Checked against shared/reference/nvidia-abi/layouts-<version>.txt (sizes

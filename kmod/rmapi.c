@@ -453,6 +453,28 @@ u32 xpu_rm_object_class(u32 h_client, u32 h_object)
 	return status == NV_OK ? (u32)p.data.i_result : 0;
 }
 
+/*
+ * Whether RM keeps H_OBJECT of H_CLIENT only as an invalidated handle: the
+ * dependant of a freed object that was not its ancestor (a channel of a
+ * freed context share or VA space, a virtual allocation of a freed VA
+ * space), destructed, its handle left until it or an ancestor is freed
+ * (resserv's bInvalidateOnly).  CLIENT_GET_HANDLE_INFO still answers such a
+ * handle's class.  Asked with a command no class exports, without params:
+ * RM looks the command up only for a live object, so it acts on nothing.
+ */
+bool xpu_rm_object_lost(u32 h_client, u32 h_object)
+{
+	u32 status;
+
+	if (!xpu_rm_have || !h_client || !h_object)
+		return false;
+	mutex_lock(&xpu_rm_lock);
+	status = xpu_rm_control_as(h_client, h_object, XPU_CTRL_CMD_UNEXPORTED,
+				   NULL, 0);
+	mutex_unlock(&xpu_rm_lock);
+	return status == NV_ERR_RESOURCE_LOST;
+}
+
 /* The handle of H_OBJECT's parent in H_CLIENT, as RM says; 0 if none. */
 u32 xpu_rm_object_parent(u32 h_client, u32 h_object)
 {

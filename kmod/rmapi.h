@@ -42,6 +42,7 @@ u32 xpu_rm_object_parent(u32 h_client, u32 h_object);
 u32 xpu_rm_disable_channels(struct xpu_gpu *gpu, bool disable,
 			    const u32 *clients, const u32 *channels, u32 n);
 u32 xpu_rm_object_class(u32 h_client, u32 h_object);
+bool xpu_rm_object_lost(u32 h_client, u32 h_object);
 void xpu_rm_driver_version(u32 *major, u32 *minor, u32 *patch);
 /* Whether RM's process lists speak the caller's pid namespace (565+). */
 bool xpu_rm_pids_in_caller_ns(void);

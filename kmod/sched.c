@@ -251,11 +251,15 @@ void xpu_sched_kick(struct xpu_gpu *gpu)
 
 /* --- the two levers */
 
-/* Whether RM has (h_client, h_object) as an object of KIND. */
+/*
+ * Whether RM has (h_client, h_object) as a live object of KIND: not freed,
+ * and not only an invalidated handle (a channel of a freed context share
+ * keeps its handle and class, but no longer its memory).
+ */
 static bool xpu_rec_alive(const struct xpu_rec *r, int kind)
 {
 	return xpu_rec_kind(xpu_rm_object_class(r->h_client, r->h_object)) ==
-	       kind;
+	       kind && !xpu_rm_object_lost(r->h_client, r->h_object);
 }
 
 /*

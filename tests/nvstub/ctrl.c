@@ -246,7 +246,7 @@ static bool nvstub_client_has(struct nvstub_object *obj, u32 id,
 		return true;	/* a channel descendant of that class */
 	}
 	list_for_each_entry(child, &obj->children, sibling)
-		if (nvstub_client_has(child, id, dev))
+		if (!child->invalid && nvstub_client_has(child, id, dev))
 			return true;
 	return false;
 }
@@ -315,7 +315,8 @@ static void nvstub_collect_vidmem(struct nvstub_object *obj,
 		}
 	}
 	list_for_each_entry(child, &obj->children, sibling)
-		nvstub_collect_vidmem(child, dev, info);
+		if (!child->invalid)
+			nvstub_collect_vidmem(child, dev, info);
 }
 
 static u32 nvstub_ctrl_get_pid_info(struct nvstub_call *call,
@@ -379,7 +380,7 @@ static u32 nvstub_ctrl_schedule(struct nvstub_call *call,
 	struct nvstub_object *ch;
 
 	list_for_each_entry(ch, &obj->children, sibling)
-		if (ch->hclass == HOPPER_CHANNEL_GPFIFO_A &&
+		if (ch->hclass == HOPPER_CHANNEL_GPFIFO_A && !ch->invalid &&
 		    !nvstub_chan_schedulable(ch->chan))
 			return NV_ERR_INVALID_STATE;
 	return nvstub_tsg_schedule(obj->gpu, obj->tsg, params);
@@ -472,7 +473,9 @@ static u32 nvstub_ctrl_handle_info(struct nvstub_call *call,
 				   struct nvstub_object *obj, void *params)
 {
 	struct nv0000_ctrl_client_get_handle_info_params *p = params;
-	struct nvstub_object *o = nvstub_object_find(obj->client, p->h_object);
+	/* clientGetResourceRef(): an invalidated handle answers too */
+	struct nvstub_object *o = nvstub_object_find_any(obj->client,
+							 p->h_object);
 
 	if (!o)
 		return NV_ERR_OBJECT_NOT_FOUND;
@@ -645,9 +648,14 @@ u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)
 	status = nvstub_client_get(call, p->h_client, &c);
 	if (status)
 		goto unlock;
-	obj = nvstub_object_find(c, p->h_object);
+	obj = nvstub_object_find_any(c, p->h_object);
 	if (!obj) {
 		status = NV_ERR_OBJECT_NOT_FOUND;
+		goto unlock;
+	}
+	/* serverControl(): before the command is looked up */
+	if (obj->invalid) {
+		status = NV_ERR_RESOURCE_LOST;
 		goto unlock;
 	}
 	if (!ctrl || obj->hclass != ctrl->hclass) {

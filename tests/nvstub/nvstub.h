@@ -392,6 +392,18 @@ struct nvstub_object {
 	struct list_head dependants;
 	struct list_head dep_node;	/* in depends_on->dependants */
 	struct nvstub_object *depends_on;
+	/*
+	 * bInvalidated: destructed as the dependant of a freed object that is
+	 * not its ancestor (serverFreeResourceTree's bInvalidateOnly).  The
+	 * handle stays in the client until it, an ancestor or the client is
+	 * freed: controls and dups answer NV_ERR_RESOURCE_LOST, a new object
+	 * with the handle NV_ERR_INSERT_DUPLICATE_NAME, GET_HANDLE_INFO its
+	 * class and parent.  Nothing of the union is valid.
+	 */
+	bool invalid;
+	/* nvstub_free_tree(): on its list of what one free takes */
+	bool pending;
+	struct list_head free_node;
 	union {
 		u32 subdevice_inst;
 		struct {
@@ -468,6 +480,7 @@ void nvstub_gpu_put(struct nvstub_gpu *gpu);
 u32 nvstub_client_get(struct nvstub_call *call, u32 h_client,
 		      struct nvstub_client **out);
 struct nvstub_object *nvstub_object_find(struct nvstub_client *c, u32 h);
+struct nvstub_object *nvstub_object_find_any(struct nvstub_client *c, u32 h);
 bool nvstub_object_is_memory(const struct nvstub_object *o);
 void nvstub_rm_exit(void);
 u32 nvstub_rm_alloc_kparams(struct nvstub_call *call, u32 h_client,

@@ -503,7 +503,18 @@ bool nvstub_object_is_memory(const struct nvstub_object *o)
 	return o->cls && (o->cls->flags & NVSTUB_CLS_MEMORY);
 }
 
+/* A live object of C; an invalidated handle is no object to use. */
 struct nvstub_object *nvstub_object_find(struct nvstub_client *c, u32 h)
+{
+	struct nvstub_object *o;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	o = xa_load(&c->objects, h);
+	return o && !o->invalid ? o : NULL;
+}
+
+/* Any handle of C, invalidated or not (clientGetResourceRef()). */
+struct nvstub_object *nvstub_object_find_any(struct nvstub_client *c, u32 h)
 {
 	lockdep_assert_held(&nvstub_rm_lock);
 	return xa_load(&c->objects, h);
@@ -574,6 +585,7 @@ static struct nvstub_object *nvstub_object_new(struct nvstub_client *c,
 	INIT_LIST_HEAD(&obj->cpu_maps);
 	INIT_LIST_HEAD(&obj->dependants);
 	INIT_LIST_HEAD(&obj->dep_node);
+	INIT_LIST_HEAD(&obj->free_node);
 	if (parent) {
 		obj->gpu = parent->gpu;
 		obj->device = parent->device;
@@ -594,23 +606,65 @@ static void nvstub_object_drop(struct nvstub_object *obj)
 }
 
 /*
- * serverFreeResourceTree(): dependants and descendants first (the newest
- * first), then the object itself.  A dependant may sit anywhere in the
- * client, so each list is re-read after every free.
+ * clientUpdatePendingFreeList(): OBJ's dependants and children, theirs in
+ * turn, the newest first, each before what it hangs on; an object met twice
+ * is listed once.
  */
-static void nvstub_free_tree(struct nvstub_object *obj)
+static void nvstub_free_collect(struct nvstub_object *obj,
+				struct list_head *list)
 {
+	struct nvstub_object *o;
+
+	obj->pending = true;
+	list_for_each_entry_reverse(o, &obj->dependants, dep_node)
+		if (!o->pending)
+			nvstub_free_collect(o, list);
+	list_for_each_entry_reverse(o, &obj->children, sibling)
+		if (!o->pending)
+			nvstub_free_collect(o, list);
+	list_add_tail(&obj->free_node, list);
+}
+
+static bool nvstub_object_has_ancestor(const struct nvstub_object *o,
+				       const struct nvstub_object *anc)
+{
+	for (o = o->parent; o; o = o->parent)
+		if (o == anc)
+			return true;
+	return false;
+}
+
+/*
+ * serverFreeResourceTree(): what the free of TARGET takes, in that order.
+ * TARGET and its descendants go for good; any other dependant (a channel
+ * of a freed context share, say, under a TSG that stays) and what hangs
+ * on it is only invalidated: destructed, its handle kept (clientFreeResource
+ * with bInvalidateOnly).  An invalidated object freed later is not
+ * destructed again.
+ */
+static void nvstub_free_tree(struct nvstub_object *target)
+{
+	struct nvstub_object *o, *tmp;
+	LIST_HEAD(list);
+
 	lockdep_assert_held(&nvstub_rm_lock);
-	while (!list_empty(&obj->dependants))
-		nvstub_free_tree(list_last_entry(&obj->dependants,
-						 struct nvstub_object, dep_node));
-	while (!list_empty(&obj->children))
-		nvstub_free_tree(list_last_entry(&obj->children,
-						 struct nvstub_object, sibling));
-	nvstub_cpu_maps_free(obj);
-	if (obj->cls && obj->cls->destruct)
-		obj->cls->destruct(obj);
-	nvstub_object_drop(obj);
+	nvstub_free_collect(target, &list);
+	list_for_each_entry_safe(o, tmp, &list, free_node) {
+		list_del_init(&o->free_node);
+		o->pending = false;
+		if (!o->invalid) {
+			nvstub_cpu_maps_free(o);
+			if (o->cls && o->cls->destruct)
+				o->cls->destruct(o);
+			/* _refRemoveAllDependencies() */
+			list_del_init(&o->dep_node);
+			o->depends_on = NULL;
+		}
+		if (o == target || nvstub_object_has_ancestor(o, target))
+			nvstub_object_drop(o);
+		else
+			o->invalid = true;
+	}
 }
 
 static void nvstub_client_destroy(struct nvstub_client *c)
@@ -829,7 +883,7 @@ u32 nvstub_rm_free(struct nvstub_call *call, u32 h_client, u32 h_object)
 	status = nvstub_client_get(call, h_client, &c);
 	if (status)
 		return status;
-	obj = nvstub_object_find(c, h_object);
+	obj = nvstub_object_find_any(c, h_object);
 	if (!obj)
 		return NV_OK;
 	if (obj == c->root)
@@ -854,9 +908,11 @@ u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p)
 	status = nvstub_client_get(call, p->h_client, &dst);
 	if (status)
 		return status;
-	sobj = nvstub_object_find(src, p->h_object_src);
+	sobj = nvstub_object_find_any(src, p->h_object_src);
 	if (!sobj)
 		return NV_ERR_OBJECT_NOT_FOUND;
+	if (sobj->invalid)
+		return NV_ERR_RESOURCE_LOST;
 	parent = nvstub_object_find(dst, p->h_parent);
 	if (!parent)
 		return NV_ERR_OBJECT_NOT_FOUND;

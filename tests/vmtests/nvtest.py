@@ -199,6 +199,46 @@ def objects_total():
     return stub.objects()["objects"]
 
 
+class HandleInfoParams(ctypes.Structure):
+    """NV0000_CTRL_CLIENT_GET_HANDLE_INFO_PARAMS: hObject, index, then a
+    union of a handle and an 8-aligned NvU64."""
+    _fields_ = [("hObject", ctypes.c_uint32), ("index", ctypes.c_uint32),
+                ("iResult", ctypes.c_uint64)]
+
+
+assert ctypes.sizeof(HandleInfoParams) == 16
+GET_HANDLE_INFO, HANDLE_PARENT, HANDLE_CLASSID = 0xD02, 1, 2
+# NV0000's reserved category, index 1: a command no class exports (what
+# xpu.ko asks to tell an invalidated handle, kmod/nvabi.h)
+CTRL_CMD_UNEXPORTED = 0x00000001
+
+
+def handle_info(rm, h, index):
+    """(status, result) of CLIENT_GET_HANDLE_INFO about H, asked of RM."""
+    p = HandleInfoParams(hObject=h, index=index)
+    r = rm.control_raw(rm.handle, GET_HANDLE_INFO, p)
+    return r.status, p.iResult
+
+
+def assert_invalidated(rm, h, hclass, hparent):
+    """H is what resserv leaves of a dependant freed with what it depended
+    on, not with an ancestor (serverFreeResourceTree's bInvalidateOnly):
+    destructed, its handle kept.  A control on it or a dup from it is
+    NV_ERR_RESOURCE_LOST, a new object with its handle
+    NV_ERR_INSERT_DUPLICATE_NAME, and CLIENT_GET_HANDLE_INFO still answers
+    its class and parent."""
+    st = rm.control_raw(h, CTRL_CMD_UNEXPORTED).status
+    assert st == abi.NV_ERR_RESOURCE_LOST, hex(st)
+    assert handle_info(rm, h, HANDLE_CLASSID) == (abi.NV_OK, hclass)
+    assert handle_info(rm, h, HANDLE_PARENT) == (abi.NV_OK, hparent)
+    st = rm.ctl.rm_dup(rm.handle, hparent, rm.handle, h, check=False).status
+    assert st == abi.NV_ERR_RESOURCE_LOST, hex(st)
+    objs = objects_total()
+    p = rm.alloc_raw(rm.handle, abi.NV01_DEVICE_0, hnew=h)
+    assert p.status == abi.NV_ERR_INSERT_DUPLICATE_NAME, hex(p.status)
+    assert objects_total() == objs
+
+
 def engine_busy_us(gpu=0):
     return stub.engine(gpu)["busy_ns"] / 1000
 

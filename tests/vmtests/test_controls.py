@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import nvtest
 import pytest
 from nvclient import abi, client
 from nvclient.client import Channel
@@ -333,15 +334,7 @@ def test_gpfifo_schedule_skip_flags(dev0, tsg):
 # --- NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO (clientresource.c)
 
 
-class HandleInfoParams(ctypes.Structure):
-    """NV0000_CTRL_CLIENT_GET_HANDLE_INFO_PARAMS: hObject, index, then a
-    union of a handle and an 8-aligned NvU64."""
-    _fields_ = [("hObject", ctypes.c_uint32), ("index", ctypes.c_uint32),
-                ("iResult", ctypes.c_uint64)]
-
-
-assert ctypes.sizeof(HandleInfoParams) == 16
-GET_HANDLE_INFO, PARENT, CLASSID = 0xD02, 1, 2
+PARENT, CLASSID = nvtest.HANDLE_PARENT, nvtest.HANDLE_CLASSID
 
 
 def test_client_get_handle_info_answers_class_and_parent(rm, dev0):
@@ -351,9 +344,7 @@ def test_client_get_handle_info_answers_class_and_parent(rm, dev0):
     mem = dev0.alloc_vidmem(1 << 20)
 
     def ask(h, index):
-        p = HandleInfoParams(hObject=h, index=index)
-        r = rm.control_raw(rm.handle, GET_HANDLE_INFO, p)
-        return r.status, p.iResult
+        return nvtest.handle_info(rm, h, index)
 
     assert ask(mem.handle, CLASSID) == (abi.NV_OK, abi.NV01_MEMORY_LOCAL_USER)
     assert ask(mem.handle, PARENT) == (abi.NV_OK, dev0.hdevice)
@@ -361,6 +352,13 @@ def test_client_get_handle_info_answers_class_and_parent(rm, dev0):
     assert ask(dev0.hdevice, PARENT) == (abi.NV_OK, rm.handle)
     assert ask(0x5c0cdead, CLASSID)[0] == abi.NV_ERR_OBJECT_NOT_FOUND
     assert ask(mem.handle, 0)[0] == abi.NV_ERR_INVALID_ARGUMENT
+    # a command no class exports: the object is looked up first, the
+    # command only for a live one (serverControl, resControlLookup)
+    unexported = nvtest.CTRL_CMD_UNEXPORTED
+    assert rm.control_raw(mem.handle, unexported).status == \
+        abi.NV_ERR_NOT_SUPPORTED
+    assert rm.control_raw(0x5c0cdead, unexported).status == \
+        abi.NV_ERR_OBJECT_NOT_FOUND
     rm.free(mem.handle)
 
 

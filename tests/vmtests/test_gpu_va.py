@@ -107,10 +107,17 @@ def test_virtual_allocations_are_rms_va_heap(dev0):
     assert rm.alloc_raw(dev0.hdevice, abi.NV50_MEMORY_VIRTUAL,
                         p).status == abi.NV_ERR_INVALID_OBJECT_HANDLE
     objs = nvtest.objects_total()
-    rm.free(hvas)       # its virtual allocations are its dependants
-    assert nvtest.objects_total() == objs - 3
+    # its virtual allocations are its dependants, not its children: RM
+    # destructs them and keeps their handles until they are freed
+    rm.free(hvas)
+    assert nvtest.objects_total() == objs - 1
     for h in (b, c):
-        rm.parents.pop(h, None)
+        nvtest.assert_invalidated(rm, h, abi.NV50_MEMORY_VIRTUAL,
+                                  dev0.hdevice)
+        rm.free(h)
+        assert nvtest.handle_info(rm, h, nvtest.HANDLE_CLASSID)[0] == \
+            abi.NV_ERR_OBJECT_NOT_FOUND
+    assert nvtest.objects_total() == objs - 3
 
 
 def test_map_memory_dma(dev0):
@@ -263,8 +270,11 @@ def test_an_unmapped_ring_faults_its_channel(dev0):
 
 
 def test_objects_go_with_what_they_depend_on(dev0):
-    """refAddDependant(): a channel goes with its context share, a context
-    share with its VA space, though neither is their parent."""
+    """refAddDependant(): a channel depends on its context share, a context
+    share on its VA space, though neither is their parent.  Freeing what
+    they depend on destructs them (the channel leaves the engine), but RM
+    only invalidates them (serverFreeResourceTree's bInvalidateOnly): their
+    handles stay until they or an ancestor go."""
     rm = dev0.client
     mem = dev0.alloc_sysmem(2 * PAGE_SIZE)
     for free_first in ("vaspace", "ctxshare"):
@@ -278,22 +288,27 @@ def test_objects_go_with_what_they_depend_on(dev0):
         channels = nvtest.stub.engine(0)["channels"]
         if free_first == "vaspace":
             rm.free(hvas)
-            gone = 3
+            lost = {cs: abi.FERMI_CONTEXT_SHARE_A}
         else:
             rm.free(cs)
-            gone = 2
-        assert nvtest.objects_total() == objs - gone, free_first
+            lost = {}
+        lost[ch] = abi.HOPPER_CHANNEL_GPFIFO_A
+        assert nvtest.objects_total() == objs - 1, free_first
         assert nvtest.stub.engine(0)["channels"] == channels - 1
+        for h, hclass in lost.items():
+            nvtest.assert_invalidated(rm, h, hclass, tsg)
         # the TSG may take channels of its own again, with context shares
         cs2 = rm.alloc(tsg, abi.FERMI_CONTEXT_SHARE_A,
                        abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(
                            flags=abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SYNC))
         rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A,
                  _chan_params(dev0, userd=mem.handle, ctxshare=cs2))
-        # the client library forgets what RM freed as dependants
-        for h in (ch, cs) + ((hvas,) if free_first == "vaspace" else ()):
-            rm.parents.pop(h, None)
+        # their ancestor takes the invalidated handles for good
         rm.free(tsg)
+        assert nvtest.objects_total() == objs - 2 - len(lost)
+        for h in lost:
+            assert nvtest.handle_info(rm, h, nvtest.HANDLE_CLASSID)[0] == \
+                abi.NV_ERR_OBJECT_NOT_FOUND
         if free_first == "ctxshare":
             rm.free(hvas)
     rm.free(mem.handle)
