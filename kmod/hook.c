@@ -63,6 +63,7 @@ static const xpu_ioctl_fn xpu_ioctl_fns[256] = {
 	[NV_ESC_RM_ALLOC_OBJECT]	= xpu_mem_alloc_object,
 	[NV_ESC_RM_ALLOC_MEMORY]	= xpu_mem_alloc_memory,
 	[NV_ESC_RM_MAP_MEMORY]		= xpu_file_fd_field,
+	[NV_ESC_RM_MAP_MEMORY_DMA]	= xpu_mem_map_dma,
 };
 
 dev_t xpu_hook_ctl_dev(void)

@@ -472,6 +472,7 @@ struct xpu_escape {
 		struct nvos64_parameters p64;
 		struct nvos32_parameters p32;
 		struct nvos33_with_fd p33;
+		struct nvos46_parameters_v580 p46;	/* the fields before flags2 */
 		u8 raw[sizeof(struct nvos32_parameters)];
 	} u;
 	/* RM_ALLOC: the params RM reads, copied from UPARAMS; none when 0 */
@@ -512,6 +513,8 @@ static int xpu_escape_copy(struct xpu_escape *e, unsigned long arg,
 	BUILD_BUG_ON(sizeof(struct nvos64_parameters) >
 		     sizeof(struct nvos32_parameters) ||
 		     sizeof(struct nvos33_with_fd) >
+		     sizeof(struct nvos32_parameters) ||
+		     sizeof(struct nvos46_parameters_v580) >
 		     sizeof(struct nvos32_parameters));
 	if (size > sizeof(e->u))
 		return -EINVAL;
@@ -1049,8 +1052,7 @@ long xpu_mem_tracked_call(struct xpu_file *xf, struct file *file,
 		return -EINTR;
 	ret = xpu_escape_call(xf, file, cmd, e, &site, &r->cheated,
 			      &r->drv_ret);
-	mutex_unlock(&xf->slice->mem_lock);
-	r->made = true;
+	r->made = true;		/* mem_lock stays held: the caller's to drop */
 	r->hc = xpu_escape_u32(e, site.h_client);
 	r->ho = xpu_escape_u32(e, site.h_object);
 	r->status = xpu_escape_u32(e, site.status);
@@ -1317,9 +1319,13 @@ static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
 		xpu_mem_freed(slice, xf, gone);
 	else
 		xpu_refresh_locked(slice);
-	mutex_unlock(&slice->mem_lock);
-	/* whatever it returned: RM is asked what went (sched.c) */
+	/*
+	 * whatever it returned: RM is asked what went (sched.c), before any
+	 * other call of the slice can make a handle again (a record must
+	 * never stand for another object of the handle it names)
+	 */
 	xpu_sched_rm_free(xf, hc, ho);
+	mutex_unlock(&slice->mem_lock);
 	return xpu_put_status(status, st);
 }
 
@@ -1329,22 +1335,75 @@ static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
  * is: what RM reads is what xpu read.  With REFRESH, the slice's figure is
  * read after, as after any call that may lower it (INFO cannot).
  */
-static long xpu_escape_plain(struct xpu_file *xf, struct file *file,
-			     unsigned int cmd, struct xpu_escape *e,
-			     bool refresh)
+static long xpu_escape_plain_locked(struct xpu_file *xf, struct file *file,
+				    unsigned int cmd, struct xpu_escape *e,
+				    bool refresh)
 {
 	struct xpu_slice *slice = xf->slice;
 	bool moved;
 	long ret;
 
-	if (mutex_lock_killable(&slice->mem_lock))
-		return -EINTR;
+	lockdep_assert_held(&slice->mem_lock);
 	ret = xpu_escape_call(xf, file, cmd, e, NULL, &moved, NULL);
 	if (moved)
 		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
 				   "moved the page of a call xpu made for it");
 	if (refresh)
 		xpu_refresh_locked(slice);
+	return ret;
+}
+
+static long xpu_escape_plain(struct xpu_file *xf, struct file *file,
+			     unsigned int cmd, struct xpu_escape *e,
+			     bool refresh)
+{
+	struct xpu_slice *slice = xf->slice;
+	long ret;
+
+	if (mutex_lock_killable(&slice->mem_lock))
+		return -EINTR;
+	ret = xpu_escape_plain_locked(xf, file, cmd, e, refresh);
+	mutex_unlock(&slice->mem_lock);
+	return ret;
+}
+
+/*
+ * RM_MAP_MEMORY_DMA through a slice's control file goes only into a virtual
+ * allocation whose page tables RM pinned when it was made and xpu charged
+ * (a recorded pinning NV50_MEMORY_VIRTUAL, docs/memory.md): RM reserved
+ * every level of the range then (gvaspaceAlloc, mmuWalkReserveEntries), so
+ * a mapping inside it makes no table.  Into anything else -- a lazy range,
+ * an NV01_MEMORY_VIRTUAL, whose mapping makes a VA block of its own -- RM
+ * would make page tables for each mapping, video memory charged to no one
+ * and capped by nothing, which xpu cannot follow: a mapping's status and
+ * address come back where the caller's threads can rewrite them, and RM
+ * answers no query about one.  So that is refused, NV_ERR_NOT_SUPPORTED,
+ * RM never called.  CUDA maps through UVM, never this way (gVisor's nvproxy
+ * lets only graphics and video workloads make this call).  The call is made
+ * on xpu's copy under mem_lock, which every call that makes or frees a
+ * handle of the slice's clients holds, so the allocation RM maps into is
+ * the one xpu found recorded.  An unmap makes no table: not hooked.
+ */
+long xpu_mem_map_dma(struct xpu_file *xf, struct file *file,
+		     unsigned int cmd, unsigned long arg)
+{
+	struct xpu_slice *slice = xf->slice;
+	size_t size = _IOC_SIZE(cmd);
+	struct xpu_escape e;
+	long ret;
+
+	if (!slice || xf->gpu || size != xpu_rm_map_dma_params_size())
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	ret = xpu_escape_copy(&e, arg, size);
+	if (ret)
+		return ret;
+	if (mutex_lock_killable(&slice->mem_lock))
+		return -EINTR;
+	/* NVOS46 before and from 580 agree up to flags; the status is last */
+	if (!xpu_sched_is_pinning_virtual(xf, e.u.p46.h_client, e.u.p46.h_dma))
+		ret = xpu_put_status(e.uarg + size - 8, NV_ERR_NOT_SUPPORTED);
+	else
+		ret = xpu_escape_plain_locked(xf, file, cmd, &e, false);
 	mutex_unlock(&slice->mem_lock);
 	return ret;
 }

@@ -42,7 +42,9 @@ struct xpu_alloc_result {
 /*
  * The driver's RM_ALLOC CMD on E, under the slice's mem_lock as every call
  * on xpu's page; a handle the caller left to RM xpu names (mem.c).  The
- * caller's struct gets the results.  Returns what the ioctl returns.
+ * caller's struct gets the results.  Returns what the ioctl returns.  When
+ * R->made, mem_lock is still held: the caller records what RM made before
+ * any other call of the slice can free or make a handle, then unlocks.
  */
 long xpu_mem_tracked_call(struct xpu_file *xf, struct file *file,
 			  unsigned int cmd, struct xpu_escape *e,
@@ -53,6 +55,8 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 /* RM_MAP_MEMORY of a slice's control file, on xpu's copy (file.c checks it). */
 long xpu_mem_map_memory(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg);
+long xpu_mem_map_dma(struct xpu_file *xf, struct file *file,
+		     unsigned int cmd, unsigned long arg);
 long xpu_mem_rm_free(struct xpu_file *xf, struct file *file,
 		     unsigned int cmd, unsigned long arg);
 long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,

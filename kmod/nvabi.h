@@ -1125,14 +1125,15 @@ struct nv_abi_version {
 	u32 fb_info_v2_size;		/* NV2080_CTRL_FB_GET_INFO_V2_PARAMS */
 	u32 memory_alloc_params_size;	/* NV_MEMORY_ALLOCATION_PARAMS */
 	u32 vaspace_alloc_params_size;	/* NV_VASPACE_ALLOCATION_PARAMETERS */
+	u32 map_dma_params_size;	/* NVOS46_PARAMETERS */
 };
 
 static inline const struct nv_abi_version *nv_abi_for_version(u32 major)
 {
-	static const struct nv_abi_version v580 = { 1028, 128, 56 };
-	static const struct nv_abi_version v560 = { 460, 128, 48 };
-	static const struct nv_abi_version v545 = { 444, 128, 48 };
-	static const struct nv_abi_version v535 = { 436, 120, 48 };
+	static const struct nv_abi_version v580 = { 1028, 128, 56, 64 };
+	static const struct nv_abi_version v560 = { 460, 128, 48, 56 };
+	static const struct nv_abi_version v545 = { 444, 128, 48, 56 };
+	static const struct nv_abi_version v535 = { 436, 120, 48, 56 };
 
 	if (major >= 580)
 		return &v580;

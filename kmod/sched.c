@@ -691,7 +691,7 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	struct xpu_alloc_result res;
 	const char *cheat = NULL;
 	int kind;
-	bool known, in_tsg;
+	bool known, in_tsg, locked = false;
 	struct xpu_rec *r;
 	long ret;
 
@@ -752,6 +752,13 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	ret = xpu_mem_tracked_call(xf, file, cmd, e, &res);
 	if (!res.made)
 		goto out;
+	/*
+	 * mem_lock is held from the call until the record is made: no other
+	 * call of the slice frees the handle and makes it again meanwhile,
+	 * so a record stands for the object RM made (xpu_mem_map_dma
+	 * relies on it)
+	 */
+	locked = true;
 	hc = res.hc;
 	ho = res.ho;
 	if (res.cheated) {
@@ -799,12 +806,16 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	if (!known && kind == XPU_REC_CHAN && slice->state == XPU_GATE_WAIT)
 		xpu_rm_disable_channels(slice->gpu, true, &hc, &ho, 1);
 	mutex_unlock(&s->lock);
+	mutex_unlock(&slice->mem_lock);
+	locked = false;
 	if (!known)
 		return ret;
 	/* RM never makes a live handle twice */
 	if (!res.drv_ret)
 		cheat = "named an object it made before";
 out:
+	if (locked)
+		mutex_unlock(&slice->mem_lock);
 	xpu_recs_uncharge(slice, reserved);
 	kfree(r);
 	if (!cheat)
@@ -815,7 +826,9 @@ out:
 
 /*
  * After an RM_FREE through a slice's file, whatever it returned: forget the
- * records of what it may have taken that RM no longer has.
+ * records of what it may have taken that RM no longer has.  Under mem_lock,
+ * as the free: no call of the slice makes a handle again before its record
+ * of the freed object is gone.
  */
 void xpu_sched_rm_free(struct xpu_file *xf, u32 h_client, u32 h_object)
 {
@@ -823,6 +836,7 @@ void xpu_sched_rm_free(struct xpu_file *xf, u32 h_client, u32 h_object)
 	struct xpu_rec_match m = { .key = XPU_REC_FREED, .h_client = h_client,
 				   .h_object = h_object };
 
+	lockdep_assert_held(&slice->mem_lock);
 	xpu_recs_forget_gone(slice->gpu->sched, slice, &m);
 }
 
@@ -837,6 +851,33 @@ bool xpu_sched_is_usermode(struct xpu_file *xf, u32 h_client, u32 h_memory)
 	spin_lock(&s->list_lock);
 	list_for_each_entry(u, &slice->recs[XPU_REC_UOBJ], link)
 		if (u->h_client == h_client && u->h_object == h_memory) {
+			found = true;
+			break;
+		}
+	spin_unlock(&s->list_lock);
+	return found;
+}
+
+/*
+ * Whether (H_CLIENT, H_DMA) is a virtual allocation of XF's slice whose page
+ * tables RM pinned when it was made (and xpu charged).  Under mem_lock, which
+ * every call that makes or frees a handle of the slice's clients holds.  A
+ * virtual allocation's parent is always a device (resource_list.h), so a
+ * free that takes it -- of it, its device or its client -- is matched at
+ * once (xpu_sched_rm_free), and a record RM no longer has cannot wait for a
+ * sweep while its handle is made again.
+ */
+bool xpu_sched_is_pinning_virtual(struct xpu_file *xf, u32 h_client, u32 h_dma)
+{
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_sched *s = slice->gpu->sched;
+	struct xpu_rec *r;
+	bool found = false;
+
+	lockdep_assert_held(&slice->mem_lock);
+	spin_lock(&s->list_lock);
+	list_for_each_entry(r, &slice->recs[XPU_REC_VIRT], link)
+		if (r->h_client == h_client && r->h_object == h_dma) {
 			found = true;
 			break;
 		}

@@ -32,6 +32,7 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 			u64 pinned, u32 h_vas);
 void xpu_sched_rm_free(struct xpu_file *xf, u32 h_client, u32 h_object);
 bool xpu_sched_is_usermode(struct xpu_file *xf, u32 h_client, u32 h_memory);
+bool xpu_sched_is_pinning_virtual(struct xpu_file *xf, u32 h_client, u32 h_dma);
 void xpu_sched_reassert(struct xpu_slice *slice);
 long xpu_sched_rm_control(struct xpu_file *xf, struct file *file,
 			  unsigned int cmd, unsigned long arg);

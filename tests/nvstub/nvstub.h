@@ -292,6 +292,16 @@ struct nvstub_va_map {
 	struct nvstub_mem *mem;		/* holds a reference */
 	u64 mem_offset;
 	const void *owner;		/* the virtual allocation or UVM range */
+	/*
+	 * RM_MAP_MEMORY_DMA's is an inter-mapping: it goes when the memory
+	 * handle it mapped (the mappable) or the device it named (the
+	 * context) is freed or invalidated (clientFreeResource,
+	 * _clientUnmapInterBackRefMappings).  NULL for UVM's.
+	 */
+	struct nvstub_vas *vas;
+	struct nvstub_object *mappable, *context;
+	struct list_head mappable_node;	/* in mappable->map_backrefs */
+	struct list_head context_node;	/* in context->ctx_backrefs */
 };
 
 /* The usermode region one GPU file mapped: its doorbell is polled. */
@@ -401,6 +411,9 @@ struct nvstub_object {
 	 * class and parent.  Nothing of the union is valid.
 	 */
 	bool invalid;
+	/* inter-mappings made of it, and in its context (struct nvstub_va_map) */
+	struct list_head map_backrefs;
+	struct list_head ctx_backrefs;
 	/* nvstub_free_tree(): on its list of what one free takes */
 	bool pending;
 	struct list_head free_node;
@@ -521,7 +534,10 @@ u32 nvstub_vas_reserve(struct nvstub_vas *vas, u64 size, u64 align,
 void nvstub_vas_unreserve(struct nvstub_va_range *r, const void *owner);
 u32 nvstub_vas_pin(struct nvstub_va_range *r);
 u32 nvstub_vas_map(struct nvstub_vas *vas, u64 va, u64 length,
-		   struct nvstub_mem *mem, u64 mem_offset, const void *owner);
+		   struct nvstub_mem *mem, u64 mem_offset, const void *owner,
+		   struct nvstub_object *mappable,
+		   struct nvstub_object *context);
+void nvstub_vas_unmap_backrefs(struct nvstub_object *obj);
 unsigned int nvstub_vas_unmap(struct nvstub_vas *vas, u64 va,
 			      const void *owner);
 bool nvstub_vas_read32(struct nvstub_vas *vas, u64 va, u32 *val);

@@ -586,6 +586,8 @@ static struct nvstub_object *nvstub_object_new(struct nvstub_client *c,
 	INIT_LIST_HEAD(&obj->dependants);
 	INIT_LIST_HEAD(&obj->dep_node);
 	INIT_LIST_HEAD(&obj->free_node);
+	INIT_LIST_HEAD(&obj->map_backrefs);
+	INIT_LIST_HEAD(&obj->ctx_backrefs);
 	if (parent) {
 		obj->gpu = parent->gpu;
 		obj->device = parent->device;
@@ -654,6 +656,7 @@ static void nvstub_free_tree(struct nvstub_object *target)
 		o->pending = false;
 		if (!o->invalid) {
 			nvstub_cpu_maps_free(o);
+			nvstub_vas_unmap_backrefs(o);
 			if (o->cls && o->cls->destruct)
 				o->cls->destruct(o);
 			/* _refRemoveAllDependencies() */

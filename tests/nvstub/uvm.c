@@ -584,7 +584,8 @@ static u32 nvstub_uvm_map_on_gpu(struct nvstub_uvm_file *uf,
 	m->vas = vas;
 	m->base = h->base;
 	m->length = h->length;
-	status = nvstub_vas_map(vas, h->base, h->length, mem, h->offset, m);
+	status = nvstub_vas_map(vas, h->base, h->length, mem, h->offset, m,
+				NULL, NULL);
 	if (status) {
 		struct nvstub_call call = { .kernel = true };
 

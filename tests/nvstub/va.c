@@ -432,7 +432,9 @@ void nvstub_vas_unreserve(struct nvstub_va_range *r, const void *owner)
 /* --- mappings */
 
 u32 nvstub_vas_map(struct nvstub_vas *vas, u64 va, u64 length,
-		   struct nvstub_mem *mem, u64 mem_offset, const void *owner)
+		   struct nvstub_mem *mem, u64 mem_offset, const void *owner,
+		   struct nvstub_object *mappable,
+		   struct nvstub_object *context)
 {
 	struct nvstub_va_map *m, *nm;
 	u32 status;
@@ -451,6 +453,11 @@ u32 nvstub_vas_map(struct nvstub_vas *vas, u64 va, u64 length,
 	nm->mem = mem;
 	nm->mem_offset = mem_offset;
 	nm->owner = owner;
+	nm->vas = vas;
+	nm->mappable = mappable;
+	nm->context = context;
+	INIT_LIST_HEAD(&nm->mappable_node);
+	INIT_LIST_HEAD(&nm->context_node);
 
 	/* the list changes only under the RM lock, which we hold */
 	spin_lock(&vas->lock);
@@ -472,7 +479,44 @@ u32 nvstub_vas_map(struct nvstub_vas *vas, u64 va, u64 length,
 	list_add_tail(&nm->node, &vas->maps);
 	vas->nmaps++;
 	spin_unlock(&vas->lock);
+	if (mappable)
+		list_add_tail(&nm->mappable_node, &mappable->map_backrefs);
+	if (context)
+		list_add_tail(&nm->context_node, &context->ctx_backrefs);
 	return NV_OK;
+}
+
+/* A mapping taken off its VA space's list: its tables and memory go. */
+static void nvstub_va_map_free(struct nvstub_va_map *m)
+{
+	list_del(&m->mappable_node);
+	list_del(&m->context_node);
+	nvstub_pt_put(m->vas, m->va, m->va + m->length - 1, ULONG_MAX);
+	nvstub_mem_put(m->mem);
+	kfree(m);
+}
+
+/*
+ * _clientUnmapInterBackRefMappings(): OBJ is freed or invalidated, and so
+ * is every mapping made of it or in its context.
+ */
+void nvstub_vas_unmap_backrefs(struct nvstub_object *obj)
+{
+	struct nvstub_va_map *m;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	while ((m = list_first_entry_or_null(&obj->map_backrefs,
+					     struct nvstub_va_map,
+					     mappable_node)) ||
+	       (m = list_first_entry_or_null(&obj->ctx_backrefs,
+					     struct nvstub_va_map,
+					     context_node))) {
+		spin_lock(&m->vas->lock);
+		list_del(&m->node);
+		m->vas->nmaps--;
+		spin_unlock(&m->vas->lock);
+		nvstub_va_map_free(m);
+	}
 }
 
 /*
@@ -496,11 +540,8 @@ unsigned int nvstub_vas_unmap(struct nvstub_vas *vas, u64 va,
 		}
 	}
 	spin_unlock(&vas->lock);
-	list_for_each_entry_safe(m, tmp, &gone, node) {
-		nvstub_pt_put(vas, m->va, m->va + m->length - 1, ULONG_MAX);
-		nvstub_mem_put(m->mem);
-		kfree(m);
-	}
+	list_for_each_entry_safe(m, tmp, &gone, node)
+		nvstub_va_map_free(m);
 	return n;
 }
 
@@ -617,7 +658,7 @@ static u32 nvstub_map_dma(struct nvstub_call *call, u32 h_client,
 	    end > r->va + r->size)
 		return NV_ERR_INVALID_LIMIT;
 	status = nvstub_vas_map(r->vas, va, ALIGN(adjust + length, NVSTUB_VA_PAGE),
-				mo->mem.mem, offset - adjust, vmem);
+				mo->mem.mem, offset - adjust, vmem, mo, dev);
 	if (status)
 		return status;
 	*dma_offset = va + adjust;

@@ -167,6 +167,44 @@ def test_map_memory_dma(dev0):
     rm.free(other.handle)
 
 
+def test_a_mapping_goes_with_its_memory_or_its_device_handle(dev0, rm):
+    """RM_MAP_MEMORY_DMA makes an inter-mapping (serverInterMap): freeing
+    the memory handle it mapped, or the device or subdevice it named,
+    unmaps it with its page tables (clientFreeResource,
+    _clientUnmapInterBackRefMappings), though the virtual allocation
+    stays.  Before, the stub kept such a mapping, and its tables, until
+    the virtual allocation went."""
+    ctl = dev0.ctl
+    lazy, va = dev0.alloc_virtual(1 << 30, lazy=True)
+    free0 = nvtest.heap_free(0)
+    fixed = abi.NVOS46_FLAGS_DMA_OFFSET_FIXED_TRUE << \
+        abi.NVOS46_FLAGS_DMA_OFFSET_FIXED_SHIFT
+    for gone in ("memory", "subdevice"):
+        mem = dev0.alloc_sysmem(4 * KIB)
+        for i in range(4):
+            ctl.rm_map_memory_dma(rm.handle, dev0.hsubdevice, lazy,
+                                  mem.handle, 4 * KIB,
+                                  dma_offset=va + (i << 21), flags=fixed)
+        # a page table per 2 MiB, and the directories above them
+        assert nvtest.heap_free(0) <= free0 - 4 * nvtest.PAGE_TABLE
+        if gone == "memory":
+            rm.free(mem.handle)
+        else:
+            rm.free(dev0.hsubdevice)
+            dev0.hsubdevice = rm.alloc(
+                dev0.hdevice, abi.NV20_SUBDEVICE_0,
+                abi.NV2080_ALLOC_PARAMETERS(subDeviceId=0))
+        assert nvtest.heap_free(0) == free0, gone
+        # nothing left to unmap
+        st = ctl.rm_unmap_memory_dma(rm.handle, dev0.hsubdevice, lazy,
+                                     mem.handle, va, check=False).status
+        assert st in (abi.NV_ERR_OBJECT_NOT_FOUND,
+                      abi.NV_ERR_INVALID_OBJECT_HANDLE), hex(st)
+        if gone == "subdevice":
+            rm.free(mem.handle)
+    rm.free(lazy)
+
+
 def test_context_share_veids(dev0):
     rm = dev0.client
     tsg = _tsg(dev0)

@@ -30,6 +30,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -1262,6 +1263,129 @@ def test_the_directories_a_va_space_pins_are_charged_to_its_slice(
         dev.close()
         assert sl.used() == 0
         assert nvtest.heap_free(0) == free0
+    finally:
+        for o in (dev, rm, gpu, ctl):
+            o.close()
+        sl.destroy()
+
+
+def test_mappings_make_page_tables_only_where_the_slice_paid_for_them(
+        admin, nodedir):
+    """Class 18: RM_MAP_MEMORY_DMA into a lazy virtual allocation makes the
+    page tables of each mapping then (a 4 KiB table per 2 MiB it reaches,
+    and the directories above), RM's video memory charged to no process
+    and capped by nothing.  Before, a tenant of a 4 MiB slice mapped one
+    page of system memory every 2 MiB of a 1 TiB lazy range, 2048 times:
+    8 MiB of the GPU's memory in tables, with its slice charged nothing.
+    Now a slice's control file maps only into a virtual allocation whose
+    tables RM pinned when it was made and xpu charged; anything else is
+    refused with NV_ERR_NOT_SUPPORTED before RM is called.  Mappings in a
+    pinning range make no table, and the unsliced control file is not
+    held."""
+    sl = Slice(admin, nodedir, name="maps", limit=4 * MiB)
+    ctl, gpu, rm, dev = sl.open()
+    fixed = abi.NVOS46_FLAGS_DMA_OFFSET_FIXED_TRUE << \
+        abi.NVOS46_FLAGS_DMA_OFFSET_FIXED_SHIFT
+    try:
+        hvas, _ = dev.vaspace()
+        mem = dev.alloc_sysmem(64 << 10)
+        lazy, va = dev.alloc_virtual(1 << 40, hvaspace=hvas, lazy=True)
+        free0, used0 = nvtest.heap_free(0), sl.used()
+        mapped, st = 0, abi.NV_OK
+        for i in range(2 * (4 * MiB) // nvtest.PAGE_TABLE):
+            st = ctl.rm_map_memory_dma(
+                rm.handle, dev.hdevice, lazy, mem.handle, 4096,
+                dma_offset=va + (i << 21), flags=fixed, check=False).status
+            if st != abi.NV_OK:
+                break
+            mapped += 1
+        tables = free0 - nvtest.heap_free(0)
+        assert (mapped, st) == (0, abi.NV_ERR_NOT_SUPPORTED), \
+            (mapped, hex(st), tables, sl.used())
+        assert tables == 0 and sl.used() == used0
+        # a pinning range: its tables are charged, and a mapping makes none
+        pinned, pva = dev.alloc_virtual(16 * MiB, hvaspace=hvas)
+        free1 = nvtest.heap_free(0)
+        assert free1 < free0 and sl.used() > used0
+        for i in range(8):
+            ctl.rm_map_memory_dma(rm.handle, dev.hdevice, pinned, mem.handle,
+                                  4096, dma_offset=pva + (i << 21),
+                                  flags=fixed)
+        assert nvtest.heap_free(0) == free1
+        ctl.rm_unmap_memory_dma(rm.handle, dev.hdevice, pinned, mem.handle,
+                                pva)
+        # its handle freed, a lazy range under it is refused again
+        rm.free(pinned)
+        lazy2, _ = dev.alloc_virtual(1 << 30, hvaspace=hvas, lazy=True)
+        st = ctl.rm_map_memory_dma(rm.handle, dev.hdevice, lazy2, mem.handle,
+                                   4096, check=False).status
+        assert st == abi.NV_ERR_NOT_SUPPORTED, hex(st)
+        assert nvtest.heap_free(0) == free0
+    finally:
+        for o in (dev, rm, gpu, ctl):
+            o.close()
+        sl.destroy()
+    # root's unsliced control file maps as RM lets it
+    with client.Ctl() as ctl2, client.RmClient(ctl2) as rm2, \
+            rm2.device(0) as dev2:
+        lazy, va = dev2.alloc_virtual(1 << 30, lazy=True)
+        mem = dev2.alloc_sysmem(4096)
+        assert dev2.map_dma(lazy, mem.handle, 4096) == va
+
+
+def test_a_record_stands_for_the_object_rm_made_under_its_handle(
+        admin, nodedir):
+    """Class 18's refusal trusts xpu's records of pinning virtual
+    allocations, so a record must never stand for another object of its
+    handle.  Before, the records an RM_FREE took were asked of RM after
+    the slice's lock went: one thread freed a client holding a pinning
+    range H and a thousand usermode objects, and while xpu asked RM about
+    them another thread made the client again under the same handle, a
+    device, and a lazy range under H; RM then said H was a virtual
+    allocation, the record stayed, and mappings into the lazy range (page
+    tables charged to no one) were let through.  Now the free's records
+    are asked before the lock goes, and a new object is recorded before
+    it, so the lazy range is refused."""
+    sl = Slice(admin, nodedir, name="reuse", limit=256 * MiB)
+    ctl, gpu, rm, dev = sl.open()
+    hc, hv = 0x5c1e0001, 0x5c1e0002
+    fixed = abi.NVOS46_FLAGS_DMA_OFFSET_FIXED_TRUE << \
+        abi.NVOS46_FLAGS_DMA_OFFSET_FIXED_SHIFT
+    try:
+        a = client.RmClient(ctl, handle=hc)
+        da = a.device(0, gpu_file=gpu)
+        p = da.memory_params(64 << 10, flags=abi.NVOS32_ALLOC_FLAGS_VIRTUAL)
+        a.alloc(da.hdevice, abi.NV50_MEMORY_VIRTUAL, p, hnew=hv)
+        for _ in range(1000):       # records the free's question goes over
+            a.alloc(da.hsubdevice, abi.HOPPER_USERMODE_A)
+        made = {}
+
+        def remake():
+            # the client again, under its handle, as soon as RM lets it
+            while True:
+                try:
+                    b = client.RmClient(ctl, handle=hc)
+                    break
+                except client.NvStatusError as e:
+                    assert e.status == abi.NV_ERR_INSERT_DUPLICATE_NAME, e
+            db = b.device(0, gpu_file=gpu)
+            q = db.memory_params(64 << 20, flags=abi.NVOS32_ALLOC_FLAGS_VIRTUAL
+                                 | abi.NVOS32_ALLOC_FLAGS_LAZY)
+            b.alloc(db.hdevice, abi.NV50_MEMORY_VIRTUAL, q, hnew=hv)
+            made.update(b=b, db=db, va=q.offset)
+
+        t = threading.Thread(target=remake)
+        t.start()
+        ctl.rm_free(hc, hc, hc)
+        t.join(60)
+        assert not t.is_alive() and "b" in made
+        b, db = made["b"], made["db"]
+        mem = db.alloc_sysmem(4096)
+        st = ctl.rm_map_memory_dma(hc, db.hdevice, hv, mem.handle, 4096,
+                                   dma_offset=made["va"], flags=fixed,
+                                   check=False).status
+        assert st == abi.NV_ERR_NOT_SUPPORTED, hex(st)
+        b.close()
     finally:
         for o in (dev, rm, gpu, ctl):
             o.close()
