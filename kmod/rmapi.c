@@ -455,7 +455,7 @@ u32 xpu_rm_object_class(u32 h_client, u32 h_object)
 
 /*
  * Whether RM keeps H_OBJECT of H_CLIENT only as an invalidated handle: the
- * dependant of a freed object that was not its ancestor (a channel of a
+ * dependent of a freed object that was not its ancestor (a channel of a
  * freed context share or VA space, a virtual allocation of a freed VA
  * space), destructed, its handle left until it or an ancestor is freed
  * (resserv's bInvalidateOnly).  CLIENT_GET_HANDLE_INFO still answers such a
