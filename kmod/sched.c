@@ -209,6 +209,16 @@ static int xpu_rec_kind(u32 h_class)
 		return XPU_REC_VIRT;	/* those that pin tables (mem.c) */
 	case FERMI_VASPACE_A:
 		return XPU_REC_VAS;	/* those with RM's directories (mem.c) */
+	case NV01_DEVICE_0:
+		/*
+		 * RM makes its default VA space, with a root directory (four
+		 * more on GSP), when first used: one per device, and one
+		 * device per GPU in a client, so clients would make them
+		 * without bound.  Bounded by the records (1024 a slice, 20 MiB
+		 * of directories at most), not charged: a slice's limit stays
+		 * what its tenants can allocate.
+		 */
+		return XPU_REC_DEV;
 	}
 	return -1;
 }

@@ -72,6 +72,7 @@ enum xpu_rec_kind {
 	XPU_REC_TSG,			/* a channel group */
 	XPU_REC_VIRT,			/* a virtual allocation that pins tables */
 	XPU_REC_VAS,			/* a VA space with RM's page directories */
+	XPU_REC_DEV,			/* a device: bounded, not charged */
 	XPU_REC_KINDS,
 };
 

@@ -733,8 +733,10 @@ class Channel:
             self._objs.append(self.hmem)
             self.mem = device.map(self.hmem, mem.size)
             self._maps.append(self.mem)
-            # lazy, as CUDA's ranges are: the mapping below takes the tables
-            self.hvirtual, _ = device.alloc_virtual(mem.size, lazy=True)
+            # a range whose page tables RM pins when it is made: a slice
+            # maps (RM_MAP_MEMORY_DMA) only there (docs/security.md, class
+            # 18); CUDA's lazy ranges are mapped through UVM (CudaChannel)
+            self.hvirtual, _ = device.alloc_virtual(mem.size)
             self._objs.append(self.hvirtual)
             self.gpu_va = device.map_dma(self.hvirtual, self.hmem, mem.size)
 

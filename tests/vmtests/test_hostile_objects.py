@@ -188,6 +188,32 @@ hs.append(rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A))
 """)
 
 
+def test_devices_are_bounded_with_a_clear_refusal(sl):
+    """A device's default VA space comes with RM's page directories (a
+    root, four more on GSP), made when first used and charged to no
+    process, and a client may hold one device per GPU, so a tenant making
+    clients made directories without bound.  A slice keeps at most 1024
+    devices: the next is refused with NV_ERR_INSUFFICIENT_RESOURCES,
+    nothing made; freeing one makes room again.  Before, the 1025th was
+    made as every other."""
+    run_in(sl, """
+from nvclient import stub
+cs = []
+for _ in range(1023):           # the prelude's client holds one already
+    c = client.RmClient(ctl)
+    c.device(0, gpu_file=gpu)
+    cs.append(c)
+c = client.RmClient(ctl)
+n = stub.objects()["objects"]
+p = c.alloc_raw(c.handle, abi.NV01_DEVICE_0,
+                abi.NV0080_ALLOC_PARAMETERS(deviceId=0))
+assert p.status == abi.NV_ERR_INSUFFICIENT_RESOURCES, hex(p.status)
+assert stub.objects()["objects"] == n   # xpu's refusal: RM made nothing
+cs.pop().close()
+c.device(0, gpu_file=gpu)
+""")
+
+
 def test_doorbell_files_are_bounded_with_a_clear_refusal(sl):
     """Every doorbell file of a waiting slice is zapped, so a slice may map
     its usermode page through at most 1024 files: the 1025th mmap fails
