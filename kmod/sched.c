@@ -850,22 +850,23 @@ void xpu_sched_rm_free(struct xpu_file *xf, u32 h_client, u32 h_object)
 	xpu_recs_forget_gone(slice->gpu->sched, slice, &m);
 }
 
+/* Whether XF's slice has a record of KIND for (H_CLIENT, H_OBJECT). */
+static bool xpu_sched_holds(struct xpu_file *xf, int kind, u32 h_client,
+			    u32 h_object)
+{
+	struct xpu_sched *s = xf->slice->gpu->sched;
+	bool found;
+
+	spin_lock(&s->list_lock);
+	found = xpu_recs_hold_kind(xf->slice, kind, h_client, h_object);
+	spin_unlock(&s->list_lock);
+	return found;
+}
+
 /* Whether (H_CLIENT, H_MEMORY) is a usermode object recorded in XF's slice. */
 bool xpu_sched_is_usermode(struct xpu_file *xf, u32 h_client, u32 h_memory)
 {
-	struct xpu_slice *slice = xf->slice;
-	struct xpu_sched *s = slice->gpu->sched;
-	struct xpu_rec *u;
-	bool found = false;
-
-	spin_lock(&s->list_lock);
-	list_for_each_entry(u, &slice->recs[XPU_REC_UOBJ], link)
-		if (u->h_client == h_client && u->h_object == h_memory) {
-			found = true;
-			break;
-		}
-	spin_unlock(&s->list_lock);
-	return found;
+	return xpu_sched_holds(xf, XPU_REC_UOBJ, h_client, h_memory);
 }
 
 /*
@@ -879,20 +880,8 @@ bool xpu_sched_is_usermode(struct xpu_file *xf, u32 h_client, u32 h_memory)
  */
 bool xpu_sched_is_pinning_virtual(struct xpu_file *xf, u32 h_client, u32 h_dma)
 {
-	struct xpu_slice *slice = xf->slice;
-	struct xpu_sched *s = slice->gpu->sched;
-	struct xpu_rec *r;
-	bool found = false;
-
-	lockdep_assert_held(&slice->mem_lock);
-	spin_lock(&s->list_lock);
-	list_for_each_entry(r, &slice->recs[XPU_REC_VIRT], link)
-		if (r->h_client == h_client && r->h_object == h_dma) {
-			found = true;
-			break;
-		}
-	spin_unlock(&s->list_lock);
-	return found;
+	lockdep_assert_held(&xf->slice->mem_lock);
+	return xpu_sched_holds(xf, XPU_REC_VIRT, h_client, h_dma);
 }
 
 /*
