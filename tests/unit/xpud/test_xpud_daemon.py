@@ -161,7 +161,12 @@ def test_a_hung_xpud_ended_by_the_watchdog_leaves_its_stacks(xpud):
     assert x.proc.returncode in (-signal.SIGABRT, -signal.SIGSEGV), \
         (x.proc.returncode, err)
     assert "Fatal Python error: Aborted" in err, err
-    assert "xpu/daemon.py" in err, err
+    assert "(most recent call first)" in err, err
+    # the main thread, started first, is walked last: a walk that crashed
+    # on a running thread's frames (CI saw one in typing.py) never reaches
+    # it, having written the others'
+    if x.proc.returncode == -signal.SIGABRT:
+        assert "xpu/daemon.py" in err, err
 
 
 def test_no_watchdog_pings_unless_asked(xpud):
