@@ -473,6 +473,7 @@ struct xpu_escape {
 		struct nvos32_parameters p32;
 		struct nvos33_with_fd p33;
 		struct nvos46_parameters_v580 p46;	/* the fields before flags2 */
+		struct nvos55_parameters p55;
 		u8 raw[sizeof(struct nvos32_parameters)];
 	} u;
 	/* RM_ALLOC: the params RM reads, copied from UPARAMS; none when 0 */
@@ -515,6 +516,8 @@ static int xpu_escape_copy(struct xpu_escape *e, unsigned long arg,
 		     sizeof(struct nvos33_with_fd) >
 		     sizeof(struct nvos32_parameters) ||
 		     sizeof(struct nvos46_parameters_v580) >
+		     sizeof(struct nvos32_parameters) ||
+		     sizeof(struct nvos55_parameters) >
 		     sizeof(struct nvos32_parameters));
 	if (size > sizeof(e->u))
 		return -EINVAL;
@@ -917,20 +920,27 @@ out:
  * limit, or -EINTR.  Taken back with xpu_recs_uncharge() (sched.c),
  * without this lock.
  */
-long xpu_mem_charge(struct xpu_slice *slice, u64 bytes)
+u32 xpu_mem_charge_locked(struct xpu_slice *slice, u64 bytes)
 {
-	if (mutex_lock_killable(&slice->mem_lock))
-		return -EINTR;
-	if (!xpu_mem_fits(slice, bytes)) {
-		mutex_unlock(&slice->mem_lock);
+	lockdep_assert_held(&slice->mem_lock);
+	if (!xpu_mem_fits(slice, bytes))
 		return NV_ERR_NO_MEMORY;
-	}
 	atomic64_add(bytes, &slice->rec_bytes);
 	WRITE_ONCE(slice->used, slice->used + bytes);
 	if (slice->used > slice->peak)
 		WRITE_ONCE(slice->peak, slice->used);
-	mutex_unlock(&slice->mem_lock);
 	return NV_OK;
+}
+
+long xpu_mem_charge(struct xpu_slice *slice, u64 bytes)
+{
+	u32 st;
+
+	if (mutex_lock_killable(&slice->mem_lock))
+		return -EINTR;
+	st = xpu_mem_charge_locked(slice, bytes);
+	mutex_unlock(&slice->mem_lock);
+	return st;
 }
 
 /* After a call that can only lower usage (free, dup, close): read anew. */
@@ -1526,20 +1536,61 @@ long xpu_mem_rm_free(struct xpu_file *xf, struct file *file,
 /*
  * A duplicate makes a handle in one of the slice's clients: under mem_lock,
  * as every call that makes one, so that a free that took a recorded object
- * can tell by its handle whether it went (ledger.c).
+ * can tell by its handle whether it went (ledger.c), and on xpu's copy of
+ * the caller's struct, as an allocation: the handles RM reads are the ones
+ * xpu read, and the new handle -- named by xpu as RM would choose it when
+ * the caller leaves it to RM -- comes back where only xpu reads it.  RM
+ * duplicates usermode objects, TSGs, virtual allocations and VA spaces
+ * (their resCanCopy), and a duplicate keeps what it shares alive after its
+ * source goes: what RM says it made is recorded as an allocation of its
+ * class would be (sched.c), or undone, as the caller, with the status of
+ * the refusal.
  */
 long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
 		    unsigned int cmd, unsigned long arg)
 {
+	struct xpu_alloc_site site = {
+		.status = offsetof(struct nvos55_parameters, status),
+		.h_client = offsetof(struct nvos55_parameters, h_client),
+		.h_parent = offsetof(struct nvos55_parameters, h_parent),
+		.h_object = offsetof(struct nvos55_parameters, h_object),
+		.record = true,
+	};
 	struct xpu_slice *slice = xf->slice;
-	long ret;
+	const struct nvos55_parameters *q;
+	struct xpu_escape e;
+	bool cheated;
+	long ret, drv_ret;
+	u32 cls, st;
 
-	if (!slice || xf->gpu)
+	if (!slice || xf->gpu || _IOC_SIZE(cmd) != sizeof(*q))
 		return xpu_call_refresh(xf, file, cmd, arg);
+	ret = xpu_escape_copy(&e, arg, sizeof(*q));
+	if (ret)
+		return ret;
+	q = &e.u.p55;
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
+	ret = xpu_escape_call(xf, file, cmd, &e, &site, &cheated, &drv_ret);
+	if (cheated) {
+		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
+				   "moved or rewrote the page of a call xpu made for it");
+		goto out;
+	}
+	/* RM's own answer, or (a failed copy-back) RM's class of the handle */
+	if (drv_ret || q->status == NV_OK) {
+		cls = xpu_rm_object_class(q->h_client, q->h_object);
+		st = xpu_sched_tracks_class(cls) ?
+		     xpu_sched_rm_dup(xf, q->h_client, q->h_object, cls,
+				      q->h_client_src, q->h_object_src) : NV_OK;
+		if (st) {
+			xpu_free_as_caller(xf, file, q->h_client, q->h_parent,
+					   q->h_object);
+			ret = xpu_escape_status(&e, &site, st);
+		}
+	}
 	xpu_refresh_locked(slice);
+out:
 	mutex_unlock(&slice->mem_lock);
 	return ret;
 }

@@ -677,6 +677,41 @@ static void xpu_sched_cheat(struct xpu_file *xf, const char *what)
 }
 
 /*
+ * Put R, of KIND, on SLICE's records, charged CHARGE bytes of which RESERVED
+ * were charged before the call that made it; false, R not taken, when the
+ * slice holds its handle already.  Under mem_lock, from RM's answer on.
+ */
+static bool xpu_rec_add(struct xpu_slice *slice, struct xpu_rec *r, int kind,
+			u64 charge, u64 reserved)
+{
+	struct xpu_sched *s = slice->gpu->sched;
+	u32 hc = r->h_client, ho = r->h_object;
+	bool known;
+
+	lockdep_assert_held(&slice->mem_lock);
+	mutex_lock(&s->lock);
+	spin_lock(&s->list_lock);
+	known = xpu_recs_hold(slice, hc, ho);
+	if (!known) {
+		if (charge > reserved) {
+			/* the class changed under xpu: charged past the limit */
+			atomic64_add(charge - reserved, &slice->rec_bytes);
+			WRITE_ONCE(slice->stale, true);
+		} else {
+			xpu_recs_uncharge(slice, reserved - charge);
+		}
+		r->charge = charge;
+		list_add_tail(&r->link, &slice->recs[kind]);
+		slice->nr_recs[kind]++;
+	}
+	spin_unlock(&s->list_lock);
+	if (!known && kind == XPU_REC_CHAN && slice->state == XPU_GATE_WAIT)
+		xpu_rm_disable_channels(slice->gpu, true, &hc, &ho, 1);
+	mutex_unlock(&s->lock);
+	return !known;
+}
+
+/*
  * RM_ALLOC of a channel, TSG or usermode class by a sliced file, made on
  * xpu's copy of the caller's struct, E (mem.c): RM makes the class xpu
  * read, and its handle and status come back where no thread of the
@@ -796,26 +831,9 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	r->h_object = ho;
 	r->h_dep = kind == XPU_REC_CHAN || kind == XPU_REC_VIRT ? dep : 0;
 	r->ctl = file;
-	mutex_lock(&s->lock);
-	spin_lock(&s->list_lock);
-	known = xpu_recs_hold(slice, hc, ho);
-	if (!known) {
-		if (charge > reserved) {
-			/* the class changed under xpu: charged past the limit */
-			atomic64_add(charge - reserved, &slice->rec_bytes);
-			WRITE_ONCE(slice->stale, true);
-		} else {
-			xpu_recs_uncharge(slice, reserved - charge);
-		}
-		r->charge = charge;
+	known = !xpu_rec_add(slice, r, kind, charge, reserved);
+	if (!known)
 		reserved = 0;
-		list_add_tail(&r->link, &slice->recs[kind]);
-		slice->nr_recs[kind]++;
-	}
-	spin_unlock(&s->list_lock);
-	if (!known && kind == XPU_REC_CHAN && slice->state == XPU_GATE_WAIT)
-		xpu_rm_disable_channels(slice->gpu, true, &hc, &ho, 1);
-	mutex_unlock(&s->lock);
 	mutex_unlock(&slice->mem_lock);
 	locked = false;
 	if (!known)
@@ -832,6 +850,75 @@ out:
 		return ret;
 	xpu_sched_cheat(xf, cheat);
 	return xpu_escape_alloc_status(e, NV_ERR_INVALID_OBJECT_HANDLE);
+}
+
+/*
+ * An RM_DUP_OBJECT through XF, a slice's control file, made (HC, HO), of
+ * CLS, a class xpu records, from (HC_SRC, HO_SRC) (mem.c: RM's answers,
+ * from xpu's copy).  A duplicate shares what its source holds and keeps it
+ * after the source goes (a usermode object's doorbell, a TSG's context, a
+ * virtual allocation's pinned range: vaspaceIncAllocRefCnt, a VA space's
+ * directories), so it is recorded as an allocation of its class: bounded,
+ * and charged what the source's record is -- so while both live the slice
+ * pays twice, never less than RM holds.  A source the slice holds no record
+ * of holds nothing xpu charges for, if a virtual allocation or VA space (a
+ * lazy range, an externally managed VA space, or an object of an unsliced
+ * client): the duplicate is not recorded either (and so is never mapped
+ * into, class 18); a TSG or channel is charged the most it can hold.
+ * Under mem_lock, from the call on.  NV_OK, or the status to undo it with.
+ */
+u32 xpu_sched_rm_dup(struct xpu_file *xf, u32 hc, u32 ho, u32 cls,
+		     u32 hc_src, u32 ho_src)
+{
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_sched *s = slice->gpu->sched;
+	int kind = xpu_rec_kind(cls);
+	struct xpu_rec *r, *src;
+	bool found = false;
+	u64 charge = 0;
+	u32 st;
+
+	lockdep_assert_held(&slice->mem_lock);
+	spin_lock(&s->list_lock);
+	list_for_each_entry(src, &slice->recs[kind], link)
+		if (src->h_client == hc_src && src->h_object == ho_src) {
+			charge = src->charge;
+			found = true;
+			break;
+		}
+	spin_unlock(&s->list_lock);
+	if (!found) {
+		if (kind == XPU_REC_VIRT || kind == XPU_REC_VAS)
+			return NV_OK;
+		charge = xpu_rec_charge(kind, false, 0);
+	}
+	if (READ_ONCE(slice->nr_recs[kind]) >= XPU_MAX_RECS) {
+		xpu_forget_stale(s, slice);
+		if (READ_ONCE(slice->nr_recs[kind]) >= XPU_MAX_RECS) {
+			pr_warn_ratelimited("slice %u: pid %d has %u objects of class 0x%x; duplicate refused\n",
+					    slice->id, task_tgid_nr(current),
+					    XPU_MAX_RECS, cls);
+			return NV_ERR_INSUFFICIENT_RESOURCES;
+		}
+	}
+	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
+	if (!r)
+		return NV_ERR_NO_MEMORY;
+	st = charge ? xpu_mem_charge_locked(slice, charge) : NV_OK;
+	if (st) {
+		kfree(r);
+		return st;
+	}
+	r->h_client = hc;
+	r->h_parent = xpu_rm_object_parent(hc, ho);
+	r->h_object = ho;
+	r->ctl = xf->file;
+	if (!xpu_rec_add(slice, r, kind, charge, charge)) {
+		/* a live handle RM made twice: not RM's doing, but no charge */
+		xpu_recs_uncharge(slice, charge);
+		kfree(r);
+	}
+	return NV_OK;
 }
 
 /*

@@ -30,6 +30,8 @@ struct xpu_escape;
 long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, struct xpu_escape *e, u32 h_class,
 			u64 pinned, u32 h_vas);
+u32 xpu_sched_rm_dup(struct xpu_file *xf, u32 hc, u32 ho, u32 cls,
+		     u32 hc_src, u32 ho_src);
 void xpu_sched_rm_free(struct xpu_file *xf, u32 h_client, u32 h_object);
 bool xpu_sched_is_usermode(struct xpu_file *xf, u32 h_client, u32 h_memory);
 bool xpu_sched_is_pinning_virtual(struct xpu_file *xf, u32 h_client, u32 h_dma);

@@ -937,6 +937,20 @@ u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p)
 	if (src_sub != dst_sub)
 		return NV_ERR_INVALID_OBJECT_PARENT;
 
+	/*
+	 * _virtmemCopyConstruct(): a range goes only where the new handle's
+	 * device has it in its default VA space (the duplicate names no VA
+	 * space of its own), and takes a reference on it there
+	 * (vaspaceIncAllocRefCnt: its pinned tables stay with the last handle)
+	 */
+	if (sobj->hclass == NV50_MEMORY_VIRTUAL && sobj->mem.mem->range) {
+		struct nvstub_vas *vas;
+
+		if (nvstub_vas_lookup(dst, parent, 0, &vas, NULL) ||
+		    vas != sobj->mem.mem->range->vas)
+			return NV_ERR_INVALID_DEVICE;
+	}
+
 	obj = nvstub_object_new(dst, sobj->cls, sobj->hclass, h, parent);
 	if (!obj)
 		return NV_ERR_INSUFFICIENT_RESOURCES;

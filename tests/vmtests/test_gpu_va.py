@@ -554,6 +554,36 @@ def test_a_virtual_allocation_pins_its_page_tables_unless_lazy(dev0, flags):
     rm.free(mem.handle)
 
 
+def test_a_duplicate_range_keeps_its_tables(dev0):
+    """RM duplicates a virtual allocation (stdmemCanCopy) only where the new
+    handle's device has the range in its default VA space: the duplicate
+    names no VA space of its own (_virtmemCopyConstruct,
+    NV_ERR_INVALID_DEVICE).  It takes a reference on the range
+    (vaspaceIncAllocRefCnt), so the pinned tables stay until the last
+    handle goes, whichever goes first."""
+    rm = dev0.client
+    free_kib, _ = _heap_free_and_charged(dev0)
+    hvas, _ = dev0.vaspace()
+    virt, _ = dev0.alloc_virtual(1 << 30, hvaspace=hvas)
+    p = rm.ctl.rm_dup(rm.handle, dev0.hdevice, rm.handle, virt, check=False)
+    assert p.status == abi.NV_ERR_INVALID_DEVICE, hex(p.status)
+    rm.free(virt)
+    rm.free(hvas)
+    lazy, _ = dev0.alloc_virtual(1 << 21, lazy=True)   # the default's root
+    free0 = free_kib()
+    for last in (0, 1):
+        virt, _ = dev0.alloc_virtual(1 << 30, va=1 << 30)
+        pinned = free0 - free_kib()
+        assert pinned > 0
+        handles = [virt, rm.dup(dev0.hdevice, virt)]
+        assert free_kib() == free0 - pinned
+        rm.free(handles.pop(1 - last))
+        assert free_kib() == free0 - pinned
+        rm.free(handles.pop())
+        assert free_kib() == free0
+    rm.free(lazy)
+
+
 def test_a_pin_that_does_not_fit_is_refused_whole(dev0):
     """Tables RM cannot make fail the allocation (NV_ERR_NO_MEMORY), and
     what it had made of them goes back: with 1 to 3 MiB of the heap left,

@@ -1197,6 +1197,44 @@ def test_the_page_tables_a_virtual_allocation_pins_are_charged_to_its_slice(
         sl.destroy()
 
 
+def test_a_duplicate_of_a_pinning_range_is_charged_while_it_keeps_the_tables(
+        admin, nodedir):
+    """Class 20: RM duplicates a virtual allocation (stdmemCanCopy), and a
+    duplicate of one that pinned its page tables takes a reference on the
+    range (vaspaceIncAllocRefCnt): the tables stay pinned until the last
+    handle goes.  xpu.ko records the duplicate, charged what its source's
+    record is, so the slice pays for the tables as long as any handle
+    keeps them (twice while both live: never less than RM holds).  Before,
+    the source's free gave the charge back while the duplicate still held
+    the tables: the slice read 0 with 2 MiB of the GPU pinned for it."""
+    sl = Slice(admin, nodedir, name="dupvirt")
+    ctl, gpu, rm, dev = sl.open()
+    try:
+        free0 = nvtest.heap_free(0)
+        h, _ = dev.alloc_virtual(1 << 30)   # in the device's default VA space
+        # the range's tables, and the default VA space's root (class 19)
+        pinned = free0 - nvtest.heap_free(0)
+        charged = sl.used()
+        assert charged >= pinned - nvtest.PAGE_TABLE > 0, (pinned, charged)
+        d = rm.dup(dev.hdevice, h)
+        assert sl.used() == 2 * charged, (charged, sl.used())
+        rm.free(h)
+        # premise: RM keeps the range's tables for the duplicate
+        assert free0 - nvtest.heap_free(0) == pinned
+        assert sl.used() == charged, (charged, sl.used())
+        # mapped into as the pinning range it is (class 18)
+        mem = dev.alloc_vidmem(1 << 21)
+        dev.map_dma(d, mem.handle, 1 << 21)
+        rm.free(mem.handle)
+        rm.free(d)
+        assert sl.used() == 0, sl.used()
+        assert nvtest.heap_free(0) == free0 - nvtest.PAGE_TABLE
+    finally:
+        for o in (dev, rm, gpu, ctl):
+            o.close()
+        sl.destroy()
+
+
 def test_the_directories_a_va_space_pins_are_charged_to_its_slice(
         admin, nodedir):
     """A VA space of RM's own (FERMI_VASPACE_A, neither externally owned

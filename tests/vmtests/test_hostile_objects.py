@@ -183,6 +183,10 @@ n = stub.objects()["objects"]
 p = rm.alloc_raw(dev.hsubdevice, abi.HOPPER_USERMODE_A)
 assert p.status == abi.NV_ERR_INSUFFICIENT_RESOURCES, hex(p.status)
 assert stub.objects()["objects"] == n   # xpu's refusal: RM made nothing
+# a duplicate is a record too (class 20): refused, and undone as the caller
+p = ctl.rm_dup(rm.handle, dev.hsubdevice, rm.handle, hs[0], check=False)
+assert p.status == abi.NV_ERR_INSUFFICIENT_RESOURCES, hex(p.status)
+assert stub.objects()["objects"] == n
 rm.free(hs.pop())
 hs.append(rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A))
 """)
@@ -236,6 +240,42 @@ maps.pop().close()
 maps.append(bell())
 for m in maps:
     m.close()
+""")
+
+
+def test_a_duplicated_usermode_object_is_a_doorbell(sl):
+    """Class 20: RM duplicates a usermode object (usrmodeCanCopy), and the
+    duplicate maps the same doorbell page and keeps it after its source
+    goes.  xpu.ko records what a duplicate through a slice's control file
+    makes, so a mapping of the duplicate is a doorbell file like any other:
+    it counts towards the slice's 1024, and the bound holds for both
+    handles, before and after the source is freed.  Before, xpu recorded
+    only the original: the 1025th mapping, refused for it, was made for
+    its duplicate, and that file was never gated."""
+    run_in(sl, """
+import errno, resource
+resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
+h = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
+d = rm.dup(dev.hsubdevice, h)
+def bell(x):
+    return dev.map(x, abi.NVC361_NV_USERMODE__SIZE, hparent=dev.hsubdevice,
+                   node=GPU)
+def refused(x):
+    try:
+        bell(x)
+        raise AssertionError("a 1025th doorbell file was mapped")
+    except OSError as e:
+        assert e.errno == errno.EMFILE and e.filename is None, e
+maps = [bell(h) for _ in range(1023)]
+maps.append(bell(d))        # premise: the duplicate maps as its source does
+refused(h)
+refused(d)
+rm.free(h)                  # the duplicate keeps the doorbell, and its record
+maps.pop().close()
+maps.append(bell(d))
+refused(d)
+for m in maps:
+    m.close(unmap=m.hmemory == d)  # RM took h's mappings with it
 """)
 
 
