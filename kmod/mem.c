@@ -1867,12 +1867,15 @@ long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
  * copy-back with -EFAULT after RM made the context, and the status is read
  * where a thread may rewrite it.  An honest file of the slice opened before
  * such a call and mapped during or after it is gated for nothing (its
- * faults wait for the slice's turn), which costs only the slice.
+ * faults wait for the slice's turn), which costs only the slice.  Whether
+ * the object is a usermode object is asked of the records under mem_lock,
+ * with the call: one made under the handle while the call waited for the
+ * lock is seen.
  */
 long xpu_mem_map_memory(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg)
 {
-	struct xpu_slice *other;
+	struct xpu_slice *other, *slice = xf->slice;
 	struct xpu_escape e;
 	bool driver_file, uobj;
 	u32 hc, hm;
@@ -1888,15 +1891,23 @@ long xpu_mem_map_memory(struct xpu_file *xf, struct file *file,
 	other = xpu_file_slice_of_fd(fd, &driver_file);
 	if (driver_file && other != xf->slice)
 		return -EPERM;
+	/*
+	 * The records are asked under the lock every call that makes or frees
+	 * a handle of the slice holds: a usermode object made under the
+	 * handle while this call waited for it is seen.
+	 */
+	if (mutex_lock_killable(&slice->mem_lock))
+		return -EINTR;
 	uobj = xpu_sched_is_usermode(xf, hc, hm);
 	if (uobj)
-		atomic_inc(&xf->slice->uobj_maps);
-	ret = xpu_escape_plain(xf, file, cmd, &e, false);
+		atomic_inc(&slice->uobj_maps);
+	ret = xpu_escape_plain_locked(xf, file, cmd, &e, false);
 	if (uobj) {
-		xpu_file_mark_doorbells(xf->slice);
+		xpu_file_mark_doorbells(slice);
 		/* the marks are seen by whoever sees the count drop */
 		smp_mb__before_atomic();
-		atomic_dec(&xf->slice->uobj_maps);
+		atomic_dec(&slice->uobj_maps);
 	}
+	mutex_unlock(&slice->mem_lock);
 	return ret;
 }

@@ -165,3 +165,74 @@ def test_a_file_put_under_the_number_behind_xpu_s_back_is_gated(
             sl.destroy()
     assert r["rc"] == 0 and r["status"] == 0, r
     assert r["efault"] > 0, r
+
+
+USERMODE_RACE = nvtest.RAW_PRELUDE + """
+import errno, struct, threading, time
+ch = client.Channel(dev, entries=64)
+SIZE = abi.NVC361_NV_USERMODE__SIZE
+H = 0x5c0ce001
+def call_page():            # xpu.ko's page for the calls it makes here
+    with open("/proc/self/maps") as m:
+        for line in m:
+            if "xpu-call" in line:
+                return int(line.split("-")[0], 16)
+page = call_page()          # kept from the calls above
+f = os.open(GPU, os.O_RDWR | os.O_CLOEXEC)
+t = threading.Thread(target=rm.alloc, args=(dev.hsubdevice,
+                                            abi.HOPPER_USERMODE_A),
+                     kwargs=dict(hnew=H))
+t.start()
+while struct.pack("<I", H) not in ctypes.string_at(page, 64):
+    pass                    # xpu.ko wrote the call: the driver sleeps
+t0 = time.monotonic()
+arg = ctl.rm_map_memory(rm.handle, dev.hsubdevice, H, SIZE, f, check=False)
+waited = time.monotonic() - t0
+t.join()
+bell = mmap.mmap(f, SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+view = memoryview(bell)[0:4]
+pr, pw = os.pipe()
+efault = reads = 0
+deadline = time.monotonic() + 10
+while not efault and time.monotonic() < deadline:
+    try:                    # the kernel reads the page (kwrite's way)
+        os.write(pw, view)
+    except OSError as e:
+        if e.errno != errno.EFAULT:
+            raise
+        efault += 1
+        continue
+    os.read(pr, 4)
+    reads += 1
+report(status=arg.params.status, waited=waited, efault=efault, reads=reads)
+"""
+
+
+def test_a_usermode_object_made_while_its_mapping_waits_is_gated(
+        reload_stub, nodedir):  # noqa: F811
+    """RM_MAP_MEMORY of a handle that is not yet a usermode object, made
+    while another thread's RM_ALLOC makes one under that handle (the
+    driver waits 300 ms before reading the allocation, with the slice's
+    lock held): the mapping waits for the lock and then maps the doorbell.
+    Before, xpu.ko asked its records whether the handle was a usermode
+    object before taking the lock, found none, and never marked the file:
+    a kernel read of the doorbell page through it always succeeded in a
+    fixed 10 % slice.  Now the records are asked under the lock every call
+    that makes or frees a handle of the slice holds: the read fails with
+    EFAULT while the slice waits."""
+    reload_stub(copyin_delay_us=300000)
+    subprocess.run(["insmod", os.environ["XPU_KO"],
+                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    with xpu_ctl.Ctl() as a:
+        a.gpu_set(0, policy=uapi.XPU_POLICY_FIXED, period_us=20000)
+        sl = Slice(a, nodedir, name="umrace")
+        try:
+            a.slice_set(sl.id, compute_share=100)
+            r = nvtest.run_child(USERMODE_RACE
+                                 .replace("CTL", repr(sl.ctl_node))
+                                 .replace("GPU", repr(sl.gpu_node)))
+        finally:
+            sl.destroy()
+    # premise: the mapping waited for the allocation, and mapped it
+    assert r["status"] == 0 and r["waited"] > 0.1, r
+    assert r["efault"] > 0, r
