@@ -274,6 +274,11 @@ struct nvstub_vas {
 	unsigned int nmaps;
 	struct xarray pt;		/* page tables: level|index → users (rm_lock) */
 	const void *root_owner;		/* who made RM's PDB, NULL: none */
+	/*
+	 * FERMI_VASPACE_A objects on it, a duplicate's too (vaspaceIncRefCnt):
+	 * a PDB made for one of them goes with the last (rm_lock)
+	 */
+	unsigned int api_objs;
 };
 
 struct nvstub_va_range {
@@ -329,6 +334,11 @@ struct nvstub_tsg {
 	struct nvstub_vas *vas;		/* legacy mode's VA space, or NULL */
 	u64 subctx_used;		/* VEIDs 0..63 held by context shares */
 	u64 gr_ctx_bytes;		/* its GR context buffers, once made */
+	/*
+	 * TSG objects sharing it, duplicates too (serverRefShare): its GR
+	 * context buffers go with the last (rm_lock)
+	 */
+	unsigned int api_objs;
 };
 
 /* Engine state of a channel. */

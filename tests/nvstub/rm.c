@@ -141,6 +141,7 @@ static u32 nvstub_tsg_construct(struct nvstub_call *call,
 	obj->tsg = nvstub_tsg_create(p->engine_type);
 	if (!obj->tsg)
 		return NV_ERR_NO_MEMORY;
+	obj->tsg->api_objs = 1;
 	if (vas) {
 		nvstub_vas_get(vas);
 		obj->tsg->vas = vas;
@@ -157,8 +158,44 @@ static void nvstub_tsg_ctx_free(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg)
 
 static void nvstub_tsg_destruct(struct nvstub_object *obj)
 {
-	nvstub_tsg_ctx_free(obj->gpu, obj->tsg);
+	if (!--obj->tsg->api_objs)
+		nvstub_tsg_ctx_free(obj->gpu, obj->tsg);
 	nvstub_tsg_put(obj->tsg);
+}
+
+/*
+ * kchangrpapiCopyConstruct(): the duplicate shares the source's channel
+ * group (serverRefShare) and its graphics context (duplicated with it), and
+ * depends on the VA space object of its client that has the group's VA
+ * space, if any.  Channels are not duplicated: they stay the source's
+ * children, and channels made under the duplicate join the same group.
+ */
+static void nvstub_tsg_dup(struct nvstub_object *obj,
+			   struct nvstub_object *src)
+{
+	struct nvstub_tsg *tsg = src->tsg;
+	struct nvstub_object *o;
+
+	kref_get(&tsg->ref);
+	tsg->api_objs++;
+	obj->tsg = tsg;
+	if (!tsg->vas)
+		return;
+	list_for_each_entry(o, &obj->parent->children, sibling)
+		if (o->hclass == FERMI_VASPACE_A && !o->invalid &&
+		    o->vas == tsg->vas) {
+			nvstub_object_depend(obj, o);
+			break;
+		}
+}
+
+/* vaspaceapiCopyConstruct(): one more handle on the VA space (vaspaceIncRefCnt) */
+static void nvstub_vaspace_dup(struct nvstub_object *obj,
+			       struct nvstub_object *src)
+{
+	nvstub_vas_get(src->vas);
+	src->vas->api_objs++;
+	obj->vas = src->vas;
 }
 
 /*
@@ -431,7 +468,7 @@ static const struct nvstub_class nvstub_classes[] = {
 	}, {
 		.hclass = KEPLER_CHANNEL_GROUP_A,
 		.params_size = sizeof(struct nv_channel_group_allocation_parameters),
-		.flags = NVSTUB_CLS_REQUIRED,
+		.flags = NVSTUB_CLS_REQUIRED | NVSTUB_CLS_COPYABLE,
 		.parents = { NV01_DEVICE_0 },
 		.construct = nvstub_tsg_construct,
 		.destruct = nvstub_tsg_destruct,
@@ -462,7 +499,7 @@ static const struct nvstub_class nvstub_classes[] = {
 	}, {
 		.hclass = FERMI_VASPACE_A,
 		.params_size = NVSTUB_PARAMS_VASPACE,
-		.flags = NVSTUB_CLS_REQUIRED,
+		.flags = NVSTUB_CLS_REQUIRED | NVSTUB_CLS_COPYABLE,
 		.parents = { NV01_DEVICE_0 },
 		.construct = nvstub_vaspace_ctor,
 		.destruct = nvstub_vaspace_destruct,
@@ -956,6 +993,10 @@ u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p)
 		return NV_ERR_INSUFFICIENT_RESOURCES;
 	if (sobj->cls->flags & NVSTUB_CLS_MEMORY)
 		nvstub_mem_dup(obj, sobj);
+	else if (sobj->hclass == KEPLER_CHANNEL_GROUP_A)
+		nvstub_tsg_dup(obj, sobj);
+	else if (sobj->hclass == FERMI_VASPACE_A)
+		nvstub_vaspace_dup(obj, sobj);
 	p->h_object = h;
 	return NV_OK;
 }

@@ -279,6 +279,7 @@ u32 nvstub_vaspace_construct(struct nvstub_call *call,
 		if (status)
 			return NV_ERR_INVALID_STATE;
 		nvstub_vas_get(vas);
+		vas->api_objs++;
 		obj->vas = vas;
 		p->va_base = vas->start;
 		p->va_size = vas->limit + 1;
@@ -314,6 +315,7 @@ u32 nvstub_vaspace_construct(struct nvstub_call *call,
 				obj);
 	if (!vas)
 		return NV_ERR_NO_MEMORY;
+	vas->api_objs = 1;
 	obj->vas = vas;
 	/* "Return the actual VAS base and size." */
 	p->va_base = start;
@@ -321,10 +323,22 @@ u32 nvstub_vaspace_construct(struct nvstub_call *call,
 	return NV_OK;
 }
 
+/*
+ * vaspaceapiDestruct(): the VA space, and a PDB made for it, go with the
+ * last handle on it (vmmDestroyVaspace); while a duplicate is left, the
+ * PDB its maker made is handed on to the handles left.
+ */
 void nvstub_vaspace_destruct(struct nvstub_object *obj)
 {
-	nvstub_vas_drop_root(obj->vas, obj);
-	nvstub_vas_put(obj->vas);
+	struct nvstub_vas *vas = obj->vas;
+
+	vas->api_objs--;
+	if (vas->root_owner == obj && vas->api_objs)
+		vas->root_owner = vas;
+	if (!vas->api_objs)
+		nvstub_vas_drop_root(vas, vas);
+	nvstub_vas_drop_root(vas, obj);
+	nvstub_vas_put(vas);
 }
 
 /* --- RM's VA heap: virtual allocations (NV50_MEMORY_VIRTUAL) */

@@ -473,6 +473,44 @@ def test_channels_and_tsgs_take_video_memory_no_process_is_charged(dev0):
     rm.free(mem.handle)
 
 
+def test_a_duplicate_tsg_or_va_space_keeps_what_it_shares(dev0):
+    """RM duplicates TSGs and VA spaces (kchangrpapiCanCopy,
+    vaspaceapiCanCopy).  A TSG's duplicate shares its channel group and
+    graphics context (kchangrpapiCopyConstruct: serverRefShare), so
+    channels made under either join one group, and the context goes with
+    the last handle; the source's channels are its children and go with
+    it.  A VA space's duplicate takes a reference on it (vaspaceIncRefCnt):
+    the directories go with the last handle (vmmDestroyVaspace)."""
+    rm = dev0.client
+    ctx_kib = int(nvtest.stub.param("gr_context_kib"))
+    free_kib, _ = _heap_free_and_charged(dev0)
+    mem = dev0.alloc_sysmem(2 * PAGE_SIZE)
+    rm.free(dev0.alloc_virtual(PAGE_SIZE)[0])   # the default VA space's PDB
+    free0 = free_kib()
+    tsg = _tsg(dev0)
+    dup = rm.dup(dev0.hdevice, tsg)
+    ch = rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A,
+                  _chan_params(dev0, userd=mem.handle))
+    rm.alloc(ch, abi.HOPPER_COMPUTE_A, abi.NV_GR_ALLOCATION_PARAMETERS())
+    ch2 = rm.alloc(dup, abi.HOPPER_CHANNEL_GPFIFO_A,
+                   _chan_params(dev0, userd=mem.handle, userd_offset=512))
+    rm.alloc(ch2, abi.HOPPER_COMPUTE_A, abi.NV_GR_ALLOCATION_PARAMETERS())
+    assert free_kib() == free0 - 8 - ctx_kib     # one group, one context
+    rm.free(tsg)                                 # and its channel with it
+    assert free_kib() == free0 - 4 - ctx_kib
+    rm.free(dup)
+    assert free_kib() == free0
+    for last in (0, 1):
+        hvas, _ = dev0.vaspace()
+        assert free_kib() == free0 - PT_KIB      # its PDB
+        handles = [hvas, rm.dup(dev0.hdevice, hvas)]
+        rm.free(handles.pop(1 - last))
+        assert free_kib() == free0 - PT_KIB
+        rm.free(handles.pop())
+        assert free_kib() == free0
+    rm.free(mem.handle)
+
+
 PT_KIB = nvtest.PAGE_TABLE // KIB
 
 

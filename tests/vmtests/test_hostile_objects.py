@@ -279,6 +279,37 @@ for m in maps:
 """)
 
 
+def test_a_duplicate_tsg_or_va_space_is_charged_while_it_keeps_them(sl):
+    """Class 20: a TSG's duplicate shares its channel group and graphics
+    context, a VA space's its directories, and each keeps them after the
+    source goes (docs/nvstub.md).  xpu.ko records the duplicate, charged
+    what its source's record is: twice while both live, and after the
+    source's free what the duplicate keeps, until it goes too.  Before,
+    the source's free gave the whole charge back while the duplicate held
+    the context or the directories."""
+    run_in(sl, """
+from xpu import ctl as xpu_ctl
+def used():
+    with xpu_ctl.Ctl() as a:
+        return a.slice_get(SLICE).memory_used
+u0 = used()
+for make in (tsg, lambda: dev.vaspace()[0]):
+    h = make()
+    one = used() - u0
+    assert one > 0
+    d = rm.dup(dev.hdevice, h)
+    assert used() - u0 == 2 * one, (one, used() - u0)
+    rm.free(h)
+    assert used() - u0 == one, (one, used() - u0)
+    if make is tsg:         # premise: the duplicate is a working group
+        rm.alloc(d, abi.HOPPER_CHANNEL_GPFIFO_A, chan_params())
+        with xpu_ctl.Ctl() as a:
+            assert a.slice_get(SLICE).channels == 1
+    rm.free(d)
+    assert used() == u0, (u0, used())
+""".replace("SLICE", str(sl.id)))
+
+
 def test_a_channel_made_with_a_read_only_struct_is_recorded(sl):
     """Class 10: the channel's NVOS21 is on a read-only page, so the driver
     returns EFAULT after RM made the channel.  xpu.ko records it all the
