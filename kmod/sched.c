@@ -639,16 +639,29 @@ static int xpu_put_status(u32 __user *status, u32 value)
 	return put_user(value, status) ? -EFAULT : 0;
 }
 
-/* SLICE's records of KIND hold (h_client, h_object); under list_lock. */
-static bool xpu_recs_hold_kind(struct xpu_slice *slice, int kind,
-			       u32 h_client, u32 h_object)
+/*
+ * SLICE's records of KIND hold (h_client, h_object), charged *CHARGE;
+ * under list_lock.
+ */
+static bool xpu_recs_charge_of(struct xpu_slice *slice, int kind,
+			       u32 h_client, u32 h_object, u64 *charge)
 {
 	struct xpu_rec *r;
 
 	list_for_each_entry(r, &slice->recs[kind], link)
-		if (r->h_client == h_client && r->h_object == h_object)
+		if (r->h_client == h_client && r->h_object == h_object) {
+			*charge = r->charge;
 			return true;
+		}
 	return false;
+}
+
+static bool xpu_recs_hold_kind(struct xpu_slice *slice, int kind,
+			       u32 h_client, u32 h_object)
+{
+	u64 charge;
+
+	return xpu_recs_charge_of(slice, kind, h_client, h_object, &charge);
 }
 
 /* The records of SLICE hold (h_client, h_object); under list_lock. */
@@ -674,6 +687,23 @@ static void xpu_sched_cheat(struct xpu_file *xf, const char *what)
 	pr_warn_ratelimited("slice %u: pid %d %s; killed, its control file refused\n",
 			    xf->slice->id, task_tgid_nr(current), what);
 	send_sig(SIGKILL, current, 1);
+}
+
+/*
+ * Whether SLICE has room for one more record of KIND (of class CLS, for the
+ * log): at the bound, after the records RM no longer has are forgotten.
+ */
+static bool xpu_recs_room(struct xpu_sched *s, struct xpu_slice *slice,
+			  int kind, u32 cls)
+{
+	if (READ_ONCE(slice->nr_recs[kind]) < XPU_MAX_RECS)
+		return true;
+	xpu_forget_stale(s, slice);
+	if (READ_ONCE(slice->nr_recs[kind]) < XPU_MAX_RECS)
+		return true;
+	pr_warn_ratelimited("slice %u: pid %d has %u objects of class 0x%x; refused\n",
+			    slice->id, task_tgid_nr(current), XPU_MAX_RECS, cls);
+	return false;
 }
 
 /*
@@ -762,16 +792,8 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 		pre.h_object = ho_pre;
 		xpu_recs_forget_gone(s, slice, &pre);
 	}
-	if (READ_ONCE(slice->nr_recs[kind]) >= XPU_MAX_RECS) {
-		xpu_forget_stale(s, slice);
-		if (READ_ONCE(slice->nr_recs[kind]) >= XPU_MAX_RECS) {
-			pr_warn_ratelimited("slice %u: pid %d has %u objects of class 0x%x; refused\n",
-					    slice->id, task_tgid_nr(current),
-					    XPU_MAX_RECS, h_class);
-			return xpu_escape_alloc_status(e,
-					NV_ERR_INSUFFICIENT_RESOURCES);
-		}
-	}
+	if (!xpu_recs_room(s, slice, kind, h_class))
+		return xpu_escape_alloc_status(e, NV_ERR_INSUFFICIENT_RESOURCES);
 	/* the parent is a claim: RM's decides the charge after the call */
 	spin_lock(&s->list_lock);
 	in_tsg = kind == XPU_REC_CHAN &&
@@ -859,12 +881,14 @@ out:
  * after the source goes (a usermode object's doorbell, a TSG's context, a
  * virtual allocation's pinned range: vaspaceIncAllocRefCnt, a VA space's
  * directories), so it is recorded as an allocation of its class: bounded,
- * and charged what the source's record is -- so while both live the slice
- * pays twice, never less than RM holds.  A source the slice holds no record
- * of holds nothing xpu charges for, if a virtual allocation or VA space (a
- * lazy range, an externally managed VA space, or an object of an unsliced
- * client): the duplicate is not recorded either (and so is never mapped
- * into, class 18); a TSG or channel is charged the most it can hold.
+ * and charged what the source's record is, in this slice or another (a
+ * client may share an object with any other: RM_SHARE) -- so while both
+ * live the slices pay twice, never less than RM holds.  A virtual
+ * allocation or VA space no slice has a record of holds nothing xpu
+ * charges for (a lazy range, an externally managed VA space, or an object
+ * of an unsliced client): the duplicate is not recorded either (and so is
+ * never mapped into, class 18); a TSG or channel is charged the most it
+ * can hold.
  * Under mem_lock, from the call on.  NV_OK, or the status to undo it with.
  */
 u32 xpu_sched_rm_dup(struct xpu_file *xf, u32 hc, u32 ho, u32 cls,
@@ -873,34 +897,33 @@ u32 xpu_sched_rm_dup(struct xpu_file *xf, u32 hc, u32 ho, u32 cls,
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_sched *s = slice->gpu->sched;
 	int kind = xpu_rec_kind(cls);
-	struct xpu_rec *r, *src;
-	bool found = false;
+	struct xpu_slice *other;
+	struct xpu_rec *r;
+	bool found;
 	u64 charge = 0;
 	u32 st;
 
 	lockdep_assert_held(&slice->mem_lock);
+	/*
+	 * The source's record: the slice's own, or another slice's of the
+	 * GPU (a client may share an object with any other, RM_SHARE; client
+	 * handles are RM-wide).  Another slice's may be stale: at worst the
+	 * duplicate is charged for what is gone.
+	 */
 	spin_lock(&s->list_lock);
-	list_for_each_entry(src, &slice->recs[kind], link)
-		if (src->h_client == hc_src && src->h_object == ho_src) {
-			charge = src->charge;
-			found = true;
-			break;
-		}
+	found = xpu_recs_charge_of(slice, kind, hc_src, ho_src, &charge);
+	list_for_each_entry(other, &s->slices, sched_link)
+		if (!found)
+			found = xpu_recs_charge_of(other, kind, hc_src, ho_src,
+						   &charge);
 	spin_unlock(&s->list_lock);
 	if (!found) {
 		if (kind == XPU_REC_VIRT || kind == XPU_REC_VAS)
 			return NV_OK;
 		charge = xpu_rec_charge(kind, false, 0);
 	}
-	if (READ_ONCE(slice->nr_recs[kind]) >= XPU_MAX_RECS) {
-		xpu_forget_stale(s, slice);
-		if (READ_ONCE(slice->nr_recs[kind]) >= XPU_MAX_RECS) {
-			pr_warn_ratelimited("slice %u: pid %d has %u objects of class 0x%x; duplicate refused\n",
-					    slice->id, task_tgid_nr(current),
-					    XPU_MAX_RECS, cls);
-			return NV_ERR_INSUFFICIENT_RESOURCES;
-		}
-	}
+	if (!xpu_recs_room(s, slice, kind, cls))
+		return NV_ERR_INSUFFICIENT_RESOURCES;
 	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
 	if (!r)
 		return NV_ERR_NO_MEMORY;

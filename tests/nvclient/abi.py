@@ -495,6 +495,30 @@ class NVOS55_PARAMETERS(_Struct):
                 ("status", c_uint32)]
 
 
+# rs_access.h: a share policy, in RM_SHARE's NVOS57 and in
+# NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY's params
+class RS_SHARE_POLICY(_Struct):
+    _fields_ = [("target", c_uint32), ("accessMask", c_uint32),
+                ("type", c_uint16), ("action", c_uint8)]
+
+
+class NVOS57_PARAMETERS(_Struct):
+    _fields_ = [("hClient", NvHandle), ("hObject", NvHandle),
+                ("sharePolicy", RS_SHARE_POLICY), ("status", c_uint32)]
+
+
+RS_SHARE_TYPE_NONE = 0
+RS_SHARE_TYPE_ALL = 1
+RS_SHARE_TYPE_OS_SECURITY_TOKEN = 2
+RS_SHARE_TYPE_CLIENT = 3
+RS_SHARE_TYPE_PID = 4
+RS_SHARE_ACTION_FLAG_REVOKE = 1 << 0
+RS_SHARE_ACTION_FLAG_REQUIRE = 1 << 1
+RS_SHARE_ACTION_FLAG_COMPOSE = 1 << 2
+RS_ACCESS_DUP_OBJECT = 0
+NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY = 0xd04
+
+
 # The alloc params of NV01_MEMORY_SYSTEM / NV01_MEMORY_LOCAL_USER; 545 added
 # numaNode (120 -> 128 bytes), so the class comes from for_version().
 _MEMORY_ALLOCATION_FIELDS = [

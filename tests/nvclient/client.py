@@ -298,6 +298,16 @@ class Ctl(NvFile):
         self.escape(abi.NV_ESC_RM_DUP_OBJECT, p)
         return _check(p, f"RM_DUP_OBJECT {hobject_src:#x}", check)
 
+    def rm_share(self, hclient, hobject, share_type, target=0,
+                 access=1 << abi.RS_ACCESS_DUP_OBJECT, action=0, check=True):
+        """RM_SHARE: a share policy for ``hobject`` (DUP_OBJECT by
+        default; ``target`` is RS_SHARE_TYPE_CLIENT's client)."""
+        p = abi.NVOS57_PARAMETERS(hClient=hclient, hObject=hobject)
+        p.sharePolicy.target, p.sharePolicy.accessMask = target, access
+        p.sharePolicy.type, p.sharePolicy.action = share_type, action
+        self.escape(abi.NV_ESC_RM_SHARE, p)
+        return _check(p, f"RM_SHARE {hobject:#x}", check)
+
     def vid_heap_control(self, params, check=True):
         self.escape(abi.NV_ESC_RM_VID_HEAP_CONTROL, params)
         return _check(params, f"RM_VID_HEAP_CONTROL function "
@@ -411,6 +421,9 @@ class RmClient:
     def control_raw(self, hobject, cmd, params=None, params_size=None):
         return self.ctl.rm_control(self.handle, hobject, cmd, params,
                                    params_size, check=False)
+
+    def share(self, hobject, share_type, **kw):
+        return self.ctl.rm_share(self.handle, hobject, share_type, **kw)
 
     def dup(self, hparent, hobject_src, client_src=None, hnew=0):
         src = client_src.handle if client_src is not None else self.handle

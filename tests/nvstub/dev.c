@@ -17,6 +17,7 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
+#include "info.h"
 #include "nvstub.h"
 
 static int nvidia_open(struct inode *inode, struct file *filp);
@@ -321,6 +322,16 @@ static u32 nvstub_esc_rm_dup(struct nvstub_call *call, void *buf, u32 size)
 	return NV_OK;
 }
 
+static u32 nvstub_esc_rm_share(struct nvstub_call *call, void *buf, u32 size)
+{
+	struct nvos57_parameters *p = buf;
+
+	mutex_lock(&nvstub_rm_lock);
+	p->status = nvstub_rm_share(call, p);
+	mutex_unlock(&nvstub_rm_lock);
+	return NV_OK;
+}
+
 static u32 nvstub_esc_vid_heap_control(struct nvstub_call *call, void *buf,
 				       u32 size)
 {
@@ -482,7 +493,7 @@ static const struct nvstub_escape nvstub_escapes[] = {
 	  nvstub_esc_unmap_memory_dma },
 	{ NV_ESC_RM_DUP_OBJECT, sizeof(struct nvos55_parameters), NVSTUB_CTL, 0,
 	  nvstub_esc_rm_dup },
-	{ NV_ESC_RM_SHARE, NVOS57_SIZE, NVSTUB_CTL, NVOS57_STATUS },
+	{ NV_ESC_RM_SHARE, NVOS57_SIZE, NVSTUB_CTL, 0, nvstub_esc_rm_share },
 	{ NV_ESC_STATUS_CODE, sizeof(struct nv_ioctl_status_code), NVSTUB_CTL, 0,
 	  nvstub_esc_status_code },
 	{ NV_ESC_RM_CONTROL, sizeof(struct nvos54_parameters), NVSTUB_CTL, 0,

@@ -163,17 +163,14 @@ static u32 nvstub_ctrl_build_version_v2(struct nvstub_call *call,
 }
 
 /*
- * cliresCtrlCmdClientSetInheritedSharePolicy() → ShareObject on the client:
- * a type at or above RS_SHARE_TYPE_MAX → NV_ERR_INVALID_ARGUMENT. stub: share
- * policies are not modelled (RM_SHARE is not simulated); a valid one is
- * accepted and changes nothing, so RM_DUP_OBJECT keeps its default PID policy.
+ * cliresCtrlCmdClientSetInheritedSharePolicy() → ShareObject on the client
+ * object itself (clientShareResource, rm.c): its objects without a list of
+ * their own share what it shares.
  */
 static u32 nvstub_ctrl_inherited_share(struct nvstub_call *call,
 				       struct nvstub_object *obj, void *params)
 {
-	struct nv0000_ctrl_client_set_inherited_share_policy_params *p = params;
-
-	return p->type >= RS_SHARE_TYPE_MAX ? NV_ERR_INVALID_ARGUMENT : NV_OK;
+	return nvstub_share(obj, params);
 }
 
 /* cliresCtrlCmdGpuGetMemOpEnable(): the stream-memops override is off */

@@ -424,6 +424,12 @@ struct nvstub_object {
 	/* inter-mappings made of it, and in its context (struct nvstub_va_map) */
 	struct list_head map_backrefs;
 	struct list_head ctx_backrefs;
+	/*
+	 * Its share policy list once edited (bSharePolicyListModified: RM_SHARE
+	 * or, on a client, SET_INHERITED_SHARE_POLICY), NULL before; objects
+	 * below it without their own use it (rsAccessGetActiveShareList)
+	 */
+	struct nvstub_shares *shares;
 	/* nvstub_free_tree(): on its list of what one free takes */
 	bool pending;
 	struct list_head free_node;
@@ -495,6 +501,11 @@ u32 nvstub_rm_alloc_kernel(struct nvstub_call *call, u32 h_client,
 			   void *params);
 u32 nvstub_rm_free(struct nvstub_call *call, u32 h_client, u32 h_object);
 u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p);
+struct nv0000_ctrl_client_set_inherited_share_policy_params;
+u32 nvstub_share(struct nvstub_object *obj,
+		 const struct nv0000_ctrl_client_set_inherited_share_policy_params *p);
+struct nvos57_parameters;
+u32 nvstub_rm_share(struct nvstub_call *call, struct nvos57_parameters *p);
 u32 nvstub_rm_dup_to_kernel(struct nvstub_client *dst, u32 h_parent,
 			    struct nvstub_object *src, u32 *h_new);
 void nvstub_rm_free_clients_of(struct nvstub_file *nf);

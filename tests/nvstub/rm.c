@@ -11,6 +11,7 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
+#include "info.h"
 #include "nvstub.h"
 
 /* All clients by handle (the server's client list); under nvstub_rm_lock. */
@@ -641,6 +642,7 @@ static void nvstub_object_drop(struct nvstub_object *obj)
 	list_del(&obj->sibling);
 	xa_erase(&obj->client->objects, obj->handle);
 	nvstub_nobjects--;
+	kfree(obj->shares);
 	kfree(obj);
 }
 
@@ -933,6 +935,145 @@ u32 nvstub_rm_free(struct nvstub_call *call, u32 h_client, u32 h_object)
 	return NV_OK;
 }
 
+/* --- share policies (rs_access_map.c, rs_client.c) */
+
+#define NVSTUB_MAX_SHARES	8
+
+struct nvstub_shares {
+	unsigned int n;
+	struct {
+		u32 target;		/* RS_SHARE_TYPE_CLIENT's client */
+		u32 mask;		/* RS_ACCESS_MASK: one limb */
+		u16 type;
+	} e[NVSTUB_MAX_SHARES];
+};
+
+/*
+ * rsAccessGetActiveShareList(): the nearest list edited, O's own or an
+ * ancestor's; NULL for the server's default, which shares DUP_OBJECT with
+ * the clients of the process that made O's client (RS_SHARE_TYPE_PID).
+ */
+static const struct nvstub_shares *
+nvstub_active_shares(const struct nvstub_object *o)
+{
+	for (; o; o = o->parent)
+		if (o->shares)
+			return o->shares;
+	return NULL;
+}
+
+/*
+ * Whether client DST may duplicate SOBJ (clientCopyResource():
+ * rsAccessCheckRights for DUP_OBJECT): its own client holds the rights it
+ * was made with; another, those a policy of the active list shares with it.
+ */
+static bool nvstub_may_dup(const struct nvstub_object *sobj,
+			   const struct nvstub_client *dst)
+{
+	const struct nvstub_shares *l = nvstub_active_shares(sobj);
+	bool same_pid = sobj->client->tgid == dst->tgid;
+	unsigned int i;
+
+	if (sobj->client == dst)
+		return true;
+	if (!l)
+		return same_pid;
+	for (i = 0; i < l->n; i++) {
+		if (!(l->e[i].mask & BIT(RS_ACCESS_DUP_OBJECT)))
+			continue;
+		if (l->e[i].type == RS_SHARE_TYPE_ALL ||
+		    (l->e[i].type == RS_SHARE_TYPE_CLIENT &&
+		     l->e[i].target == dst->handle) ||
+		    (l->e[i].type == RS_SHARE_TYPE_PID && same_pid))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * clientShareResource(): the first edit of OBJ's list starts it empty, or
+ * (COMPOSE) from the active one; without COMPOSE the list is cleared
+ * first; a policy equal to one there (same type, and target for CLIENT)
+ * merges its rights into it, or REVOKE takes them out.  stub: the types
+ * that need state it does not keep (security tokens, MIG partitions, GPUs,
+ * the fabric manager) and REQUIRE policies are NV_ERR_NOT_SUPPORTED.
+ */
+u32 nvstub_share(struct nvstub_object *obj,
+		 const struct nv0000_ctrl_client_set_inherited_share_policy_params *p)
+{
+	const struct nvstub_shares *from;
+	struct nvstub_shares *l = obj->shares;
+	unsigned int i;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	if (p->type >= RS_SHARE_TYPE_MAX)
+		return NV_ERR_INVALID_ARGUMENT;
+	if ((p->type != RS_SHARE_TYPE_NONE && p->type != RS_SHARE_TYPE_ALL &&
+	     p->type != RS_SHARE_TYPE_CLIENT && p->type != RS_SHARE_TYPE_PID) ||
+	    (p->action & RS_SHARE_ACTION_FLAG_REQUIRE))
+		return NV_ERR_NOT_SUPPORTED;
+	if (!l) {
+		l = kzalloc(sizeof(*l), GFP_KERNEL);
+		if (!l)
+			return NV_ERR_NO_MEMORY;
+		from = nvstub_active_shares(obj);
+		if ((p->action & RS_SHARE_ACTION_FLAG_COMPOSE) && from) {
+			*l = *from;
+		} else if (p->action & RS_SHARE_ACTION_FLAG_COMPOSE) {
+			l->n = 1;
+			l->e[0].type = RS_SHARE_TYPE_PID;
+			l->e[0].mask = BIT(RS_ACCESS_DUP_OBJECT);
+		}
+		obj->shares = l;
+	}
+	if (!(p->action & RS_SHARE_ACTION_FLAG_COMPOSE))
+		l->n = 0;
+	for (i = 0; i < l->n; i++)
+		if (l->e[i].type == p->type &&
+		    (p->type != RS_SHARE_TYPE_CLIENT || l->e[i].target == p->target))
+			break;
+	if (p->action & RS_SHARE_ACTION_FLAG_REVOKE) {
+		if (i < l->n) {
+			l->e[i].mask &= ~p->access_mask;
+			if (!l->e[i].mask)
+				l->e[i] = l->e[--l->n];
+		}
+		return NV_OK;
+	}
+	if (i < l->n) {
+		l->e[i].mask |= p->access_mask;
+		return NV_OK;
+	}
+	if (l->n == NVSTUB_MAX_SHARES)
+		return NV_ERR_NO_MEMORY;
+	l->e[l->n].type = p->type;
+	l->e[l->n].target = p->target;
+	l->e[l->n].mask = p->access_mask;
+	l->n++;
+	return NV_OK;
+}
+
+/* RM_SHARE (serverShareResourceAccess): the caller's client, any handle of it */
+u32 nvstub_rm_share(struct nvstub_call *call, struct nvos57_parameters *p)
+{
+	struct nvstub_object *obj;
+	struct nvstub_client *c;
+	u32 status;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	if (p->policy.type >= RS_SHARE_TYPE_MAX)
+		return NV_ERR_INVALID_ARGUMENT;
+	status = nvstub_client_get(call, p->h_client, &c);
+	if (status)
+		return status;
+	obj = nvstub_object_find_any(c, p->h_object);
+	if (!obj)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	if (obj->invalid)
+		return NV_ERR_RESOURCE_LOST;
+	return nvstub_share(obj, &p->policy);
+}
+
 /* RM_DUP_OBJECT as serverCopyResource() and memCopyConstruct(). */
 u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p)
 {
@@ -961,11 +1102,8 @@ u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p)
 	status = nvstub_assign_handle(dst, &h);
 	if (status)
 		return status;
-	/*
-	 * The default share policy: the same client, or clients of one
-	 * process; a kernel caller is not checked (no REJECT_KERNEL_DUP flag).
-	 */
-	if (!call->kernel && src != dst && src->tgid != dst->tgid)
+	/* a kernel caller is not checked (no REJECT_KERNEL_DUP flag) */
+	if (!call->kernel && !nvstub_may_dup(sobj, dst))
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;
 	if (!nvstub_parent_allowed(sobj->cls, parent) || parent->gpu != sobj->gpu)
 		return NV_ERR_INVALID_OBJECT_PARENT;

@@ -99,7 +99,31 @@ def test_a_silent_slice_alone_has_the_whole_engine(admin, slices):  # noqa: F811
 
 SWAP_DELAY = 0.3            # the stub's map_delay_us, in seconds
 
-FD_SWAP = nvtest.RAW_PRELUDE + """
+# Reads of the doorbell page mapped through the GPU file F by the kernel
+# (kwrite's way), until one fails with EFAULT (the page is gated) or 10 s
+# pass: (efault, reads).
+KERNEL_READS = """
+def kernel_reads(f):
+    bell = mmap.mmap(f, abi.NVC361_NV_USERMODE__SIZE, mmap.MAP_SHARED,
+                     mmap.PROT_READ | mmap.PROT_WRITE)
+    view = memoryview(bell)[0:4]
+    pr, pw = os.pipe()
+    efault = reads = 0
+    deadline = time.monotonic() + 10
+    while not efault and time.monotonic() < deadline:
+        try:
+            os.write(pw, view)
+        except OSError as e:
+            if e.errno != errno.EFAULT:
+                raise
+            efault += 1
+            continue
+        os.read(pr, 4)
+        reads += 1
+    return efault, reads
+"""
+
+FD_SWAP = nvtest.RAW_PRELUDE + KERNEL_READS + """
 import errno, threading, time
 ch = client.Channel(dev, entries=64)
 SIZE = abi.NVC361_NV_USERMODE__SIZE
@@ -120,21 +144,7 @@ rc = libc.ioctl(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_MAP_MEMORY,
                                      ctypes.sizeof(arg)),
                 ctypes.addressof(arg))
 t.join()
-bell = mmap.mmap(b, SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-view = memoryview(bell)[0:4]
-pr, pw = os.pipe()
-efault = reads = 0
-deadline = time.monotonic() + 10
-while not efault and time.monotonic() < deadline:
-    try:                    # the kernel reads the page (kwrite's way)
-        os.write(pw, view)
-    except OSError as e:
-        if e.errno != errno.EFAULT:
-            raise
-        efault += 1
-        continue
-    os.read(pr, 4)
-    reads += 1
+efault, reads = kernel_reads(b)
 report(rc=rc, status=arg.params.status, efault=efault, reads=reads)
 """
 
@@ -167,7 +177,7 @@ def test_a_file_put_under_the_number_behind_xpu_s_back_is_gated(
     assert r["efault"] > 0, r
 
 
-USERMODE_RACE = nvtest.RAW_PRELUDE + """
+USERMODE_RACE = nvtest.RAW_PRELUDE + KERNEL_READS + """
 import errno, struct, threading, time
 ch = client.Channel(dev, entries=64)
 SIZE = abi.NVC361_NV_USERMODE__SIZE
@@ -189,21 +199,7 @@ t0 = time.monotonic()
 arg = ctl.rm_map_memory(rm.handle, dev.hsubdevice, H, SIZE, f, check=False)
 waited = time.monotonic() - t0
 t.join()
-bell = mmap.mmap(f, SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-view = memoryview(bell)[0:4]
-pr, pw = os.pipe()
-efault = reads = 0
-deadline = time.monotonic() + 10
-while not efault and time.monotonic() < deadline:
-    try:                    # the kernel reads the page (kwrite's way)
-        os.write(pw, view)
-    except OSError as e:
-        if e.errno != errno.EFAULT:
-            raise
-        efault += 1
-        continue
-    os.read(pr, 4)
-    reads += 1
+efault, reads = kernel_reads(f)
 report(status=arg.params.status, waited=waited, efault=efault, reads=reads)
 """
 

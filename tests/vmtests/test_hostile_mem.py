@@ -1235,6 +1235,66 @@ def test_a_duplicate_of_a_pinning_range_is_charged_while_it_keeps_the_tables(
         sl.destroy()
 
 
+SHARE_OWNER = nvtest.RAW_PRELUDE + """
+hvas, _ = dev.vaspace()
+rm.share(hvas, abi.RS_SHARE_TYPE_ALL)
+report(client=rm.handle, vas=hvas)
+sys.stdin.readline()
+rm.free(hvas)
+report(freed=True)
+sys.stdin.readline()
+"""
+
+SHARE_TAKER = nvtest.RAW_PRELUDE + """
+src = json.loads(sys.stdin.readline())
+p = ctl.rm_dup(rm.handle, dev.hdevice, src["client"], src["vas"], check=False)
+rm.parents[p.hObject] = dev.hdevice
+report(status=p.status)
+sys.stdin.readline()
+if p.status == abi.NV_OK:
+    rm.free(p.hObject)
+report(freed=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_va_space_shared_with_another_slice_is_charged_where_it_is_kept(
+        admin, nodedir):
+    """Class 20 across slices: a client may share an object with any other
+    (RM_SHARE, RS_SHARE_TYPE_ALL), so a tenant of another slice
+    duplicates it, and a VA space's duplicate keeps its directories after
+    the source goes.  xpu.ko charges the duplicate what the source's record
+    is, whichever slice's it is.  Before (session 28's first fix looked in
+    the duplicating slice's records only), the duplicate was charged
+    nothing: two slices could pass directories from one to the other, each
+    freeing its own, without bound and without charge."""
+    a = Slice(admin, nodedir, name="owner")
+    b = Slice(admin, nodedir, name="taker")
+    try:
+        owner = nvtest.spawn_child(SHARE_OWNER.replace("CTL", repr(a.ctl_node))
+                                   .replace("GPU", repr(a.gpu_node)))
+        src = owner.report()
+        charged = a.used()
+        assert charged > 0
+        taker = nvtest.spawn_child(SHARE_TAKER.replace("CTL", repr(b.ctl_node))
+                                   .replace("GPU", repr(b.gpu_node)))
+        taker.p.stdin.write(json.dumps(src) + "\n")
+        taker.p.stdin.flush()
+        assert taker.report()["status"] == abi.NV_OK     # premise: shared
+        assert b.used() == charged, (charged, b.used())
+        held = nvtest.heap_free(0)
+        assert let_go_on(owner) == {"freed": True}
+        # premise: the duplicate keeps the directories
+        assert nvtest.heap_free(0) == held
+        assert (a.used(), b.used()) == (0, charged)
+        assert let_go_on(taker) == {"freed": True}
+        assert b.used() == 0
+        assert owner.finish() == 0 and taker.finish() == 0
+    finally:
+        a.destroy()
+        b.destroy()
+
+
 def test_the_directories_a_va_space_pins_are_charged_to_its_slice(
         admin, nodedir):
     """A VA space of RM's own (FERMI_VASPACE_A, neither externally owned

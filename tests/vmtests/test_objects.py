@@ -327,6 +327,66 @@ def test_dup_into_another_client_outlives_the_first(ctl, gpu0):
     b.close()
 
 
+SHARE_DUPS = """
+ctl = client.Ctl("/dev/nvidiactl"); gpu = client.GpuFile(0, "/dev/nvidia0")
+rm = client.RmClient(ctl, handle=HANDLE); dev = rm.device(0, gpu_file=gpu)
+report(**{name: ctl.rm_dup(rm.handle, dev.hdevice, SRC, h, check=False).status
+          for name, h in OBJECTS.items()})
+"""
+
+
+def test_share_policies_decide_who_may_duplicate(ctl, gpu0):
+    """Another client may duplicate an object only as its share policy says
+    (clientCopyResource: rsAccessCheckRights for DUP_OBJECT); its own
+    client always may.  The policy is the object's own list once RM_SHARE
+    edited it, else its nearest ancestor's (the client's, edited by
+    SET_INHERITED_SHARE_POLICY), else RM's default: the clients of the
+    process that made its client (RS_SHARE_TYPE_PID).  A policy without
+    COMPOSE replaces the list, with it adds to the active one; REVOKE takes
+    rights out.  The stub keeps no state for the other types, nor REQUIRE
+    policies: NV_ERR_NOT_SUPPORTED."""
+    child = 0x7c1e0001              # outside RM's own 0xc1d0xxxx
+    a = client.RmClient(ctl)
+    da = a.device(0, gpu_file=gpu0)
+    objs = {n: da.alloc_vidmem(64 << 10).handle
+            for n in ("plain", "all", "named", "other", "revoked", "both")}
+    a.share(objs["all"], abi.RS_SHARE_TYPE_ALL)
+    a.share(objs["named"], abi.RS_SHARE_TYPE_CLIENT, target=child)
+    a.share(objs["other"], abi.RS_SHARE_TYPE_CLIENT, target=child + 1)
+    a.share(objs["revoked"], abi.RS_SHARE_TYPE_ALL)
+    a.share(objs["revoked"], abi.RS_SHARE_TYPE_ALL,
+            action=abi.RS_SHARE_ACTION_FLAG_REVOKE |
+            abi.RS_SHARE_ACTION_FLAG_COMPOSE)
+    a.share(objs["both"], abi.RS_SHARE_TYPE_CLIENT, target=child + 1)
+    a.share(objs["both"], abi.RS_SHARE_TYPE_CLIENT, target=child,
+            action=abi.RS_SHARE_ACTION_FLAG_COMPOSE)
+    for bad, st in (({"share_type": abi.RS_SHARE_TYPE_OS_SECURITY_TOKEN},
+                     abi.NV_ERR_NOT_SUPPORTED),
+                    ({"share_type": abi.RS_SHARE_TYPE_ALL,
+                      "action": abi.RS_SHARE_ACTION_FLAG_REQUIRE},
+                     abi.NV_ERR_NOT_SUPPORTED),
+                    ({"share_type": 8}, abi.NV_ERR_INVALID_ARGUMENT)):
+        p = ctl.rm_share(a.handle, objs["plain"], check=False, **bad)
+        assert p.status == st, (bad, hex(p.status))
+    code = (SHARE_DUPS.replace("HANDLE", hex(child))
+            .replace("SRC", hex(a.handle)).replace("OBJECTS", repr(objs)))
+    ok, no = abi.NV_OK, abi.NV_ERR_INSUFFICIENT_PERMISSIONS
+    assert nvtest.run_child(code) == {
+        "plain": no, "all": ok, "named": ok, "other": no, "revoked": no,
+        "both": ok}
+    # the client's policy is its objects' that have none of their own
+    a.control(a.handle, abi.NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY,
+              abi.RS_SHARE_POLICY(accessMask=1 << abi.RS_ACCESS_DUP_OBJECT,
+                                  type=abi.RS_SHARE_TYPE_ALL))
+    assert nvtest.run_child(code) == {
+        "plain": ok, "all": ok, "named": ok, "other": no, "revoked": no,
+        "both": ok}
+    # the owner's own client may, whatever the policy
+    dup = a.dup(da.hdevice, objs["other"])
+    a.free(dup)
+    a.close()
+
+
 def test_dup_of_unknown_object(rm, gpu0):
     dev = rm.device(0, gpu_file=gpu0)
     p = rm.ctl.rm_dup(rm.handle, dev.hdevice, rm.handle, 0x12345678,
