@@ -66,6 +66,7 @@
 /* A duplicate the ledger keeps for a slice: memory someone else holds too. */
 struct xpu_held {
 	struct list_head link;		/* slice->held, under the ledger lock */
+	struct list_head gpu_link;	/* xpu_ledger_held[], while held */
 	u32 h_dup;			/* in the ledger's client */
 	bool subdevice;			/* its parent is the ledger's subdevice */
 	u64 size;			/* as RM counts it */
@@ -78,6 +79,8 @@ struct xpu_held {
  * that touches user memory.
  */
 static DEFINE_MUTEX(xpu_ledger_lock);
+/* every slice's held duplicates, by GPU, under the ledger lock */
+static struct list_head xpu_ledger_held[XPU_MAX_GPUS];
 static struct task_struct *xpu_ledger_thread;
 static DECLARE_COMPLETION(xpu_ledger_ready);
 static int xpu_ledger_status;
@@ -102,7 +105,10 @@ static int xpu_ledger_fn(void *unused)
 int xpu_ledger_init(void)
 {
 	struct task_struct *t;
+	int i;
 
+	for (i = 0; i < XPU_MAX_GPUS; i++)
+		INIT_LIST_HEAD(&xpu_ledger_held[i]);
 	t = kthread_run(xpu_ledger_fn, NULL, "xpu-ledger");
 	if (IS_ERR(t))
 		return PTR_ERR(t);
@@ -272,6 +278,48 @@ static bool xpu_ledger_alone(struct xpu_gpu *gpu, bool sub, u32 h, u64 *size)
 	}
 	xpu_ledger_drop(gpu, h2, *size);
 	return alone;
+}
+
+/* SLICE keeps HELD, charged, until its memory is the ledger's alone. */
+static void xpu_ledger_hold(struct xpu_slice *slice, struct xpu_held *held)
+{
+	lockdep_assert_held(&xpu_ledger_lock);
+	list_add_tail(&held->link, &slice->held);
+	list_add_tail(&held->gpu_link, &xpu_ledger_held[slice->gpu - xpu_gpus]);
+	WRITE_ONCE(slice->held_bytes, slice->held_bytes + held->size);
+}
+
+static void xpu_ledger_unhold(struct xpu_slice *slice, struct xpu_held *held)
+{
+	lockdep_assert_held(&xpu_ledger_lock);
+	xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
+	WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);
+	list_del(&held->link);
+	list_del(&held->gpu_link);
+	kfree(held);
+}
+
+/*
+ * Whether any slice's held duplicate on SLICE's GPU names the memory HELD's
+ * does (a tenant shared it with another slice's, RM_SHARE, and both freed
+ * their handles): then that one keeps it, charged to its slice, and HELD is
+ * not needed.  Two held handles of one memory would each keep it from
+ * being the ledger's alone: neither would ever go.  Asked of RM only for
+ * held duplicates of the same size, and only when a free leaves memory
+ * held.
+ */
+static bool xpu_ledger_held_elsewhere(struct xpu_slice *slice,
+				      const struct xpu_held *held)
+{
+	struct xpu_held *other;
+
+	lockdep_assert_held(&xpu_ledger_lock);
+	list_for_each_entry(other, &xpu_ledger_held[slice->gpu - xpu_gpus],
+			    gpu_link)
+		if (other->size == held->size &&
+		    xpu_rm_ledger_same(other->h_dup, held->h_dup))
+			return true;
+	return false;
 }
 
 /* Whether a held duplicate of SLICE names the memory the ledger's H does. */
@@ -498,10 +546,14 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 			continue;
 		}
 		xpu_memrec_forget(xf, held->hc, held->ho);
-		mutex_lock(&xpu_ledger_lock);
-		list_add_tail(&held->link, &slice->held);
-		WRITE_ONCE(slice->held_bytes, slice->held_bytes + held->size);
 		settled = false;
+		mutex_lock(&xpu_ledger_lock);
+		if (xpu_ledger_held_elsewhere(slice, held)) {
+			xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
+			kfree(held);
+		} else {
+			xpu_ledger_hold(slice, held);
+		}
 		mutex_unlock(&xpu_ledger_lock);
 	}
 	if (gone)
@@ -658,10 +710,7 @@ bool xpu_ledger_reprobe(struct xpu_slice *slice)
 		if (!xpu_ledger_alone(slice->gpu, held->subdevice, held->h_dup,
 				      &size))
 			continue;
-		xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
-		WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);
-		list_del(&held->link);
-		kfree(held);
+		xpu_ledger_unhold(slice, held);
 		any = true;
 	}
 	mutex_unlock(&xpu_ledger_lock);
@@ -674,11 +723,8 @@ void xpu_ledger_slice_release(struct xpu_slice *slice)
 	struct xpu_held *held, *tmp;
 
 	mutex_lock(&xpu_ledger_lock);
-	list_for_each_entry_safe(held, tmp, &slice->held, link) {
-		xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
-		list_del(&held->link);
-		kfree(held);
-	}
+	list_for_each_entry_safe(held, tmp, &slice->held, link)
+		xpu_ledger_unhold(slice, held);
 	WRITE_ONCE(slice->held_bytes, 0);
 	mutex_unlock(&xpu_ledger_lock);
 }

@@ -1295,6 +1295,57 @@ def test_a_va_space_shared_with_another_slice_is_charged_where_it_is_kept(
         b.destroy()
 
 
+SHARE_MEM_OWNER = nvtest.RAW_PRELUDE + """
+m = dev.alloc_vidmem(32 << 20)
+rm.share(m.handle, abi.RS_SHARE_TYPE_ALL)
+report(client=rm.handle, mem=m.handle)
+sys.stdin.readline()
+rm.free(m.handle)
+report(freed=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("first", ["owner", "taker"])
+def test_memory_shared_across_slices_goes_when_both_free_it(
+        admin, nodedir, first):
+    """Video memory one slice's tenant shares (RM_SHARE) and another's
+    duplicates, then both free, whichever first.  The ledger keeps a
+    duplicate for the first to free (the other's handle still holds the
+    memory), charged to that slice; the second free finds that duplicate
+    holding the memory and keeps no second one, so once both are freed the
+    memory is the ledger's alone and goes.  Before, each slice's ledger kept
+    a duplicate, each kept the other's from ever being alone: 32 MiB held
+    and charged to both slices until they were destroyed."""
+    a = Slice(admin, nodedir, name="owner")
+    b = Slice(admin, nodedir, name="taker")
+    heap0 = nvtest.heap_used(0)
+    try:
+        owner = nvtest.spawn_child(
+            SHARE_MEM_OWNER.replace("CTL", repr(a.ctl_node))
+            .replace("GPU", repr(a.gpu_node)))
+        src = owner.report()
+        taker = nvtest.spawn_child(
+            SHARE_TAKER.replace("CTL", repr(b.ctl_node))
+            .replace("GPU", repr(b.gpu_node))
+            .replace('src["vas"]', 'src["mem"]'))
+        taker.p.stdin.write(json.dumps(src) + "\n")
+        taker.p.stdin.flush()
+        assert taker.report()["status"] == abi.NV_OK     # premise: shared
+        one, two = (owner, taker) if first == "owner" else (taker, owner)
+        assert let_go_on(one) == {"freed": True}
+        # premise: the other's handle keeps it, and someone pays
+        assert nvtest.heap_used(0) - heap0 == 32 << 20
+        assert a.used() + b.used() >= 32 << 20, (a.used(), b.used())
+        assert let_go_on(two) == {"freed": True}
+        assert (a.used(), b.used()) == (0, 0)
+        assert nvtest.heap_used(0) == heap0
+        assert owner.finish() == 0 and taker.finish() == 0
+    finally:
+        a.destroy()
+        b.destroy()
+
+
 def test_the_directories_a_va_space_pins_are_charged_to_its_slice(
         admin, nodedir):
     """A VA space of RM's own (FERMI_VASPACE_A, neither externally owned
