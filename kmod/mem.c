@@ -1560,8 +1560,8 @@ long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
 	const struct nvos55_parameters *q;
 	struct xpu_escape e;
 	bool cheated;
-	long ret, drv_ret;
 	u32 cls, st;
+	long ret;
 
 	if (!slice || xf->gpu || _IOC_SIZE(cmd) != sizeof(*q))
 		return xpu_call_refresh(xf, file, cmd, arg);
@@ -1569,16 +1569,21 @@ long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
 	if (ret)
 		return ret;
 	q = &e.u.p55;
+	/* RM writes the status of every dup it is asked for */
+	e.u.p55.status = NV_ERR_GENERIC;
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	ret = xpu_escape_call(xf, file, cmd, &e, &site, &cheated, &drv_ret);
+	ret = xpu_escape_call(xf, file, cmd, &e, &site, &cheated, NULL);
 	if (cheated) {
 		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
 				   "moved or rewrote the page of a call xpu made for it");
 		goto out;
 	}
-	/* RM's own answer, or (a failed copy-back) RM's class of the handle */
-	if (drv_ret || q->status == NV_OK) {
+	/*
+	 * RM's answer, where only xpu reads it: the driver's copy-back into
+	 * xpu's page fails only if the page moved (above)
+	 */
+	if (q->status == NV_OK) {
 		cls = xpu_rm_object_class(q->h_client, q->h_object);
 		st = xpu_sched_tracks_class(cls) ?
 		     xpu_sched_rm_dup(xf, q->h_client, q->h_object, cls,

@@ -937,7 +937,7 @@ u32 xpu_sched_rm_dup(struct xpu_file *xf, u32 hc, u32 ho, u32 cls,
 	r->h_object = ho;
 	r->ctl = xf->file;
 	if (!xpu_rec_add(slice, r, kind, charge, charge)) {
-		/* a live handle RM made twice: not RM's doing, but no charge */
+		/* recorded already (the records are exact under mem_lock) */
 		xpu_recs_uncharge(slice, charge);
 		kfree(r);
 	}

@@ -149,6 +149,24 @@ report(rc=rc, status=arg.params.status, efault=efault, reads=reads)
 """
 
 
+def in_a_fixed_tenth(reload_stub, nodedir, name, code,  # noqa: F811
+                     **stub_params):
+    """CODE's report, run in a slice NAME of 10 % under `fixed` (it waits 90 %
+    of every 20 ms period), with the stub reloaded with STUB_PARAMS."""
+    reload_stub(**stub_params)
+    subprocess.run(["insmod", os.environ["XPU_KO"],
+                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    with xpu_ctl.Ctl() as a:
+        a.gpu_set(0, policy=uapi.XPU_POLICY_FIXED, period_us=20000)
+        sl = Slice(a, nodedir, name=name)
+        try:
+            a.slice_set(sl.id, compute_share=100)
+            return nvtest.run_child(code.replace("CTL", repr(sl.ctl_node))
+                                    .replace("GPU", repr(sl.gpu_node)))
+        finally:
+            sl.destroy()
+
+
 def test_a_file_put_under_the_number_behind_xpu_s_back_is_gated(
         reload_stub, nodedir):  # noqa: F811
     """RM_MAP_MEMORY names the file for a usermode mapping by number, and
@@ -160,19 +178,9 @@ def test_a_file_put_under_the_number_behind_xpu_s_back_is_gated(
     fixed 10 % slice that waits 90 % of every period.  Now every GPU file of
     the slice mapped while such a call runs, or after it, is gated: the
     read fails with EFAULT while the slice waits."""
-    reload_stub(map_delay_us=int(SWAP_DELAY * 1e6))
-    subprocess.run(["insmod", os.environ["XPU_KO"],
-                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
-    with xpu_ctl.Ctl() as a:
-        a.gpu_set(0, policy=uapi.XPU_POLICY_FIXED, period_us=20000)
-        sl = Slice(a, nodedir, name="fdswap")
-        try:
-            a.slice_set(sl.id, compute_share=100)
-            r = nvtest.run_child(FD_SWAP.replace("CTL", repr(sl.ctl_node))
-                                 .replace("GPU", repr(sl.gpu_node))
-                                 .replace("DELAY", repr(SWAP_DELAY)))
-        finally:
-            sl.destroy()
+    r = in_a_fixed_tenth(reload_stub, nodedir, "fdswap",
+                         FD_SWAP.replace("DELAY", repr(SWAP_DELAY)),
+                         map_delay_us=int(SWAP_DELAY * 1e6))
     assert r["rc"] == 0 and r["status"] == 0, r
     assert r["efault"] > 0, r
 
@@ -216,19 +224,8 @@ def test_a_usermode_object_made_while_its_mapping_waits_is_gated(
     fixed 10 % slice.  Now the records are asked under the lock every call
     that makes or frees a handle of the slice holds: the read fails with
     EFAULT while the slice waits."""
-    reload_stub(copyin_delay_us=300000)
-    subprocess.run(["insmod", os.environ["XPU_KO"],
-                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
-    with xpu_ctl.Ctl() as a:
-        a.gpu_set(0, policy=uapi.XPU_POLICY_FIXED, period_us=20000)
-        sl = Slice(a, nodedir, name="umrace")
-        try:
-            a.slice_set(sl.id, compute_share=100)
-            r = nvtest.run_child(USERMODE_RACE
-                                 .replace("CTL", repr(sl.ctl_node))
-                                 .replace("GPU", repr(sl.gpu_node)))
-        finally:
-            sl.destroy()
+    r = in_a_fixed_tenth(reload_stub, nodedir, "umrace", USERMODE_RACE,
+                         copyin_delay_us=300000)
     # premise: the mapping waited for the allocation, and mapped it
     assert r["status"] == 0 and r["waited"] > 0.1, r
     assert r["efault"] > 0, r
