@@ -913,7 +913,7 @@ u32 xpu_sched_rm_dup(struct xpu_file *xf, u32 hc, u32 ho, u32 cls,
 	spin_lock(&s->list_lock);
 	found = xpu_recs_charge_of(slice, kind, hc_src, ho_src, &charge);
 	list_for_each_entry(other, &s->slices, sched_link)
-		if (!found)
+		if (!found && other != slice)
 			found = xpu_recs_charge_of(other, kind, hc_src, ho_src,
 						   &charge);
 	spin_unlock(&s->list_lock);
