@@ -131,6 +131,7 @@ MATRIX_TESTS ?= tests/vmtests/test_kernel_link.py \
 MATRIX_VERSION_TESTS ?= tests/vmtests/test_kernel_link.py \
 	tests/vmtests/test_memory.py tests/vmtests/test_controls.py \
 	tests/vmtests/test_objects.py tests/vmtests/test_uvm.py \
+	tests/vmtests/test_export.py \
 	tests/vmtests/test_gpu_va.py tests/vmtests/test_engine.py \
 	tests/vmtests/test_dispatch.py tests/vmtests/test_gpu_lifetime.py \
 	tests/vmtests/test_xpu_skeleton.py tests/vmtests/test_xpu_ctl.py \

@@ -672,6 +672,13 @@ static u32 xpu_escape_params(struct xpu_escape *e, u32 h_class, size_t status)
  */
 #define XPU_HANDLE_TRIES	16
 
+/* The next handle xpu names for XF's caller, as RM would choose one. */
+static u32 xpu_next_handle(struct xpu_file *xf)
+{
+	return RS_UNIQUE_HANDLE_BASE + RS_UNIQUE_HANDLE_RANGE - 1 -
+	       xf->handle_gen++ % RS_UNIQUE_HANDLE_RANGE;
+}
+
 static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 			    unsigned int cmd, struct xpu_escape *e,
 			    const struct xpu_alloc_site *site, bool *cheated,
@@ -694,8 +701,7 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 	fl = site->handle_flags;
 	memcpy(orig, e->u.raw, e->size);
 	for (tries = 0; ; tries++) {
-		h = RS_UNIQUE_HANDLE_BASE + RS_UNIQUE_HANDLE_RANGE - 1 -
-		    xf->handle_gen++ % RS_UNIQUE_HANDLE_RANGE;
+		h = xpu_next_handle(xf);
 		xpu_escape_set_u32(e, site->h_object, h);
 		if (fl)
 			xpu_escape_set_u32(e, fl, xpu_escape_u32(e, fl) | provided);
@@ -1600,6 +1606,240 @@ out:
 	return ret;
 }
 
+/*
+ * Objects exported to a control file by fd and imported from it
+ * (NV0000_CTRL_CMD_OS_UNIX_{EXPORT,IMPORT}_OBJECT(S)_{TO,FROM}_FD), through
+ * a slice's file.  RM duplicates an exported object into a client of its
+ * own (rmobjexportimport.c), where it lives as long as the fd's file,
+ * whoever frees the source, and an import duplicates it again into the
+ * caller's client, whatever its class: RM_DUP_OBJECT by another door
+ * (class 20).  So an export of an object of a class xpu records (a
+ * usermode object, a TSG, a channel, a virtual allocation, a VA space),
+ * whose doorbell, context, tables or directories would outlive the record
+ * that gates or charges them, is refused, NV_ERR_NOT_SUPPORTED, RM not
+ * called; CUDA exports memory only.  What an import makes is asked of RM
+ * after the call, whatever the status says, and recorded as a duplicate of
+ * no known source (sched.c), or undone as the caller.  Both are made on
+ * xpu's copy of NVOS54 and of the params, under mem_lock: the handles RM
+ * reads are the ones xpu asked about, and a handle left to RM is named by
+ * xpu as RM would choose it.  A plural import that fails frees every
+ * handle it names before the failing one, imported or not (os.c), so a
+ * handle the client already has is refused before RM is called
+ * (NV_ERR_INSERT_DUPLICATE_NAME, which RM answers when it is to be
+ * imported into): RM would free it without the ledger.  The questions xpu
+ * asks before the call name the client the caller names; if it is not the
+ * caller's, RM refuses the call, and the refusal xpu gave instead tells the
+ * caller the class or the existence of one handle there, nothing more.
+ */
+struct xpu_xport {
+	u32 psize;
+	size_t handles;			/* offset of the handles in the params */
+	u32 max;			/* RM's bound on how many */
+	size_t count;			/* offset of a u16 count; 0 for one */
+	size_t parent;			/* an import's parent; 0: an export */
+};
+
+static const struct xpu_xport *xpu_xport_of(u32 ctrl)
+{
+	static const struct xpu_xport one_out = {
+		sizeof(struct nv0000_ctrl_os_unix_export_object_to_fd_params),
+		offsetof(struct nv0000_ctrl_os_unix_export_object_to_fd_params,
+			 object.h_object), 1, 0, 0 };
+	static const struct xpu_xport one_in = {
+		sizeof(struct nv0000_ctrl_os_unix_import_object_from_fd_params),
+		offsetof(struct nv0000_ctrl_os_unix_import_object_from_fd_params,
+			 object.h_object), 1, 0,
+		offsetof(struct nv0000_ctrl_os_unix_import_object_from_fd_params,
+			 object.h_parent) };
+	static const struct xpu_xport many_out = {
+		sizeof(struct nv0000_ctrl_os_unix_export_objects_to_fd_params),
+		offsetof(struct nv0000_ctrl_os_unix_export_objects_to_fd_params,
+			 objects),
+		NV0000_CTRL_OS_UNIX_EXPORT_OBJECTS_TO_FD_MAX_OBJECTS,
+		offsetof(struct nv0000_ctrl_os_unix_export_objects_to_fd_params,
+			 num_objects), 0 };
+	static const struct xpu_xport many_in = {
+		sizeof(struct nv0000_ctrl_os_unix_import_objects_from_fd_params),
+		offsetof(struct nv0000_ctrl_os_unix_import_objects_from_fd_params,
+			 objects),
+		NV0000_CTRL_OS_UNIX_IMPORT_OBJECTS_TO_FD_MAX_OBJECTS,
+		offsetof(struct nv0000_ctrl_os_unix_import_objects_from_fd_params,
+			 num_objects),
+		offsetof(struct nv0000_ctrl_os_unix_import_objects_from_fd_params,
+			 h_parent) };
+
+	switch (ctrl) {
+	case NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD:
+		return &one_out;
+	case NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD:
+		return &one_in;
+	case NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD:
+		return &many_out;
+	default:
+		return &many_in;
+	}
+}
+
+/*
+ * RM_CONTROL P, with its PARAMS, on a page of xpu's (callpage.c), through
+ * XF's FILE as the caller: P and PARAMS get what the driver wrote back.
+ * *MOVED says the page did not stay where xpu mapped it.
+ */
+static long xpu_control_on_page(struct xpu_file *xf, struct file *file,
+				unsigned int cmd, struct nvos54_parameters *p,
+				void *params, bool *moved)
+{
+	size_t len = XPU_ESCAPE_PARAMS_OFF + p->params_size;
+	struct xpu_callpage *cp;
+	unsigned long addr;
+	u64 uparams = p->params;
+	u8 *img;
+	long ret;
+
+	*moved = false;
+	img = kzalloc(len, GFP_KERNEL);
+	if (!img)
+		return -ENOMEM;
+	memcpy(img, p, sizeof(*p));
+	memcpy(img + XPU_ESCAPE_PARAMS_OFF, params, p->params_size);
+	cp = xpu_callpage_map(&xf->callpages, img, len, &addr);
+	if (IS_ERR(cp)) {
+		kfree(img);
+		return PTR_ERR(cp);
+	}
+	addr += XPU_ESCAPE_PARAMS_OFF;
+	xpu_callpage_write(cp, offsetof(struct nvos54_parameters, params),
+			   &addr, sizeof(u64));
+	addr -= XPU_ESCAPE_PARAMS_OFF;
+	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
+	*moved = !xpu_callpage_done(cp, img, len);
+	memcpy(p, img, sizeof(*p));
+	p->params = uparams;
+	memcpy(params, img + XPU_ESCAPE_PARAMS_OFF, p->params_size);
+	kfree(img);
+	return ret;
+}
+
+/*
+ * Before the call: an export's handles are of no class xpu records; an
+ * import's are new to the client, those left to RM named by xpu.  NV_OK or
+ * the status to refuse the call with.
+ */
+static u32 xpu_xport_check(struct xpu_file *xf, u32 hc, u32 *h, u32 n,
+			   bool import)
+{
+	unsigned int i, tries;
+
+	for (i = 0; i < n; i++) {
+		if (!import) {
+			if (h[i] && xpu_sched_tracks_class(xpu_rm_object_class(hc, h[i])))
+				return NV_ERR_NOT_SUPPORTED;
+			continue;
+		}
+		if (h[i]) {
+			if (xpu_rm_object_class(hc, h[i]))
+				return NV_ERR_INSERT_DUPLICATE_NAME;
+			continue;
+		}
+		for (tries = 0; tries < XPU_HANDLE_TRIES && !h[i]; tries++) {
+			h[i] = xpu_next_handle(xf);
+			if (xpu_rm_object_class(hc, h[i]))
+				h[i] = 0;
+		}
+		if (!h[i])
+			return NV_ERR_INSERT_DUPLICATE_NAME;
+	}
+	return NV_OK;
+}
+
+/*
+ * After an import of the N handles H under HP of HC: what RM made of a
+ * class xpu records is recorded; if one is refused, every one made goes
+ * again, as the caller, and the status says why.  NV_OK or that status.
+ */
+static u32 xpu_xport_record(struct xpu_file *xf, struct file *file, u32 hc,
+			    u32 hp, const u32 *h, u32 n)
+{
+	u32 i, cls, st = NV_OK;
+
+	for (i = 0; i < n && !st; i++) {
+		cls = xpu_rm_object_class(hc, h[i]);
+		if (xpu_sched_tracks_class(cls))
+			st = xpu_sched_rm_dup(xf, hc, h[i], cls, 0, 0);
+	}
+	if (!st)
+		return NV_OK;
+	for (i = 0; i < n; i++) {
+		if (!xpu_rm_object_class(hc, h[i]))
+			continue;
+		xpu_free_as_caller(xf, file, hc, hp, h[i]);
+		xpu_sched_rm_free(xf, hc, h[i]);
+	}
+	return st;
+}
+
+static long xpu_mem_xport(struct xpu_file *xf, struct file *file,
+			  unsigned int cmd, unsigned long arg, u32 ctrl)
+{
+	struct nvos54_parameters __user *up = (void __user *)arg;
+	const struct xpu_xport *x = xpu_xport_of(ctrl);
+	struct xpu_slice *slice = xf->slice;
+	struct nvos54_parameters p;
+	u32 n = 1, hp = 0, st;
+	bool moved, import = x->parent;
+	u8 *params;
+	u16 count;
+	u32 *h;
+	long ret;
+
+	if (copy_from_user(&p, up, sizeof(p)))
+		return -EFAULT;
+	/* read once: a size RM refuses is refused here, the struct unread */
+	if (p.params_size != x->psize || !p.params)
+		return xpu_put_status(&up->status, NV_ERR_INVALID_ARGUMENT);
+	params = memdup_user(u64_to_user_ptr(p.params), x->psize);
+	if (IS_ERR(params))
+		return xpu_put_status(&up->status, NV_ERR_INVALID_ADDRESS);
+	h = (u32 *)(params + x->handles);
+	if (x->count) {
+		memcpy(&count, params + x->count, sizeof(count));
+		n = min_t(u32, count, x->max);
+	}
+	if (import)
+		memcpy(&hp, params + x->parent, sizeof(hp));
+	if (mutex_lock_killable(&slice->mem_lock)) {
+		kfree(params);
+		return -EINTR;
+	}
+	st = xpu_xport_check(xf, p.h_client, h, n, import);
+	if (st) {
+		ret = xpu_put_status(&up->status, st);
+		goto out;
+	}
+	ret = xpu_control_on_page(xf, file, cmd, &p, params, &moved);
+	if (moved) {
+		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
+				   "moved the page of a call xpu made for it");
+		goto out;
+	}
+	if (import) {
+		/* RM's answer: the handles xpu named, whatever the status says */
+		st = xpu_xport_record(xf, file, p.h_client, hp, h, n);
+		if (st)
+			p.status = st;
+		xpu_refresh_locked(slice);
+	}
+	if (ret == 0 && p.status == NV_OK &&
+	    copy_to_user(u64_to_user_ptr(p.params), params, x->psize))
+		p.status = NV_ERR_INVALID_ADDRESS;
+	if (copy_to_user(up, &p, sizeof(p)))
+		ret = -EFAULT;
+out:
+	mutex_unlock(&slice->mem_lock);
+	kfree(params);
+	return ret;
+}
+
 /* RM_ALLOC_MEMORY of class 0x40 answers the FB size - 1: the slice's. */
 long xpu_mem_alloc_memory(struct xpu_file *xf, struct file *file,
 			  unsigned int cmd, unsigned long arg)
@@ -1815,6 +2055,11 @@ long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 		break;
 	case NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS:
 		return xpu_sched_rm_control(xf, file, cmd, arg);
+	case NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD:
+	case NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD:
+	case NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD:
+	case NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD:
+		return xpu_mem_xport(xf, file, cmd, arg, ctrl);
 	default:
 		ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
 		if (unlikely(READ_ONCE(xf->slice->state) == XPU_GATE_WAIT))

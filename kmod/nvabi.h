@@ -997,6 +997,61 @@ struct nv0000_ctrl_client_objects_are_duplicates_params {
 	u8 pad0[3];
 };
 
+/*
+ * ctrl/ctrl0000/ctrl0000unix.h: objects exported to a control file by fd
+ * and imported from it (arch/nvalloc/unix/src/os.c,
+ * rmobjexportimport.c); the same from 535 to 580.
+ */
+#define NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD	0x3d05
+#define NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD	0x3d06
+#define NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD	0x3d0b
+#define NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD	0x3d0c
+#define NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TYPE_RM	1
+#define NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TO_FD_FLAGS_EMPTY_FD_TRUE 1
+#define NV0000_OS_UNIX_EXPORT_OBJECT_FD_BUFFER_SIZE	64
+#define NV0000_CTRL_OS_UNIX_EXPORT_OBJECTS_TO_FD_MAX_OBJECTS	512
+#define NV0000_CTRL_OS_UNIX_IMPORT_OBJECTS_TO_FD_MAX_OBJECTS	128
+#define NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_TYPE_NONE		0
+#define NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_TYPE_VIDMEM	1
+#define NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_TYPE_SYSMEM	2
+
+struct nv0000_ctrl_os_unix_export_object {
+	u32 type;
+	u32 h_device;
+	u32 h_parent;
+	u32 h_object;
+};
+
+struct nv0000_ctrl_os_unix_export_object_to_fd_params {
+	struct nv0000_ctrl_os_unix_export_object object;
+	s32 fd;
+	u32 flags;
+};
+
+struct nv0000_ctrl_os_unix_import_object_from_fd_params {
+	s32 fd;
+	struct nv0000_ctrl_os_unix_export_object object;
+};
+
+struct nv0000_ctrl_os_unix_export_objects_to_fd_params {
+	s32 fd;
+	u32 h_device;
+	u16 max_objects;
+	u8 metadata[NV0000_OS_UNIX_EXPORT_OBJECT_FD_BUFFER_SIZE];
+	u32 objects[NV0000_CTRL_OS_UNIX_EXPORT_OBJECTS_TO_FD_MAX_OBJECTS];
+	u16 num_objects;
+	u16 index;
+};
+
+struct nv0000_ctrl_os_unix_import_objects_from_fd_params {
+	s32 fd;
+	u32 h_parent;
+	u32 objects[NV0000_CTRL_OS_UNIX_IMPORT_OBJECTS_TO_FD_MAX_OBJECTS];
+	u8 object_types[NV0000_CTRL_OS_UNIX_IMPORT_OBJECTS_TO_FD_MAX_OBJECTS];
+	u16 num_objects;
+	u16 index;
+};
+
 /* ctrl/ctrl0000/ctrl0000gpu.h */
 #define NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS	0x201
 #define NV0000_CTRL_GPU_MAX_ATTACHED_GPUS	32
@@ -1116,6 +1171,14 @@ static inline void nvabi_build_checks(void)
 	BUILD_BUG_ON(sizeof(struct nvc36f_ctrl_get_work_submit_token_params) != 4);
 	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_client_get_handle_info_params) != 16);
 	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_client_objects_are_duplicates_params) != 12);
+	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_os_unix_export_object_to_fd_params) != 24);
+	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_os_unix_import_object_from_fd_params) != 20);
+	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_os_unix_export_objects_to_fd_params) != 2128);
+	BUILD_BUG_ON(offsetof(struct nv0000_ctrl_os_unix_export_objects_to_fd_params,
+			      objects) != 76);
+	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_os_unix_import_objects_from_fd_params) != 652);
+	BUILD_BUG_ON(offsetof(struct nv0000_ctrl_os_unix_import_objects_from_fd_params,
+			      num_objects) != 648);
 }
 
 #define NV0000_CTRL_CMD_GPU_GET_PROBED_IDS	0x214

@@ -519,6 +519,65 @@ RS_ACCESS_DUP_OBJECT = 0
 NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY = 0xd04
 
 
+# ctrl0000unix.h: objects exported to a control file by fd and imported from
+# it (os.c, rmobjexportimport.c); the same from 535 to 580
+class _NV0000_RM_OBJECT(_Struct):
+    _fields_ = [("hDevice", NvHandle), ("hParent", NvHandle),
+                ("hObject", NvHandle)]
+
+
+class _NV0000_EXPORT_OBJECT_DATA(ctypes.Union):
+    _fields_ = [("rmObject", _NV0000_RM_OBJECT)]
+
+
+class NV0000_CTRL_OS_UNIX_EXPORT_OBJECT(_Struct):
+    _fields_ = [("type", c_uint32), ("data", _NV0000_EXPORT_OBJECT_DATA)]
+
+
+class NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TO_FD_PARAMS(_Struct):
+    _fields_ = [("object", NV0000_CTRL_OS_UNIX_EXPORT_OBJECT),
+                ("fd", ctypes.c_int32), ("flags", c_uint32)]
+
+
+class NV0000_CTRL_OS_UNIX_IMPORT_OBJECT_FROM_FD_PARAMS(_Struct):
+    _fields_ = [("fd", ctypes.c_int32),
+                ("object", NV0000_CTRL_OS_UNIX_EXPORT_OBJECT)]
+
+
+NV0000_OS_UNIX_EXPORT_OBJECT_FD_BUFFER_SIZE = 64
+NV0000_CTRL_OS_UNIX_EXPORT_OBJECTS_TO_FD_MAX_OBJECTS = 512
+NV0000_CTRL_OS_UNIX_IMPORT_OBJECTS_TO_FD_MAX_OBJECTS = 128
+
+
+class NV0000_CTRL_OS_UNIX_EXPORT_OBJECTS_TO_FD_PARAMS(_Struct):
+    _fields_ = [("fd", ctypes.c_int32), ("hDevice", NvHandle),
+                ("maxObjects", c_uint16),
+                ("metadata", ctypes.c_uint8
+                 * NV0000_OS_UNIX_EXPORT_OBJECT_FD_BUFFER_SIZE),
+                ("objects", NvHandle
+                 * NV0000_CTRL_OS_UNIX_EXPORT_OBJECTS_TO_FD_MAX_OBJECTS),
+                ("numObjects", c_uint16), ("index", c_uint16)]
+
+
+class NV0000_CTRL_OS_UNIX_IMPORT_OBJECTS_FROM_FD_PARAMS(_Struct):
+    _fields_ = [("fd", ctypes.c_int32), ("hParent", NvHandle),
+                ("objects", NvHandle
+                 * NV0000_CTRL_OS_UNIX_IMPORT_OBJECTS_TO_FD_MAX_OBJECTS),
+                ("objectTypes", ctypes.c_uint8
+                 * NV0000_CTRL_OS_UNIX_IMPORT_OBJECTS_TO_FD_MAX_OBJECTS),
+                ("numObjects", c_uint16), ("index", c_uint16)]
+
+
+NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD = 0x3d05
+NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD = 0x3d06
+NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD = 0x3d0b
+NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD = 0x3d0c
+NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TYPE_RM = 1
+NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_TYPE_NONE = 0
+NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_TYPE_VIDMEM = 1
+NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_TYPE_SYSMEM = 2
+
+
 # The alloc params of NV01_MEMORY_SYSTEM / NV01_MEMORY_LOCAL_USER; 545 added
 # numaNode (120 -> 128 bytes), so the class comes from for_version().
 _MEMORY_ALLOCATION_FIELDS = [

@@ -425,6 +425,67 @@ class RmClient:
     def share(self, hobject, share_type, **kw):
         return self.ctl.rm_share(self.handle, hobject, share_type, **kw)
 
+    def export_object(self, hobject, fd, hdevice=0, check=True):
+        """NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD of ``hobject`` into
+        the control file ``fd`` (its first and only slot)."""
+        p = abi.NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TO_FD_PARAMS(fd=fd)
+        p.object.type = abi.NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TYPE_RM
+        p.object.data.rmObject.hDevice = hdevice
+        p.object.data.rmObject.hObject = hobject
+        return self.ctl.rm_control(
+            self.handle, self.handle,
+            abi.NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD, p, check=check)
+
+    def import_object(self, fd, hparent, hnew=0, check=True):
+        """NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD: the new handle,
+        or the NVOS54 struct when not ``check``ed."""
+        p = abi.NV0000_CTRL_OS_UNIX_IMPORT_OBJECT_FROM_FD_PARAMS(fd=fd)
+        p.object.type = abi.NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TYPE_RM
+        p.object.data.rmObject.hParent = hparent
+        p.object.data.rmObject.hObject = hnew
+        r = self.ctl.rm_control(
+            self.handle, self.handle,
+            abi.NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD, p, check=check)
+        if not check:
+            return r
+        h = p.object.data.rmObject.hObject
+        self.parents[h] = hparent
+        return h
+
+    def export_objects(self, fd, hdevice, objects, max_objects=None, index=0,
+                       check=True):
+        """NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD of ``objects`` into
+        slots ``index``... of ``fd`` (made ``max_objects`` long by the
+        first export into it)."""
+        p = abi.NV0000_CTRL_OS_UNIX_EXPORT_OBJECTS_TO_FD_PARAMS(
+            fd=fd, hDevice=hdevice, numObjects=len(objects), index=index,
+            maxObjects=len(objects) if max_objects is None else max_objects)
+        for i, h in enumerate(objects):
+            p.objects[i] = h
+        return self.ctl.rm_control(
+            self.handle, self.handle,
+            abi.NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD, p, check=check)
+
+    def import_objects(self, fd, hparent, handles, index=0, check=True):
+        """NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD into ``handles``
+        (0: RM's choice): (the handles, their types), or the params and
+        the NVOS54 struct when not ``check``ed."""
+        p = abi.NV0000_CTRL_OS_UNIX_IMPORT_OBJECTS_FROM_FD_PARAMS(
+            fd=fd, hParent=hparent, numObjects=len(handles), index=index)
+        for i, h in enumerate(handles):
+            p.objects[i] = h
+        r = self.ctl.rm_control(
+            self.handle, self.handle,
+            abi.NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD, p,
+            check=check)
+        if not check:
+            return p, r
+        made = [(p.objects[i], p.objectTypes[i]) for i in range(len(handles))]
+        for h, t in made:
+            if t != abi.NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_TYPE_NONE:
+                self.parents[h] = hparent
+        return made
+
     def dup(self, hparent, hobject_src, client_src=None, hnew=0):
         src = client_src.handle if client_src is not None else self.handle
         p = self.ctl.rm_dup(self.handle, hparent, src, hobject_src, hnew)

@@ -138,6 +138,7 @@ static int nvidia_close(struct inode *inode, struct file *filp)
 	struct nvstub_file *nf = filp->private_data;
 
 	nvstub_rm_free_clients_of(nf);
+	nvstub_export_release(nf);
 	nvstub_ctx_release(nf);
 
 	mutex_lock(&nvstub_rm_lock);

@@ -184,6 +184,8 @@ struct nvstub_mmap_ctx {
 };
 
 /* Per-open-file state: file->private_data. */
+struct nvstub_export_fd;
+
 struct nvstub_file {
 	struct file *filp;
 	struct nvstub_gpu *gpu;		/* NULL for /dev/nvidiactl */
@@ -198,6 +200,8 @@ struct nvstub_file {
 	struct address_space mapping;	/* GPU files: for unmap_mapping_range() */
 	struct mutex ctx_lock;		/* protects ctx */
 	struct nvstub_mmap_ctx ctx;
+	/* objects exported into this control file (export.c); rm lock */
+	struct nvstub_export_fd *exp;
 };
 
 static inline bool nvstub_file_is_ctl(const struct nvstub_file *nf)
@@ -501,6 +505,18 @@ u32 nvstub_rm_alloc_kernel(struct nvstub_call *call, u32 h_client,
 			   void *params);
 u32 nvstub_rm_free(struct nvstub_call *call, u32 h_client, u32 h_object);
 u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p);
+u32 nvstub_rm_alloc_client_locked(struct nvstub_call *call, u32 *h_client);
+
+/* export.c */
+u32 nvstub_ctrl_export_object(struct nvstub_call *call,
+			      struct nvstub_object *obj, void *params);
+u32 nvstub_ctrl_import_object(struct nvstub_call *call,
+			      struct nvstub_object *obj, void *params);
+u32 nvstub_ctrl_export_objects(struct nvstub_call *call,
+			       struct nvstub_object *obj, void *params);
+u32 nvstub_ctrl_import_objects(struct nvstub_call *call,
+			       struct nvstub_object *obj, void *params);
+void nvstub_export_release(struct nvstub_file *nf);
 struct nv0000_ctrl_client_set_inherited_share_policy_params;
 u32 nvstub_share(struct nvstub_object *obj,
 		 const struct nv0000_ctrl_client_set_inherited_share_policy_params *p);

@@ -776,6 +776,12 @@ err_free:
 	return NV_ERR_INSUFFICIENT_RESOURCES;
 }
 
+/* A client RM makes for itself (hObjExportRmClient), under the RM lock. */
+u32 nvstub_rm_alloc_client_locked(struct nvstub_call *call, u32 *h_client)
+{
+	return nvstub_client_alloc(call, 0, h_client, NULL);
+}
+
 /* serverAllocResourceUnderLock() for one non-client object. */
 static u32 nvstub_alloc_locked(struct nvstub_call *call,
 			       const struct nvstub_class *cls, u32 h_client,

@@ -155,7 +155,11 @@ CONTROLS = [abi.NV2080_CTRL_CMD_GPU_GET_PIDS,
             abi.NVA06C_CTRL_CMD_SET_TIMESLICE,
             abi.NVA06C_CTRL_CMD_GET_TIMESLICE, abi.NVA06C_CTRL_CMD_PREEMPT,
             abi.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN,
-            0x201, 0x202, 0x203, 0x20800110, 0x20801304]
+            0x201, 0x202, 0x203, 0x20800110, 0x20801304,
+            abi.NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD,
+            abi.NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD,
+            abi.NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD,
+            abi.NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD]
 
 # The escapes xpu.ko looks at (kmod/file.c, kmod/rmapi.c), with the struct
 # each one's size comes from.
@@ -227,7 +231,8 @@ class NvFuzzer:
             return r.choice(self.gpu_ids + [v.u32()])
         if "size" in low or low in ("length", "limit", "offset"):
             return v.size() if size == 8 else r.choice(
-                [0, 4, 8, 16, 64, 128, 184, 4096, 0x4000, v.u32()])
+                [0, 4, 8, 16, 20, 24, 64, 128, 184, 652, 2128, 4096,
+                 0x4000, v.u32()])
         if name == "function":
             return r.randrange(12)
         if size == 8:

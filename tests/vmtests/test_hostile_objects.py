@@ -19,6 +19,7 @@ import sys
 import nvtest
 import pytest
 import test_xpu_mem
+from nvclient import abi, client
 from test_xpu_mem import Slice
 
 pytestmark = pytest.mark.usefixtures("require_xpu")
@@ -62,11 +63,11 @@ def readonly_alloc(hparent, hclass, hnew, params=None):
 """
 
 
-def run_in(sl, code, check=True):
+def run_in(sl, code, check=True, pass_fds=()):
     src = (nvtest.CHILD_PRELUDE + PRELUDE + code).replace(
         "CTL", repr(sl.ctl_node)).replace("GPU", repr(sl.gpu_node))
     r = subprocess.run([sys.executable, "-c", src], check=False,
-                       capture_output=True,
+                       capture_output=True, pass_fds=pass_fds,
                        text=True, cwd="/", timeout=300)
     if check:
         assert r.returncode == 0, r.stderr
@@ -308,6 +309,100 @@ for make in (tsg, lambda: dev.vaspace()[0]):
     rm.free(d)
     assert used() == u0, (u0, used())
 """.replace("SLICE", str(sl.id)))
+
+
+def test_an_object_xpu_records_is_not_exported_from_a_slice(sl):
+    """An export to an fd (NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT(S)_TO_FD)
+    is a duplicate in RM's own client that lives as long as the fd's file,
+    whoever frees the source (docs/nvstub.md): RM_DUP_OBJECT by another
+    door.  Through a slice's control file, an export of a usermode object,
+    a TSG or a VA space is refused (NV_ERR_NOT_SUPPORTED, RM not called):
+    its doorbell, context or directories would outlive the record that
+    gates or charges them, charged to no one and imported anywhere.
+    Memory is exported as before (CUDA's IPC by fd).  Before, each export
+    was made."""
+    run_in(sl, """
+fd = client.Ctl(CTL)
+m = dev.alloc_vidmem(1 << 20).handle
+objs = {"usermode": rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A),
+        "tsg": tsg(), "vaspace": dev.vaspace()[0]}
+for name, h in objs.items():
+    st = rm.export_object(h, fd.fd, check=False).status
+    assert st == abi.NV_ERR_NOT_SUPPORTED, (name, hex(st))
+    st = rm.export_objects(fd.fd, dev.hdevice, [m, h], check=False).status
+    assert st == abi.NV_ERR_NOT_SUPPORTED, (name, hex(st))
+rm.export_objects(fd.fd, dev.hdevice, [m])     # premise: an export is made
+for h in objs.values():
+    rm.free(h)
+""")
+
+
+IMPORTER = """
+import errno, resource
+resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
+from xpu import ctl as xpu_ctl
+def used():
+    with xpu_ctl.Ctl() as a:
+        return a.slice_get(SLICE).memory_used
+u0 = used()
+h = rm.import_object(UFD, dev.hsubdevice)
+def bell():
+    return dev.map(h, abi.NVC361_NV_USERMODE__SIZE, hparent=dev.hsubdevice,
+                   node=GPU)
+maps = [bell() for _ in range(1024)]
+try:
+    bell()
+    raise AssertionError("a 1025th doorbell file was mapped")
+except OSError as e:
+    assert e.errno == errno.EMFILE and e.filename is None, e
+for mp in maps:
+    mp.close()
+t = rm.import_object(TSGFD, dev.hdevice)
+assert used() > u0, (u0, used())        # a TSG's most, no source known
+rm.free(t)
+assert used() == u0, (u0, used())
+mine = dev.alloc_vidmem(1 << 20).handle
+p, r = rm.import_objects(MANYFD, dev.hsubdevice, [mine, 0x7e000004],
+                         check=False)
+assert r.status == abi.NV_ERR_INSERT_DUPLICATE_NAME, hex(r.status)
+d = ctl.rm_dup(rm.handle, dev.hdevice, rm.handle, mine, check=False)
+assert d.status == abi.NV_OK, hex(d.status)     # mine is still there
+ctl.rm_free(rm.handle, dev.hdevice, d.hObject)
+"""
+
+
+def test_what_a_slice_imports_is_recorded(sl, ctl, gpu0):
+    """What a tenant imports through its slice's control file is a
+    duplicate of whatever was exported, by anyone: here by an unsliced
+    process.  xpu.ko asks RM what each import made and records it as a
+    duplicate of no known source: a usermode object's mappings are doorbell
+    files (the slice's 1024 hold for it), a TSG is charged the most one
+    holds until it goes.  Before, an imported usermode object was no
+    doorbell (the 1025th mapping was made, and no mapping was gated), and
+    an imported TSG was charged nothing.  A plural import that fails frees
+    every handle it names before the failing one, imported or not (os.c),
+    so naming a handle the client already has is refused before RM is
+    called: before, RM freed the tenant's own video memory there, past
+    the ledger (which would have let memory UVM keeps go uncharged)."""
+    rm = client.RmClient(ctl)
+    dev = rm.device(0, gpu_file=gpu0)
+    ufd, tfd, mfd = client.Ctl(), client.Ctl(), client.Ctl()
+    try:
+        u = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
+        t = rm.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+                     abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                         engineType=abi.NV2080_ENGINE_TYPE_GR0))
+        rm.export_object(u, ufd.fd)
+        rm.export_object(t, tfd.fd)
+        rm.export_objects(mfd.fd, dev.hdevice, [0, u])
+        run_in(sl, IMPORTER.replace("SLICE", str(sl.id))
+               .replace("TSGFD", str(tfd.fd)).replace("UFD", str(ufd.fd))
+               .replace("MANYFD", str(mfd.fd)),
+               pass_fds=(ufd.fd, tfd.fd, mfd.fd))
+    finally:
+        for f in (ufd, tfd, mfd):
+            f.close()
+        rm.close()
 
 
 def test_a_channel_made_with_a_read_only_struct_is_recorded(sl):

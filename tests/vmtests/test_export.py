@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Objects exported to a control file by fd and imported from it, as RM
+does on Linux (arch/nvalloc/unix/src/rmobjexportimport.c and the
+NV0000_CTRL_CMD_OS_UNIX_{EXPORT,IMPORT}_OBJECT(S)_{TO,FROM}_FD controls of
+os.c; docs/nvstub.md): the export is a duplicate in RM's own client that
+lives as long as the fd's file, the import a duplicate of that into the
+caller's client."""
+
+import nvtest
+import pytest
+from nvclient import abi, client
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def dev(rm, gpu0):
+    d = rm.device(0, gpu_file=gpu0)
+    yield d
+
+
+def test_an_exported_object_outlives_its_client_until_the_fd_closes(
+        ctl, gpu0):
+    """Video memory exported into a control file stays while the file is
+    open, after its client is gone; another client imports it (singular
+    and plural: the plural one says it is video memory) and holds it
+    after the file closes; it goes with the last handle."""
+    heap0 = nvtest.heap_used(0)
+    src = client.RmClient(ctl)
+    sdev = src.device(0, gpu_file=gpu0)
+    m = sdev.alloc_vidmem(4 * MiB)
+    s = sdev.alloc_vidmem(1 * MiB)
+    one, many = client.Ctl(), client.Ctl()
+    src.export_object(m.handle, one.fd, hdevice=sdev.hdevice)
+    src.export_objects(many.fd, sdev.hdevice, [0, s.handle], max_objects=3)
+    src.close()
+    assert nvtest.heap_used(0) - heap0 == 5 * MiB   # the exports hold it
+    dst = client.RmClient(ctl)
+    ddev = dst.device(0, gpu_file=gpu0)
+    h = dst.import_object(one.fd, ddev.hdevice)
+    made = dst.import_objects(many.fd, ddev.hdevice, [0x7e000001,
+                                                       0x7e000002, 0])
+    none = abi.NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_TYPE_NONE
+    assert made == [(0x7e000001, none),
+                    (0x7e000002,
+                     abi.NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_TYPE_VIDMEM),
+                    (0, none)]
+    one.close()
+    many.close()
+    assert nvtest.heap_used(0) - heap0 == 5 * MiB   # the imports hold it
+    dst.free(h)
+    assert nvtest.heap_used(0) - heap0 == 1 * MiB
+    dst.close()
+    assert nvtest.heap_used(0) == heap0
+
+
+def test_the_plural_import_takes_memory_only_and_undoes_all_it_named(
+        rm, dev, gpu0):
+    """The plural import asks each object's address space first and fails
+    for what is not memory (a usermode object: REGMEM); the singular one
+    imports it.  A failed plural import frees every handle it named before
+    the failing one, imported or not -- here a handle of the importer's
+    own that named an empty slot (os.c's undo loop)."""
+    usermode = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
+    fd = client.Ctl()
+    rm.export_objects(fd.fd, dev.hdevice, [0, usermode])
+    mine = dev.alloc_vidmem(64 << 10).handle
+    _, r = rm.import_objects(fd.fd, dev.hsubdevice, [mine, 0x7e000003],
+                             check=False)
+    assert r.status == abi.NV_ERR_INVALID_ARGUMENT, hex(r.status)
+    assert nvtest.handle_info(rm, mine, nvtest.HANDLE_CLASSID)[0] == \
+        abi.NV_ERR_OBJECT_NOT_FOUND
+    rm.parents.pop(mine)
+    one = client.Ctl()
+    rm.export_object(usermode, one.fd)
+    h = rm.import_object(one.fd, dev.hsubdevice)
+    assert nvtest.handle_info(rm, h, nvtest.HANDLE_CLASSID) == (
+        abi.NV_OK, abi.HOPPER_USERMODE_A)
+    one.close()
+    fd.close()
+
+
+def test_export_and_import_refuse_what_rm_refuses(rm, dev, gpu0):
+    """The checks of os.c: an fd that is no control file, an export with
+    no room made (maxObjects 0), slots past maxObjects, an object of
+    another GPU's device than the fd's, an import from an fd nothing was
+    exported into, the library's EMPTY_FD flag."""
+    ctl2 = client.Ctl()
+    m = dev.alloc_vidmem(64 << 10).handle
+    bad = abi.NV_ERR_INVALID_PARAMETER
+    assert rm.export_object(m, gpu0.fd, check=False).status == bad
+    assert rm.export_objects(gpu0.fd, dev.hdevice, [m],
+                             check=False).status == bad
+    assert rm.export_objects(ctl2.fd, dev.hdevice, [m], max_objects=0,
+                             check=False).status == bad
+    assert rm.import_object(ctl2.fd, dev.hdevice,
+                            check=False).status == bad
+    rm.export_objects(ctl2.fd, dev.hdevice, [m], max_objects=2)
+    assert rm.export_objects(ctl2.fd, dev.hdevice, [m, m], index=1,
+                             check=False).status == abi.NV_ERR_OUT_OF_RANGE
+    # an fd made for objects under no device takes none under one
+    nodev = client.Ctl()
+    assert rm.export_objects(nodev.fd, 0, [m],
+                             check=False).status == bad
+    p = abi.NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TO_FD_PARAMS(fd=ctl2.fd,
+                                                           flags=1)
+    p.object.type = abi.NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TYPE_RM
+    p.object.data.rmObject.hObject = m
+    r = rm.ctl.rm_control(rm.handle, rm.handle,
+                          abi.NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD, p,
+                          check=False)
+    assert r.status == bad
+    for f in (ctl2, nodev):
+        f.close()
