@@ -1587,3 +1587,41 @@ def test_an_allocation_whose_handle_cannot_come_back_is_recorded(
     finally:
         sl.destroy()
     assert nvtest.heap_used(0) == heap0
+
+
+def test_memory_exported_by_fd_is_charged_while_anything_holds_it(
+        admin, nodedir):
+    """CUDA's IPC by fd through a slice's files (class 22's honest side):
+    video memory exported into a control file
+    (NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD) and imported into
+    another client (IMPORT_OBJECTS_FROM_FD, the handle left to RM, which
+    xpu names) works, and the slice is charged for it once, while any
+    handle holds it: the source, the import, or the export the fd's file
+    keeps (the ledger, after both frees); it goes when the file closes."""
+    sl = Slice(admin, nodedir, name="ipc", limit=64 * MiB)
+    heap0 = nvtest.heap_used(0)
+    ctl, gpu, rm, dev = sl.open()
+    fd = client.Ctl(sl.ctl_node)
+    try:
+        m = dev.alloc_vidmem(32 * MiB)
+        rm.export_objects(fd.fd, dev.hdevice, [m.handle])
+        rm2 = client.RmClient(ctl)
+        dev2 = rm2.device(0, gpu_file=gpu)
+        [(h, kind)] = rm2.import_objects(fd.fd, dev2.hdevice, [0])
+        assert kind == abi.NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_TYPE_VIDMEM
+        assert h != 0
+        assert sl.used() == 32 * MiB, sl.used()
+        rm.free(m.handle)
+        assert sl.used() == 32 * MiB, sl.used()
+        rm2.free(h)
+        # premise: the export (and the ledger's duplicate) hold it now
+        assert nvtest.heap_used(0) - heap0 == 32 * MiB
+        assert sl.used() == 32 * MiB, sl.used()
+        fd.close()
+        assert sl.used() == 0, sl.used()    # the ledger's probe lets it go
+        assert nvtest.heap_used(0) == heap0
+    finally:
+        fd.close()
+        for c in (rm, ctl, gpu):
+            c.close()
+        sl.destroy()
