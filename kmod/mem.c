@@ -1722,11 +1722,11 @@ static long xpu_control_on_page(struct xpu_file *xf, struct file *file,
 
 /*
  * Before the call: an export's handles are of no class xpu records; an
- * import's are new to the client, those left to RM named by xpu.  NV_OK or
- * the status to refuse the call with.
+ * import's are new to the client, those left to RM named by xpu (set in
+ * NAMED).  NV_OK or the status to refuse the call with.
  */
 static u32 xpu_xport_check(struct xpu_file *xf, u32 hc, u32 *h, u32 n,
-			   bool import)
+			   bool import, unsigned long *named)
 {
 	unsigned int i, tries;
 
@@ -1748,6 +1748,7 @@ static u32 xpu_xport_check(struct xpu_file *xf, u32 hc, u32 *h, u32 n,
 		}
 		if (!h[i])
 			return NV_ERR_INSERT_DUPLICATE_NAME;
+		__set_bit(i, named);
 	}
 	return NV_OK;
 }
@@ -1755,22 +1756,26 @@ static u32 xpu_xport_check(struct xpu_file *xf, u32 hc, u32 *h, u32 n,
 /*
  * After an import of the N handles H under HP of HC: what RM made of a
  * class xpu records is recorded; if one is refused, every one made goes
- * again, as the caller, and the status says why.  NV_OK or that status.
+ * again, as the caller, and the status says why.  A handle xpu NAMED that
+ * RM did not make (an empty slot: RM skips it) reads 0 again, as the
+ * caller left it.  NV_OK or that status.
  */
 static u32 xpu_xport_record(struct xpu_file *xf, struct file *file, u32 hc,
-			    u32 hp, const u32 *h, u32 n)
+			    u32 hp, u32 *h, u32 n, const unsigned long *named)
 {
 	u32 i, cls, st = NV_OK;
 
 	for (i = 0; i < n && !st; i++) {
 		cls = xpu_rm_object_class(hc, h[i]);
-		if (xpu_sched_tracks_class(cls))
+		if (!cls && test_bit(i, named))
+			h[i] = 0;
+		else if (xpu_sched_tracks_class(cls))
 			st = xpu_sched_rm_dup(xf, hc, h[i], cls, 0, 0);
 	}
 	if (!st)
 		return NV_OK;
 	for (i = 0; i < n; i++) {
-		if (!xpu_rm_object_class(hc, h[i]))
+		if (!h[i] || !xpu_rm_object_class(hc, h[i]))
 			continue;
 		xpu_free_as_caller(xf, file, hc, hp, h[i]);
 		xpu_sched_rm_free(xf, hc, h[i]);
@@ -1784,6 +1789,7 @@ static long xpu_mem_xport(struct xpu_file *xf, struct file *file,
 	struct nvos54_parameters __user *up = (void __user *)arg;
 	const struct xpu_xport *x = xpu_xport_of(ctrl);
 	struct xpu_slice *slice = xf->slice;
+	DECLARE_BITMAP(named, NV0000_CTRL_OS_UNIX_IMPORT_OBJECTS_TO_FD_MAX_OBJECTS) = { 0 };
 	struct nvos54_parameters p;
 	u32 n = 1, hp = 0, st;
 	bool moved, import = x->parent;
@@ -1811,7 +1817,8 @@ static long xpu_mem_xport(struct xpu_file *xf, struct file *file,
 		kfree(params);
 		return -EINTR;
 	}
-	st = xpu_xport_check(xf, p.h_client, h, n, import);
+	/* only an import names handles: at most 128 */
+	st = xpu_xport_check(xf, p.h_client, h, n, import, named);
 	if (st) {
 		ret = xpu_put_status(&up->status, st);
 		goto out;
@@ -1824,7 +1831,7 @@ static long xpu_mem_xport(struct xpu_file *xf, struct file *file,
 	}
 	if (import) {
 		/* RM's answer: the handles xpu named, whatever the status says */
-		st = xpu_xport_record(xf, file, p.h_client, hp, h, n);
+		st = xpu_xport_record(xf, file, p.h_client, hp, h, n, named);
 		if (st)
 			p.status = st;
 		xpu_refresh_locked(slice);

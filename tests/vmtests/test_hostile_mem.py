@@ -1604,12 +1604,14 @@ def test_memory_exported_by_fd_is_charged_while_anything_holds_it(
     fd = client.Ctl(sl.ctl_node)
     try:
         m = dev.alloc_vidmem(32 * MiB)
-        rm.export_objects(fd.fd, dev.hdevice, [m.handle])
+        rm.export_objects(fd.fd, dev.hdevice, [m.handle], max_objects=2)
         rm2 = client.RmClient(ctl)
         dev2 = rm2.device(0, gpu_file=gpu)
-        [(h, kind)] = rm2.import_objects(fd.fd, dev2.hdevice, [0])
+        # handles left to RM: the empty slot's reads 0 again, as RM leaves it
+        [(h, kind), empty] = rm2.import_objects(fd.fd, dev2.hdevice, [0, 0])
         assert kind == abi.NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_TYPE_VIDMEM
         assert h != 0
+        assert empty == (0, abi.NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_TYPE_NONE)
         assert sl.used() == 32 * MiB, sl.used()
         rm.free(m.handle)
         assert sl.used() == 32 * MiB, sl.used()
