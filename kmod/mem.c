@@ -1218,6 +1218,15 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	if (ret)
 		return ret;
 	h_class = e.u.p21.h_class;
+	/*
+	 * UVM's access-counter buffer is one a GPU: a tenant holding it
+	 * would keep UVM from adding the GPU for every process on the host
+	 * (docs/security.md, class 23).  The class checked is the one RM
+	 * reads, xpu's copy.
+	 */
+	if (h_class == ACCESS_COUNTER_NOTIFY_BUFFER)
+		return xpu_escape_status(&e, &site,
+					 NV_ERR_INSUFFICIENT_PERMISSIONS);
 	/* a GPU file's RM_ALLOC is the driver's to refuse, params unread */
 	st = xf->gpu ? NV_OK : xpu_escape_params(&e, h_class, site.status);
 	if (!st && !xf->gpu && h_class == NV01_DEVICE_0)

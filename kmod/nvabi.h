@@ -729,6 +729,18 @@ struct nv_channel_alloc_params {
 
 #define NV_CHANNEL_ALLOC_PARAMS_SIZE_OLD	360
 
+/*
+ * clc365.h, alloc_access_counter_buffer.h: UVM's access-counter notification
+ * buffer, one a GPU for each index (accessCounterBufferCount: 1 on GH100),
+ * under a subdevice; unprivileged (resource_list.h), and taken from
+ * everyone else while it lives (accesscntrConstruct: NV_ERR_INVALID_STATE).
+ */
+#define ACCESS_COUNTER_NOTIFY_BUFFER	0xC365
+
+struct nv_access_counter_notify_buffer_alloc_params {
+	u32 access_counter_index;
+};
+
 /* nvos.h: NV_HOPPER_USERMODE_A_PARAMS */
 struct nv_hopper_usermode_a_params {
 	u8 b_bar1_mapping;

@@ -29,6 +29,8 @@
 #include "nvabi.h"
 
 #define NVSTUB_MAX_GPUS		16
+/* GH100's accessCounterBufferCount (g_uvm_nvoc.c) */
+#define NVSTUB_ACCESS_COUNTER_BUFFERS	1
 #define NVSTUB_PCI_BUS_BASE	0x18
 #define NVSTUB_VENDOR_ID	0x10de
 #define NVSTUB_DEVICE_ID	0x2335
@@ -133,6 +135,8 @@ struct nvstub_gpu {
 	 */
 	u64 heap_internal;
 	u64 heap_next;			/* fake offset of the next allocation */
+	/* ACCESS_COUNTER_NOTIFY_BUFFER's one object, whoever's; rm lock */
+	struct nvstub_object *access_counters;
 	u32 heap_allocs;
 	unsigned int attach_count;	/* ATTACH_GPUS_TO_FD references */
 	/*

@@ -373,6 +373,32 @@ static u32 nvstub_usermode_construct(struct nvstub_call *call,
 }
 
 /*
+ * accesscntrConstruct(): UVM's access-counter notification buffer of an
+ * index is one a GPU, whoever holds it (accessCounterBufferCount, 1 on
+ * GH100); until it is freed nobody else gets it, UVM included, whose
+ * parent-GPU init then fails (uvm_isr_init_access_counters).
+ */
+static u32 nvstub_access_counters_construct(struct nvstub_call *call,
+					    struct nvstub_object *obj,
+					    void *params)
+{
+	struct nv_access_counter_notify_buffer_alloc_params *p = params;
+
+	if (p->access_counter_index >= NVSTUB_ACCESS_COUNTER_BUFFERS)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (obj->gpu->access_counters)
+		return NV_ERR_INVALID_STATE;
+	obj->gpu->access_counters = obj;
+	return NV_OK;
+}
+
+static void nvstub_access_counters_destruct(struct nvstub_object *obj)
+{
+	if (obj->gpu->access_counters == obj)
+		obj->gpu->access_counters = NULL;
+}
+
+/*
  * An engine object (compute) on a channel: the first one puts the channel,
  * and so its TSG, on the engine's runlist (channel_descendant.c,
  * kchannelAllocChannel's runlist assignment), which the work-submit token
@@ -486,6 +512,14 @@ static const struct nvstub_class nvstub_classes[] = {
 		.flags = NVSTUB_CLS_COPYABLE,
 		.parents = { NV20_SUBDEVICE_0 },
 		.construct = nvstub_usermode_construct,
+	}, {
+		.hclass = ACCESS_COUNTER_NOTIFY_BUFFER,
+		.params_size =
+			sizeof(struct nv_access_counter_notify_buffer_alloc_params),
+		.flags = NVSTUB_CLS_REQUIRED,
+		.parents = { NV20_SUBDEVICE_0 },
+		.construct = nvstub_access_counters_construct,
+		.destruct = nvstub_access_counters_destruct,
 	}, {
 		.hclass = HOPPER_COMPUTE_A,
 		.params_size = sizeof(struct nv_gr_allocation_parameters),

@@ -228,8 +228,9 @@ static u32 nvstub_uvm_gpu_retain(struct nvstub_gpu *gpu)
 {
 	struct nvstub_call call = { .kernel = true };
 	struct nv0080_alloc_parameters dp = { .device_id = gpu->index };
+	struct nv_access_counter_notify_buffer_alloc_params acp = { 0 };
 	unsigned int i = gpu->index;
-	u32 st;
+	u32 st, h = 0;
 
 	lockdep_assert_held(&nvstub_rm_lock);
 	if (nvstub_uvm_retained[i]++)
@@ -244,6 +245,15 @@ static u32 nvstub_uvm_gpu_retain(struct nvstub_gpu *gpu)
 					    nvstub_uvm_device[i],
 					    &nvstub_uvm_subdevice[i],
 					    NV20_SUBDEVICE_0, NULL);
+	/*
+	 * init_parent_gpu() -> uvm_isr_init_access_counters(): the GPU's
+	 * access-counter buffer, in UVM's client; if another client holds it
+	 * (RM: NV_ERR_INVALID_STATE), the GPU cannot be added
+	 */
+	if (!st)
+		st = nvstub_rm_alloc_kernel(&call, nvstub_uvm_client,
+					    nvstub_uvm_subdevice[i], &h,
+					    ACCESS_COUNTER_NOTIFY_BUFFER, &acp);
 	if (st) {
 		if (nvstub_uvm_device[i])
 			nvstub_rm_free(&call, nvstub_uvm_client,

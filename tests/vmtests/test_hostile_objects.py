@@ -20,6 +20,7 @@ import nvtest
 import pytest
 import test_xpu_mem
 from nvclient import abi, client
+from nvclient.uvm import Uvm, gpu_uuid
 from test_xpu_mem import Slice
 
 pytestmark = pytest.mark.usefixtures("require_xpu")
@@ -45,6 +46,21 @@ def chan_params():
     p.userdOffset[0] = 4096
     p.engineType = abi.NV2080_ENGINE_TYPE_GR0
     return p
+
+# A doorbell file: a mapping of the usermode object H through a GPU file
+# of its own; the slice's 1025th is refused, whatever the object.
+def bell(h):
+    return dev.map(h, abi.NVC361_NV_USERMODE__SIZE, hparent=dev.hsubdevice,
+                   node=GPU)
+
+def refused(h):
+    import errno
+    try:
+        bell(h)
+        raise AssertionError("a 1025th doorbell file was mapped")
+    except OSError as e:
+        # mmap's refusal (xpu's), not open's (the fd limit): open names it
+        assert e.errno == errno.EMFILE and e.filename is None, e
 
 def readonly_alloc(hparent, hclass, hnew, params=None):
     # NVOS21 alone on a page made read-only: RM acts, its copy-back fails.
@@ -224,21 +240,13 @@ def test_doorbell_files_are_bounded_with_a_clear_refusal(sl):
     its usermode page through at most 1024 files: the 1025th mmap fails
     with EMFILE and maps nothing; closing one makes room again."""
     run_in(sl, """
-import errno, resource
+import resource
 resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
 h = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
-def bell():
-    return dev.map(h, abi.NVC361_NV_USERMODE__SIZE, hparent=dev.hsubdevice,
-                   node=GPU)
-maps = [bell() for _ in range(1024)]
-try:
-    bell()
-    raise AssertionError("a 1025th doorbell file was mapped")
-except OSError as e:
-    # mmap's refusal (xpu's), not open's (the fd limit): open names its file
-    assert e.errno == errno.EMFILE and e.filename is None, e
+maps = [bell(h) for _ in range(1024)]
+refused(h)
 maps.pop().close()
-maps.append(bell())
+maps.append(bell(h))
 for m in maps:
     m.close()
 """)
@@ -254,19 +262,10 @@ def test_a_duplicated_usermode_object_is_a_doorbell(sl):
     only the original: the 1025th mapping, refused for it, was made for
     its duplicate, and that file was never gated."""
     run_in(sl, """
-import errno, resource
+import resource
 resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
 h = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
 d = rm.dup(dev.hsubdevice, h)
-def bell(x):
-    return dev.map(x, abi.NVC361_NV_USERMODE__SIZE, hparent=dev.hsubdevice,
-                   node=GPU)
-def refused(x):
-    try:
-        bell(x)
-        raise AssertionError("a 1025th doorbell file was mapped")
-    except OSError as e:
-        assert e.errno == errno.EMFILE and e.filename is None, e
 maps = [bell(h) for _ in range(1023)]
 maps.append(bell(d))        # premise: the duplicate maps as its source does
 refused(h)
@@ -338,7 +337,7 @@ for h in objs.values():
 
 
 IMPORTER = """
-import errno, resource
+import resource
 resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
 from xpu import ctl as xpu_ctl
 def used():
@@ -346,15 +345,8 @@ def used():
         return a.slice_get(SLICE).memory_used
 u0 = used()
 h = rm.import_object(UFD, dev.hsubdevice)
-def bell():
-    return dev.map(h, abi.NVC361_NV_USERMODE__SIZE, hparent=dev.hsubdevice,
-                   node=GPU)
-maps = [bell() for _ in range(1024)]
-try:
-    bell()
-    raise AssertionError("a 1025th doorbell file was mapped")
-except OSError as e:
-    assert e.errno == errno.EMFILE and e.filename is None, e
+maps = [bell(h) for _ in range(1024)]
+refused(h)
 for mp in maps:
     mp.close()
 t = rm.import_object(TSGFD, dev.hdevice)
@@ -587,3 +579,31 @@ print(json.dumps({{"null": null, "gpu": gpu}}))
         os.rmdir(MEMCG)
     # about 1 KiB a file beyond the kernel's own; uncharged it was ~0
     assert got["gpu"] - got["null"] >= OPENS * 512, got
+
+
+def test_a_slice_cannot_take_the_gpu_s_access_counter_buffer(sl, config,
+                                                              uvm_nodes):
+    """Class 23: UVM's access-counter buffer (ACCESS_COUNTER_NOTIFY_BUFFER)
+    is one a GPU, any client may allocate it, and while a client holds it
+    UVM cannot add the GPU: every process's registration of it fails
+    (docs/nvstub.md).  A slice's control file refuses the class
+    (NV_ERR_INSUFFICIENT_PERMISSIONS, RM not called), and UVM still adds
+    the GPU while the tenant lives.  Before, the tenant took the buffer and
+    another process's UVM_REGISTER_GPU failed with NV_ERR_INVALID_STATE."""
+    child = nvtest.spawn_child(
+        (PRELUDE + """
+p = rm.alloc_raw(dev.hsubdevice, abi.ACCESS_COUNTER_NOTIFY_BUFFER,
+                 ctypes.c_uint32(0))
+report(status=p.status)
+sys.stdin.readline()
+""").replace("CTL", repr(sl.ctl_node)).replace("GPU", repr(sl.gpu_node)))
+    try:
+        got = child.report()
+        # while the tenant lives, UVM adds the GPU for another process
+        with Uvm(config.version) as u:
+            st = u.register_gpu(gpu_uuid(0), check=False)
+            assert st == abi.NV_OK, (hex(st), got)
+            u.unregister_gpu(gpu_uuid(0))
+        assert got == {"status": abi.NV_ERR_INSUFFICIENT_PERMISSIONS}
+    finally:
+        assert child.finish() == 0

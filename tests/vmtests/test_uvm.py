@@ -5,6 +5,7 @@ their mappings, UVM's duplicate keeping memory alive after RM_FREE with no
 process charged, channel registration and GPFIFO_SCHEDULE, and a client built
 as CUDA and tinygrad are at 535 and at 580."""
 
+import ctypes
 import os
 
 import nvtest
@@ -264,3 +265,33 @@ def test_a_cuda_like_client_runs(reload_stub, uvm_nodes, version):
             buf.free()
         dev.close()
         rm.close()
+
+
+def test_a_client_holding_the_access_counter_buffer_keeps_uvm_off_the_gpu(
+        dev0, uvm, config):
+    """ACCESS_COUNTER_NOTIFY_BUFFER (clc365.h) is one a GPU for each index
+    (accessCounterBufferCount: 1 on GH100), allocatable by any client
+    (resource_list.h: RS_FLAGS_ALLOC_NON_PRIVILEGED), and nobody else gets
+    it while it lives (accesscntrConstruct: NV_ERR_INVALID_STATE) -- UVM
+    included, whose parent-GPU init allocates it when the first VA space
+    registers the GPU (uvm_isr_init_access_counters): the registration
+    fails for every process until the holder frees it."""
+    uuid = gpu_uuid(0)
+    acp = ctypes.c_uint32(0)
+    rm = dev0.client
+    h = rm.alloc(dev0.hsubdevice, abi.ACCESS_COUNTER_NOTIFY_BUFFER, acp)
+    other = client.RmClient(dev0.ctl)
+    odev = other.device(0, gpu_file=dev0.gpu)
+    assert other.alloc_raw(odev.hsubdevice, abi.ACCESS_COUNTER_NOTIFY_BUFFER,
+                           acp).status == abi.NV_ERR_INVALID_STATE
+    assert other.alloc_raw(odev.hsubdevice, abi.ACCESS_COUNTER_NOTIFY_BUFFER,
+                           ctypes.c_uint32(1)).status == \
+        abi.NV_ERR_INVALID_ARGUMENT
+    assert uvm.register_gpu(uuid, check=False) == abi.NV_ERR_INVALID_STATE
+    rm.free(h)
+    uvm.register_gpu(uuid)
+    # UVM holds it now: the client does not get it
+    assert other.alloc_raw(odev.hsubdevice, abi.ACCESS_COUNTER_NOTIFY_BUFFER,
+                           acp).status == abi.NV_ERR_INVALID_STATE
+    uvm.unregister_gpu(uuid)
+    other.close()

@@ -39,7 +39,8 @@ INCLUDES = ["nvtypes.h", "nvstatus.h", "nvos.h", "nv-ioctl.h", "nv-chardev-numbe
             "class/cl2080.h", "ctrl/ctrl2080/ctrl2080fb.h",
             "ctrl/ctrl2080/ctrl2080gpu.h", "alloc/alloc_channel.h",
             "ctrl/ctrla06c.h", "ctrl/ctrlc36f.h", "rs_access.h",
-            "ctrl/ctrl0000/ctrl0000client.h", "ctrl/ctrl0000/ctrl0000unix.h"]
+            "ctrl/ctrl0000/ctrl0000client.h", "ctrl/ctrl0000/ctrl0000unix.h",
+            "class/clc365.h"]
 
 
 def field_paths(cls, prefix=""):
