@@ -888,7 +888,7 @@ out:
  * charges for (a lazy range, an externally managed VA space, or an object
  * of an unsliced client): the duplicate is not recorded either (and so is
  * never mapped into, class 18); a TSG or channel is charged the most it
- * can hold.
+ * can hold.  HC_SRC 0 names no source (an import, mem.c): nothing is looked up.
  * Under mem_lock, from the call on.  NV_OK, or the status to undo it with.
  */
 u32 xpu_sched_rm_dup(struct xpu_file *xf, u32 hc, u32 ho, u32 cls,
@@ -910,13 +910,17 @@ u32 xpu_sched_rm_dup(struct xpu_file *xf, u32 hc, u32 ho, u32 cls,
 	 * handles are RM-wide).  Another slice's may be stale: at worst the
 	 * duplicate is charged for what is gone.
 	 */
-	spin_lock(&s->list_lock);
-	found = xpu_recs_charge_of(slice, kind, hc_src, ho_src, &charge);
-	list_for_each_entry(other, &s->slices, sched_link)
-		if (!found && other != slice)
-			found = xpu_recs_charge_of(other, kind, hc_src, ho_src,
-						   &charge);
-	spin_unlock(&s->list_lock);
+	found = false;
+	if (hc_src) {		/* an import's source is RM's own: no record */
+		spin_lock(&s->list_lock);
+		found = xpu_recs_charge_of(slice, kind, hc_src, ho_src,
+					   &charge);
+		list_for_each_entry(other, &s->slices, sched_link)
+			if (!found && other != slice)
+				found = xpu_recs_charge_of(other, kind, hc_src,
+							   ho_src, &charge);
+		spin_unlock(&s->list_lock);
+	}
 	if (!found) {
 		if (kind == XPU_REC_VIRT || kind == XPU_REC_VAS)
 			return NV_OK;
