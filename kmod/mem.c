@@ -463,6 +463,12 @@ struct xpu_alloc_site {
  * memory: what they claim is read back.
  */
 #define XPU_ESCAPE_PARAMS_OFF	256	/* in the page: past any struct */
+/* the largest params xpu copies: a channel's, then video memory's */
+#define XPU_ESCAPE_PARAMS_MAX					\
+	(sizeof(struct nv_channel_alloc_params) >			\
+	 sizeof(struct nv_memory_allocation_params) ?			\
+	 sizeof(struct nv_channel_alloc_params) :			\
+	 sizeof(struct nv_memory_allocation_params))
 
 struct xpu_escape {
 	void __user *uarg;		/* the caller's struct */
@@ -480,7 +486,7 @@ struct xpu_escape {
 	u32 params_size;
 	u64 uparams;
 	size_t status;			/* the status's offset in the struct */
-	u8 params[sizeof(struct nv_memory_allocation_params)];
+	u8 params[XPU_ESCAPE_PARAMS_MAX];
 };
 
 static u32 xpu_escape_u32(const struct xpu_escape *e, size_t off)
@@ -627,10 +633,11 @@ static long xpu_escape_return(struct xpu_escape *e, long ret)
  * read from pAllocParms go onto the page of the call with the struct, for
  * a device (its id says which GPU), for video memory (its size and
  * location), for a virtual allocation (its size and flags: the page
- * tables it pins) and for a VA space (its index and flags: whether it gets
- * page directories of RM's), so that RM reads what xpu read.  Sizes are the driver's
- * (rmapiGetClassAllocParamSize).  NV_OK, or RM's status for params it
- * could not copy in.
+ * tables it pins), for a VA space (its index and flags: whether it gets
+ * page directories of RM's) and for a channel (the context share or VA
+ * space RM frees it with, which its record follows), so that RM reads what
+ * xpu read.  Sizes are the driver's (rmapiGetClassAllocParamSize).  NV_OK,
+ * or RM's status for params it could not copy in.
  */
 static u32 xpu_escape_params(struct xpu_escape *e, u32 h_class, size_t status)
 {
@@ -639,6 +646,7 @@ static u32 xpu_escape_params(struct xpu_escape *e, u32 h_class, size_t status)
 
 	BUILD_BUG_ON(sizeof(struct nv0080_alloc_parameters) >
 		     sizeof(e->params));
+	BUILD_BUG_ON(sizeof(e->params) + XPU_ESCAPE_PARAMS_OFF > PAGE_SIZE);
 	if (h_class == NV01_DEVICE_0)
 		size = sizeof(struct nv0080_alloc_parameters);
 	else if (h_class == NV01_MEMORY_LOCAL_USER ||
@@ -646,6 +654,8 @@ static u32 xpu_escape_params(struct xpu_escape *e, u32 h_class, size_t status)
 		size = min_t(u32, xpu_rm_alloc_params_size(), sizeof(e->params));
 	else if (h_class == FERMI_VASPACE_A)
 		size = min_t(u32, xpu_rm_vaspace_params_size(), sizeof(e->params));
+	else if (xpu_sched_is_channel_class(h_class))
+		size = min_t(u32, xpu_rm_channel_params_size(), sizeof(e->params));
 	else
 		return NV_OK;
 	if (!up)
@@ -1039,12 +1049,33 @@ static void xpu_rm_alloc_site(struct xpu_alloc_site *site, size_t size,
 }
 
 void xpu_escape_alloc_args(const struct xpu_escape *e, u32 *hc, u32 *hp,
-			   u32 *ho, u64 *params)
+			   u32 *ho)
 {
 	*hc = e->u.p21.h_root;
 	*hp = e->u.p21.h_object_parent;
 	*ho = e->u.p21.h_object_new;
-	*params = e->u.p21.p_alloc_parms;
+}
+
+/*
+ * What a channel allocation on E depends on, as RM reads it from xpu's copy
+ * of its params: its context share, else (under a device) its VA space.
+ * Without a copy (a GPU file's call, which the driver refuses) the caller's
+ * params are read, a claim; 0 when there are none to read.
+ */
+u32 xpu_escape_channel_dep(const struct xpu_escape *e)
+{
+	const struct nv_channel_alloc_params *cp = (const void *)e->params;
+	struct nv_channel_alloc_params __user *up;
+	u32 dep;
+
+	if (e->params_size)
+		return cp->h_context_share ? cp->h_context_share :
+		       cp->h_va_space;
+	up = u64_to_user_ptr(e->u.p21.p_alloc_parms);
+	if (!up || get_user(dep, &up->h_context_share) ||
+	    (!dep && get_user(dep, &up->h_va_space)))
+		return 0;	/* RM fails its own copy */
+	return dep;
 }
 
 long xpu_escape_alloc_status(struct xpu_escape *e, u32 value)

@@ -27,10 +27,12 @@ struct xpu_escape;
 
 /* What RM_ALLOC's struct E names, as RM reads it. */
 void xpu_escape_alloc_args(const struct xpu_escape *e, u32 *hc, u32 *hp,
-			   u32 *ho, u64 *params);
+			   u32 *ho);
 
 /* The caller's struct gets status VALUE (0 or -EFAULT). */
 long xpu_escape_alloc_status(struct xpu_escape *e, u32 value);
+/* What a channel allocation on E depends on (its share or VA space): RM's. */
+u32 xpu_escape_channel_dep(const struct xpu_escape *e);
 
 /* What RM made, read where only xpu reads it. */
 struct xpu_alloc_result {

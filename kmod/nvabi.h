@@ -1201,17 +1201,22 @@ struct nv_abi_version {
 	u32 memory_alloc_params_size;	/* NV_MEMORY_ALLOCATION_PARAMS */
 	u32 vaspace_alloc_params_size;	/* NV_VASPACE_ALLOCATION_PARAMETERS */
 	u32 map_dma_params_size;	/* NVOS46_PARAMETERS */
+	u32 channel_alloc_params_size;	/* NV_CHANNEL_ALLOC_PARAMS */
 };
 
 static inline const struct nv_abi_version *nv_abi_for_version(u32 major)
 {
-	static const struct nv_abi_version v580 = { 1028, 128, 56, 64 };
-	static const struct nv_abi_version v560 = { 460, 128, 48, 56 };
-	static const struct nv_abi_version v545 = { 444, 128, 48, 56 };
-	static const struct nv_abi_version v535 = { 436, 120, 48, 56 };
+	static const struct nv_abi_version v580 = { 1028, 128, 56, 64, 368 };
+	/* tpcConfigId came in 570 */
+	static const struct nv_abi_version v570 = { 460, 128, 48, 56, 368 };
+	static const struct nv_abi_version v560 = { 460, 128, 48, 56, 360 };
+	static const struct nv_abi_version v545 = { 444, 128, 48, 56, 360 };
+	static const struct nv_abi_version v535 = { 436, 120, 48, 56, 360 };
 
 	if (major >= 580)
 		return &v580;
+	if (major >= 570)
+		return &v570;
 	if (major >= 560)
 		return &v560;
 	if (major >= 545)

@@ -521,6 +521,11 @@ u32 xpu_rm_map_dma_params_size(void)
 	return xpu_abi->map_dma_params_size;
 }
 
+u32 xpu_rm_channel_params_size(void)
+{
+	return xpu_abi->channel_alloc_params_size;
+}
+
 /* "Device Minor:" and "GPU UUID:" of the driver's procfs file for a GPU. */
 static int xpu_rm_read_procfs(struct xpu_gpu *gpu, const struct nv_gpu_info *gi)
 {

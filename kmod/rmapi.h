@@ -50,6 +50,7 @@ bool xpu_rm_pids_in_caller_ns(void);
 u32 xpu_rm_fb_info_v2_size(void);
 u32 xpu_rm_alloc_params_size(void);
 u32 xpu_rm_vaspace_params_size(void);
+u32 xpu_rm_channel_params_size(void);
 u32 xpu_rm_map_dma_params_size(void);
 
 #endif /* XPU_RMAPI_H */

@@ -228,6 +228,11 @@ bool xpu_sched_tracks_class(u32 h_class)
 	return xpu_rec_kind(h_class) >= 0;
 }
 
+bool xpu_sched_is_channel_class(u32 h_class)
+{
+	return xpu_rec_kind(h_class) == XPU_REC_CHAN;
+}
+
 /*
  * What a record of KIND is charged, the most (a channel under a device); a
  * virtual allocation or a VA space, the PINNED bytes of page tables or
@@ -761,7 +766,7 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_sched *s = slice->gpu->sched;
 	u32 hc_pre, hp_pre, ho_pre, hc, ho, hp, cls, dep = 0;
-	u64 params, reserved, charge;
+	u64 reserved, charge;
 	struct xpu_rec_match pre = { .key = XPU_REC_OBJECT };
 	struct xpu_alloc_result res;
 	const char *cheat = NULL;
@@ -770,16 +775,14 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	struct xpu_rec *r;
 	long ret;
 
-	xpu_escape_alloc_args(e, &hc_pre, &hp_pre, &ho_pre, &params);
+	xpu_escape_alloc_args(e, &hc_pre, &hp_pre, &ho_pre);
 	kind = xpu_rec_kind(h_class);
-	/* a channel names its context share, or (under a device) a VA space */
-	if (kind == XPU_REC_CHAN && params) {
-		struct nv_channel_alloc_params __user *cp = u64_to_user_ptr(params);
-
-		if (get_user(dep, &cp->h_context_share) ||
-		    (!dep && get_user(dep, &cp->h_va_space)))
-			dep = 0;	/* RM fails its own copy */
-	}
+	/*
+	 * a channel names its context share, or (under a device) a VA space:
+	 * RM reads them from xpu's copy of the params (mem.c)
+	 */
+	if (kind == XPU_REC_CHAN)
+		dep = xpu_escape_channel_dep(e);
 	/* a virtual allocation goes with its VA space (RM reads xpu's copy) */
 	if (kind == XPU_REC_VIRT)
 		dep = h_vas;

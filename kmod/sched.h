@@ -25,6 +25,7 @@ int xpu_sched_mmap_prepare(struct file *file);
 void xpu_sched_mmap(struct file *file, struct vm_area_struct *vma);
 
 bool xpu_sched_tracks_class(u32 h_class);
+bool xpu_sched_is_channel_class(u32 h_class);
 void xpu_sched_forget_stale(struct xpu_slice *slice);
 struct xpu_escape;
 long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,

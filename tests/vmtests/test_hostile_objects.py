@@ -18,6 +18,7 @@ import sys
 
 import nvtest
 import pytest
+import test_hostile_mem
 import test_xpu_mem
 from nvclient import abi, client
 from nvclient.uvm import Uvm, gpu_uuid
@@ -441,6 +442,64 @@ hs = [rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A) for _ in range(1023)]
 p = rm.alloc_raw(dev.hsubdevice, abi.HOPPER_USERMODE_A)
 assert p.status == abi.NV_ERR_INSUFFICIENT_RESOURCES, hex(p.status)
 """.replace("SLICE", str(sl.id)))
+
+
+# The channel's context share, rewritten by a thread once xpu.ko has read
+# it and before RM reads it (the stub waits 300 ms before reading params).
+RACE_SHARE = """
+import threading, time
+from nvclient import stub
+from xpu import ctl as xpu_ctl
+
+def channels():
+    with xpu_ctl.Ctl() as a:
+        return a.slice_get(SLICE).channels
+
+hvas, _ = dev.vaspace()
+t = tsg()
+shares = [rm.alloc(t, abi.FERMI_CONTEXT_SHARE_A,
+                   abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(
+                       hVASpace=hvas,
+                       flags=abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC))
+          for _ in range(2)]
+p = chan_params()
+p.hContextShare = shares[0]
+at = []
+def race():
+    time.sleep(0.15)
+    p.hContextShare = shares[1]
+    at.append(time.monotonic() - t0)
+t0 = time.monotonic()
+th = threading.Thread(target=race)
+th.start()
+ch = rm.alloc(t, abi.HOPPER_CHANNEL_GPFIFO_A, p)
+elapsed = time.monotonic() - t0
+th.join()
+# the premise: the share was rewritten before RM read the params
+assert at[0] < 0.3 <= elapsed, (at, elapsed)
+assert channels() == len(stub.channels()) == 1
+rm.free(shares[1])          # RM frees a channel made on this share with it
+# the slice counts the channels RM has
+assert channels() == len(stub.channels()), (channels(), stub.channels())
+rm.free(shares[0])
+assert channels() == len(stub.channels()) == 0, stub.channels()
+rm.free(t)
+"""
+
+
+def test_a_channel_s_context_share_rewritten_before_rm_reads_it_is_followed(
+        reload_stub, nodedir):
+    """A channel's params say which context share it runs in, and RM frees
+    the channel with that share (a dependant).  xpu.ko read the share from
+    the caller's params and RM read them again after it, so a thread that
+    rewrote the share in between had RM make the channel on another share
+    than the one xpu recorded: freeing that share took the channel, and the
+    slice still counted it, charged (and gated) a channel RM no longer had.
+    Now RM reads xpu's copy of the params, so the channel is made on the
+    share xpu read, and goes with it."""
+    with test_hostile_mem.racer_slice(reload_stub, nodedir,
+                                      alloc_reread_delay_us=300000) as (sl, _):
+        run_in(sl, RACE_SHARE.replace("SLICE", str(sl.id)))
 
 
 # A TSG with a channel and a compute object (its GR context), N times, in a
