@@ -634,8 +634,8 @@ static long xpu_escape_return(struct xpu_escape *e, long ret)
  * a device (its id says which GPU), for video memory (its size and
  * location), for a virtual allocation (its size and flags: the page
  * tables it pins), for a VA space (its index and flags: whether it gets
- * page directories of RM's) and for a channel (the context share or VA
- * space RM frees it with, which its record follows), so that RM reads what
+ * page directories of RM's) and for a channel or TSG (the context share or
+ * VA space RM frees it with, which its record follows), so that RM reads what
  * xpu read.  Sizes are the driver's (rmapiGetClassAllocParamSize).  NV_OK,
  * or RM's status for params it could not copy in.
  */
@@ -656,6 +656,8 @@ static u32 xpu_escape_params(struct xpu_escape *e, u32 h_class, size_t status)
 		size = min_t(u32, xpu_rm_vaspace_params_size(), sizeof(e->params));
 	else if (xpu_sched_is_channel_class(h_class))
 		size = min_t(u32, xpu_rm_channel_params_size(), sizeof(e->params));
+	else if (h_class == KEPLER_CHANNEL_GROUP_A)
+		size = sizeof(struct nv_channel_group_allocation_parameters);
 	else
 		return NV_OK;
 	if (!up)
@@ -1057,22 +1059,32 @@ void xpu_escape_alloc_args(const struct xpu_escape *e, u32 *hc, u32 *hp,
 }
 
 /*
- * What a channel allocation on E depends on, as RM reads it from xpu's copy
- * of its params: its context share, else (under a device) its VA space.
- * Without a copy (a GPU file's call, which the driver refuses) the caller's
- * params are read, a claim; 0 when there are none to read.
+ * What an allocation on E of a channel or TSG depends on (RM frees it with
+ * that object: refAddDependant), as RM reads it from xpu's copy of its
+ * params: a channel's context share, else (under a device) its VA space; a
+ * TSG's VA space.  Without a copy (a GPU file's call, which the driver
+ * refuses) the caller's params are read, a claim; 0 when there are none.
  */
-u32 xpu_escape_channel_dep(const struct xpu_escape *e)
+u32 xpu_escape_alloc_dep(const struct xpu_escape *e, bool tsg)
 {
+	const struct nv_channel_group_allocation_parameters *gp =
+		(const void *)e->params;
 	const struct nv_channel_alloc_params *cp = (const void *)e->params;
+	struct nv_channel_group_allocation_parameters __user *ugp;
 	struct nv_channel_alloc_params __user *up;
 	u32 dep;
 
 	if (e->params_size)
-		return cp->h_context_share ? cp->h_context_share :
+		return tsg ? gp->h_va_space :
+		       cp->h_context_share ? cp->h_context_share :
 		       cp->h_va_space;
 	up = u64_to_user_ptr(e->u.p21.p_alloc_parms);
-	if (!up || get_user(dep, &up->h_context_share) ||
+	ugp = (void __user *)up;
+	if (!up)
+		return 0;
+	if (tsg)
+		return get_user(dep, &ugp->h_va_space) ? 0 : dep;
+	if (get_user(dep, &up->h_context_share) ||
 	    (!dep && get_user(dep, &up->h_va_space)))
 		return 0;	/* RM fails its own copy */
 	return dep;

@@ -31,8 +31,8 @@ void xpu_escape_alloc_args(const struct xpu_escape *e, u32 *hc, u32 *hp,
 
 /* The caller's struct gets status VALUE (0 or -EFAULT). */
 long xpu_escape_alloc_status(struct xpu_escape *e, u32 value);
-/* What a channel allocation on E depends on (its share or VA space): RM's. */
-u32 xpu_escape_channel_dep(const struct xpu_escape *e);
+/* What a channel's or TSG's allocation on E depends on, as RM reads it. */
+u32 xpu_escape_alloc_dep(const struct xpu_escape *e, bool tsg);
 
 /* What RM made, read where only xpu reads it. */
 struct xpu_alloc_result {

@@ -89,8 +89,9 @@ struct xpu_rec {
 	u32 h_client, h_parent, h_object;	/* h_parent: as RM says */
 	u64 charge;			/* in slice->rec_bytes */
 	/*
-	 * A channel's context share or VA space, as the caller said: RM
-	 * frees the channel with it (one of its dependents, not a child).
+	 * A channel's context share or VA space, a TSG's or a virtual
+	 * allocation's VA space, as RM read them (xpu's copy of the params):
+	 * RM frees the object with it (one of its dependants, not a child).
 	 */
 	u32 h_dep;
 	struct file *ctl;		/* the control file it was made through */
@@ -778,11 +779,12 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	xpu_escape_alloc_args(e, &hc_pre, &hp_pre, &ho_pre);
 	kind = xpu_rec_kind(h_class);
 	/*
-	 * a channel names its context share, or (under a device) a VA space:
-	 * RM reads them from xpu's copy of the params (mem.c)
+	 * a channel names its context share, or (under a device) a VA space,
+	 * a TSG its VA space: RM reads them from xpu's copy of the params
+	 * (mem.c), and frees the object with them
 	 */
-	if (kind == XPU_REC_CHAN)
-		dep = xpu_escape_channel_dep(e);
+	if (kind == XPU_REC_CHAN || kind == XPU_REC_TSG)
+		dep = xpu_escape_alloc_dep(e, kind == XPU_REC_TSG);
 	/* a virtual allocation goes with its VA space (RM reads xpu's copy) */
 	if (kind == XPU_REC_VIRT)
 		dep = h_vas;
@@ -854,7 +856,8 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	r->h_client = hc;
 	r->h_parent = hp ? hp : hp_pre;
 	r->h_object = ho;
-	r->h_dep = kind == XPU_REC_CHAN || kind == XPU_REC_VIRT ? dep : 0;
+	r->h_dep = kind == XPU_REC_CHAN || kind == XPU_REC_VIRT ||
+		   kind == XPU_REC_TSG ? dep : 0;
 	r->ctl = file;
 	known = !xpu_rec_add(slice, r, kind, charge, reserved);
 	if (!known)

@@ -124,18 +124,21 @@ static u32 nvstub_subdevice_construct(struct nvstub_call *call,
 
 /*
  * kchangrpapiConstruct(): a TSG may name the VA space its channels use when
- * they name no context share (legacy mode); else the device's default.
+ * they name no context share (legacy mode); else the device's default.  A
+ * TSG that names one depends on it (refAddDependant): freeing the VA space
+ * takes the TSG, and its channels, with it.
  */
 static u32 nvstub_tsg_construct(struct nvstub_call *call,
 				struct nvstub_object *obj, void *params)
 {
 	struct nv_channel_group_allocation_parameters *p = params;
+	struct nvstub_object *vas_obj = NULL;
 	struct nvstub_vas *vas = NULL;
 	u32 status;
 
 	if (p->h_va_space) {
 		status = nvstub_vas_lookup(obj->client, obj->device,
-					   p->h_va_space, &vas, NULL);
+					   p->h_va_space, &vas, &vas_obj);
 		if (status)
 			return status;
 	}
@@ -147,6 +150,7 @@ static u32 nvstub_tsg_construct(struct nvstub_call *call,
 		nvstub_vas_get(vas);
 		obj->tsg->vas = vas;
 	}
+	nvstub_object_depend(obj, vas_obj);
 	return NV_OK;
 }
 

@@ -352,6 +352,32 @@ def test_objects_go_with_what_they_depend_on(dev0):
     rm.free(mem.handle)
 
 
+def test_a_tsg_goes_with_the_va_space_it_names(dev0):
+    """kchangrpapiConstruct(): a TSG that names a VA space (its channels use
+    it when they name no context share) depends on it.  Freeing the VA space
+    destructs the TSG and the channels under it, which leave the engine;
+    their handles stay, invalidated, until the device goes."""
+    rm = dev0.client
+    mem = dev0.alloc_sysmem(2 * PAGE_SIZE)
+    hvas, _ = dev0.vaspace()
+    tsg = rm.alloc(dev0.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+                   abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                       hVASpace=hvas, engineType=abi.NV2080_ENGINE_TYPE_GR0))
+    ch = rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A,
+                  _chan_params(dev0, userd=mem.handle))
+    objs = nvtest.objects_total()
+    channels = nvtest.stub.engine(0)["channels"]
+    rm.free(hvas)
+    assert nvtest.objects_total() == objs - 1
+    assert nvtest.stub.engine(0)["channels"] == channels - 1
+    nvtest.assert_invalidated(rm, tsg, abi.KEPLER_CHANNEL_GROUP_A,
+                              dev0.hdevice)
+    nvtest.assert_invalidated(rm, ch, abi.HOPPER_CHANNEL_GPFIFO_A, tsg)
+    rm.free(tsg)
+    assert nvtest.objects_total() == objs - 3
+    rm.free(mem.handle)
+
+
 def test_channel_shapes(dev0):
     """kchannelConstruct(): never both a context share and a VA space; a TSG
     channel names no VA space; a channel under a device gets a TSG of RM's

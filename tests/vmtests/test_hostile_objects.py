@@ -502,6 +502,34 @@ def test_a_channel_s_context_share_rewritten_before_rm_reads_it_is_followed(
         run_in(sl, RACE_SHARE.replace("SLICE", str(sl.id)))
 
 
+def test_a_tsg_s_record_goes_with_the_va_space_it_names(sl):
+    """RM frees a TSG with the VA space its params name (refAddDependant),
+    not only with its parent: the TSG's record, and its charge for RM's
+    graphics context, go with that VA space too.  Before, the record named
+    no VA space, so the slice stayed charged for 8 TSGs RM no longer had,
+    until a refusal swept them."""
+    run_in(sl, """
+from xpu import ctl as xpu_ctl
+def used():
+    with xpu_ctl.Ctl() as a:
+        return a.slice_get(SLICE).memory_used
+base = used()
+hvas, _ = dev.vaspace()
+ts = [rm.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+               abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                   hVASpace=hvas, engineType=abi.NV2080_ENGINE_TYPE_GR0))
+      for _ in range(8)]
+held = used()
+assert held - base >= 8 * 2 * 1024 * 1024, (base, held)   # the premise
+rm.free(hvas)               # RM invalidates the TSGs
+after = used()
+assert after - base < 1024 * 1024, (base, held, after)
+for t in ts:
+    rm.free(t)
+assert used() == after
+""".replace("SLICE", str(sl.id)))
+
+
 # A TSG with a channel and a compute object (its GR context), N times, in a
 # client of its own; report how many were made and the refusal.
 FILL = """
