@@ -94,6 +94,12 @@ struct xpu_rec {
 	 * RM frees the object with it (one of its dependants, not a child).
 	 */
 	u32 h_dep;
+	/*
+	 * A duplicate TSG depends on whichever VA space object of its client
+	 * under its parent has the group's VA space (kchangrpapiCopyConstruct),
+	 * which xpu cannot name: any free in its client may take it.
+	 */
+	bool dep_any;
 	struct file *ctl;		/* the control file it was made through */
 };
 
@@ -122,7 +128,7 @@ static bool xpu_rec_matches(const struct xpu_rec *r,
 	case XPU_REC_FREED:	/* a client, a parent or what it depends on */
 		return r->h_client == m->h_client &&
 		       (m->h_object == m->h_client || r->h_object == m->h_object ||
-			r->h_parent == m->h_object ||
+			r->h_parent == m->h_object || r->dep_any ||
 			(r->h_dep && r->h_dep == m->h_object));
 	case XPU_REC_CTL:
 		return r->ctl == m->ctl;
@@ -945,6 +951,7 @@ u32 xpu_sched_rm_dup(struct xpu_file *xf, u32 hc, u32 ho, u32 cls,
 	r->h_client = hc;
 	r->h_parent = xpu_rm_object_parent(hc, ho);
 	r->h_object = ho;
+	r->dep_any = kind == XPU_REC_TSG;
 	r->ctl = xf->file;
 	if (!xpu_rec_add(slice, r, kind, charge, charge)) {
 		/* recorded already (the records are exact under mem_lock) */

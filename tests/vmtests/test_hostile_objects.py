@@ -505,9 +505,11 @@ def test_a_channel_s_context_share_rewritten_before_rm_reads_it_is_followed(
 def test_a_tsg_s_record_goes_with_the_va_space_it_names(sl):
     """RM frees a TSG with the VA space its params name (refAddDependant),
     not only with its parent: the TSG's record, and its charge for RM's
-    graphics context, go with that VA space too.  Before, the record named
-    no VA space, so the slice stayed charged for 8 TSGs RM no longer had,
-    until a refusal swept them."""
+    graphics context, go with that VA space too, and so does a duplicate's
+    (which depends on a VA space object of its own client that xpu cannot
+    name: any free in its client has it asked of RM).  Before, the records
+    named no VA space, so the slice stayed charged for 8 TSGs RM no longer
+    had, and for a duplicate, until a refusal swept them."""
     run_in(sl, """
 from xpu import ctl as xpu_ctl
 def used():
@@ -527,6 +529,18 @@ assert after - base < 1024 * 1024, (base, held, after)
 for t in ts:
     rm.free(t)
 assert used() == after
+# a duplicate TSG depends on the VA space object of its client, under its
+# parent, that has the group's VA space (kchangrpapiCopyConstruct)
+hvas, _ = dev.vaspace()
+t = rm.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+             abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                 hVASpace=hvas, engineType=abi.NV2080_ENGINE_TYPE_GR0))
+d = rm.dup(dev.hdevice, t)
+assert used() - after >= 2 * 2 * 1024 * 1024, (after, used())  # premise
+rm.free(hvas)               # RM invalidates the TSG and its duplicate
+assert used() - after < 1024 * 1024, (after, used())
+rm.free(d)
+rm.free(t)
 """.replace("SLICE", str(sl.id)))
 
 
