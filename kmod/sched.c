@@ -30,6 +30,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/bsearch.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/kthread.h>
@@ -37,6 +38,7 @@
 #include <linux/module.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
+#include <linux/sort.h>
 #include <linux/uaccess.h>
 #include <linux/wait.h>
 
@@ -284,43 +286,77 @@ static bool xpu_rec_alive(const struct xpu_rec *r, int kind)
 	       kind && !xpu_rm_object_lost(r->h_client, r->h_object);
 }
 
+static int xpu_u32_cmp(const void *a, const void *b)
+{
+	u32 x = *(const u32 *)a, y = *(const u32 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Whether R matches M, or (a channel) lies under a TSG of M's client that
+ * this pass found gone: GONE, N sorted handles.  A TSG RM frees or
+ * invalidates takes its channels, children, with it (serverFreeResourceTree).
+ */
+static bool xpu_rec_matches_under(const struct xpu_rec *r,
+				  const struct xpu_rec_match *m,
+				  const u32 *gone, unsigned int n)
+{
+	if (xpu_rec_matches(r, m))
+		return true;
+	return n && r->h_client == m->h_client &&
+	       bsearch(&r->h_parent, gone, n, sizeof(*gone), xpu_u32_cmp);
+}
+
 /*
  * Forget the records of SLICE that M matches and RM no longer has: freed,
  * or freed with a parent.  RM is asked about each (a class query, with
  * xpu's privilege but acting on nothing): what the caller's struct said was
- * freed is only a claim.  At most XPU_MAX_RECS queries per list.
+ * freed is only a claim.  TSGs go first, so that the channels of one found
+ * gone (freed or invalidated with what it depends on) are asked too.  At
+ * most XPU_MAX_RECS queries per list.
  */
 static void xpu_recs_forget_gone(struct xpu_sched *s, struct xpu_slice *slice,
 				 const struct xpu_rec_match *m)
 {
+	static const int order[XPU_REC_KINDS] = {
+		XPU_REC_DEV, XPU_REC_VAS, XPU_REC_VIRT, XPU_REC_TSG,
+		XPU_REC_CHAN, XPU_REC_UOBJ,
+	};
 	struct xpu_rec_match one = { .key = XPU_REC_OBJECT };
+	unsigned int n, want, i, j, ngone = 0;
 	struct xpu_rec *r, *pairs;
-	unsigned int n, want, i;
 	struct list_head *list;
+	u32 *gone = NULL;
 	int k;
 
-	for (k = 0; k < XPU_REC_KINDS; k++) {
+	for (j = 0; j < XPU_REC_KINDS; j++) {
+		k = order[j];
 		list = &slice->recs[k];
 		/* most calls (a memory object's free) match nothing: no alloc */
 		want = 0;
 		spin_lock(&s->list_lock);
 		list_for_each_entry(r, list, link)
-			want += xpu_rec_matches(r, m);
+			want += xpu_rec_matches_under(r, m, gone, ngone);
 		spin_unlock(&s->list_lock);
 		if (!want)
 			continue;
 		pairs = kmalloc_array(want, sizeof(*pairs), GFP_KERNEL);
 		if (!pairs)
-			return;
+			break;
 		n = 0;
 		spin_lock(&s->list_lock);
 		list_for_each_entry(r, list, link)
-			if (n < want && xpu_rec_matches(r, m))
+			if (n < want && xpu_rec_matches_under(r, m, gone, ngone))
 				pairs[n++] = *r;
 		spin_unlock(&s->list_lock);
+		if (k == XPU_REC_TSG && m->key == XPU_REC_FREED)
+			gone = kmalloc_array(n, sizeof(*gone), GFP_KERNEL);
 		for (i = 0; i < n; i++) {
 			if (xpu_rec_alive(&pairs[i], k))
 				continue;
+			if (gone && k == XPU_REC_TSG)
+				gone[ngone++] = pairs[i].h_object;
 			one.h_client = pairs[i].h_client;
 			one.h_object = pairs[i].h_object;
 			spin_lock(&s->list_lock);
@@ -328,7 +364,10 @@ static void xpu_recs_forget_gone(struct xpu_sched *s, struct xpu_slice *slice,
 			spin_unlock(&s->list_lock);
 		}
 		kfree(pairs);
+		if (ngone)
+			sort(gone, ngone, sizeof(*gone), xpu_u32_cmp, NULL);
 	}
+	kfree(gone);
 }
 
 static void xpu_forget_stale(struct xpu_sched *s, struct xpu_slice *slice)

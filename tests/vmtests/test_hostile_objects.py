@@ -109,11 +109,14 @@ def test_a_channel_handle_made_again_after_its_tsg_went_is_honest(sl):
     """Class 6: free the TSG (RM frees its channel with it), make a channel
     again under the same client-chosen handle, three times: the process
     lives, and the slice counts one channel.  Since class 7 the sweep after
-    the TSG's free already drops the channel's record, so the second half
-    frees the channel's grandparent, a device, which the sweep does not
-    match: the record RM no longer has is still there when the handle is
-    made again (asserted), and only the forgetting before the call keeps
-    the honest process alive."""
+    the TSG's free already drops the channel's record, and since session 30
+    a device's free takes the channels of its TSGs too (asserted), so the
+    last part makes a usermode object under a subdevice and frees the
+    device, two levels up, which the sweep does not match: the record RM no
+    longer has is still there when the handle is made again, and only the
+    forgetting before the call keeps the honest process alive.  No figure
+    shows usermode records; that premise was checked by taking the
+    forgetting out (the process was killed)."""
     run_in(sl, """
 from xpu import ctl as xpu_ctl
 
@@ -140,9 +143,13 @@ for i in range(3):
     p = chan_params()
     p.hObjectBuffer = p.hUserdMemory[0] = u.handle
     rm2.alloc(t, abi.HOPPER_CHANNEL_GPFIFO_A, p, hnew=0x5c0c0001)
+    assert channels() == 1
     d2.close()
-    # the premise: RM took the channel with its device; xpu's record stayed
-    assert channels() == 1, ("no stale record to forget", i)
+    assert channels() == 0, i   # found with the TSG, at the device's free
+for i in range(3):
+    d2 = rm2.device(0, gpu_file=gpu)
+    rm2.alloc(d2.hsubdevice, abi.HOPPER_USERMODE_A, hnew=0x5c0c0002)
+    d2.close()
 """.replace("SLICE", str(sl.id)))
 
 
@@ -521,11 +528,17 @@ ts = [rm.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
                abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
                    hVASpace=hvas, engineType=abi.NV2080_ENGINE_TYPE_GR0))
       for _ in range(8)]
+for t in ts:
+    rm.alloc(t, abi.HOPPER_CHANNEL_GPFIFO_A, chan_params())
 held = used()
 assert held - base >= 8 * 2 * 1024 * 1024, (base, held)   # the premise
-rm.free(hvas)               # RM invalidates the TSGs
+with xpu_ctl.Ctl() as a:
+    assert a.slice_get(SLICE).channels == 8
+rm.free(hvas)               # RM invalidates the TSGs and their channels
 after = used()
 assert after - base < 1024 * 1024, (base, held, after)
+with xpu_ctl.Ctl() as a:
+    assert a.slice_get(SLICE).channels == 0
 for t in ts:
     rm.free(t)
 assert used() == after
@@ -609,23 +622,56 @@ dev.heap_free(h.handle)
 
 
 def test_channels_freed_with_their_device_give_their_charge_back(sl):
-    """A device takes its TSGs and their channels with it; xpu learns of
-    the channels (two levels down) only by asking RM, which it does when
-    their charge stands between the slice and an allocation: after 20 TSGs
-    in a second client's device are freed with the device, the slice's
-    whole limit can be allocated again."""
+    """A device takes its TSGs and their channels with it.  xpu finds the
+    TSGs gone at the device's free (their parent) and, since session 30,
+    the channels under them with them: after 20 TSGs in a second client's
+    device are freed with the device, the slice counts no channel, and its
+    whole limit can be allocated again.  Before, the channels (two levels
+    down) stayed counted until a refusal swept them."""
     run_in(sl, FILL + """
 rm2 = client.RmClient(ctl)
 dev2 = rm2.device(0, gpu_file=gpu)
 made, st = fill(rm2, dev2, 20)
 assert st == abi.NV_OK and len(made) == 20, hex(st)
-rm2.free(dev2.hdevice)
-with xpu_ctl.Ctl() as a:     # the premise: RM took them, xpu has not asked
+with xpu_ctl.Ctl() as a:
     assert a.slice_get(SLICE).channels == 20, a.slice_get(SLICE)
-h = dev.heap_alloc(LIMIT)
-dev.heap_free(h.handle)
+rm2.free(dev2.hdevice)
 with xpu_ctl.Ctl() as a:
     assert a.slice_get(SLICE).channels == 0, a.slice_get(SLICE)
+h = dev.heap_alloc(LIMIT)
+dev.heap_free(h.handle)
+""".replace("SLICE", str(sl.id)).replace("LIMIT", str(sl.limit)))
+
+
+def test_channels_freed_three_levels_up_are_found_when_their_charge_is_needed(
+        sl):
+    """A VA space takes the context shares on it and the channels on those
+    (dependants of dependants, none a child): xpu records no context share,
+    so it learns of the channels only by asking RM, which it does when
+    their charge stands between the slice and an allocation.  16 channels'
+    instance blocks (64 KiB) are all that keeps an allocation of the
+    slice's limit less one TSG's charge out; after the sweep it fits."""
+    run_in(sl, """
+from xpu import ctl as xpu_ctl
+def channels():
+    with xpu_ctl.Ctl() as a:
+        return a.slice_get(SLICE).channels
+hvas, _ = dev.vaspace()
+t = tsg()
+for _ in range(16):
+    cs = rm.alloc(t, abi.FERMI_CONTEXT_SHARE_A,
+                  abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(
+                      hVASpace=hvas,
+                      flags=abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC))
+    p = chan_params()
+    p.hContextShare = cs
+    rm.alloc(t, abi.HOPPER_CHANNEL_GPFIFO_A, p)
+rm.free(hvas)
+assert channels() == 16     # the premise: RM took them, xpu has not asked
+h = dev.heap_alloc(LIMIT - 2 * 1024 * 1024)
+assert channels() == 0
+dev.heap_free(h.handle)
+rm.free(t)
 """.replace("SLICE", str(sl.id)).replace("LIMIT", str(sl.limit)))
 
 
