@@ -1062,32 +1062,20 @@ void xpu_escape_alloc_args(const struct xpu_escape *e, u32 *hc, u32 *hp,
  * What an allocation on E of a channel or TSG depends on (RM frees it with
  * that object: refAddDependant), as RM reads it from xpu's copy of its
  * params: a channel's context share, else (under a device) its VA space; a
- * TSG's VA space.  Without a copy (a GPU file's call, which the driver
- * refuses) the caller's params are read, a claim; 0 when there are none.
+ * TSG's VA space.  0 without a copy: a GPU file's call, which the driver
+ * refuses, or one with no params, which RM refuses.
  */
 u32 xpu_escape_alloc_dep(const struct xpu_escape *e, bool tsg)
 {
 	const struct nv_channel_group_allocation_parameters *gp =
 		(const void *)e->params;
 	const struct nv_channel_alloc_params *cp = (const void *)e->params;
-	struct nv_channel_group_allocation_parameters __user *ugp;
-	struct nv_channel_alloc_params __user *up;
-	u32 dep;
 
-	if (e->params_size)
-		return tsg ? gp->h_va_space :
-		       cp->h_context_share ? cp->h_context_share :
-		       cp->h_va_space;
-	up = u64_to_user_ptr(e->u.p21.p_alloc_parms);
-	ugp = (void __user *)up;
-	if (!up)
+	if (!e->params_size)
 		return 0;
 	if (tsg)
-		return get_user(dep, &ugp->h_va_space) ? 0 : dep;
-	if (get_user(dep, &up->h_context_share) ||
-	    (!dep && get_user(dep, &up->h_va_space)))
-		return 0;	/* RM fails its own copy */
-	return dep;
+		return gp->h_va_space;
+	return cp->h_context_share ? cp->h_context_share : cp->h_va_space;
 }
 
 long xpu_escape_alloc_status(struct xpu_escape *e, u32 value)
