@@ -39,6 +39,7 @@
 #include "callpage.h"
 #include "events.h"
 #include "file.h"
+#include "hostmem.h"
 #include "ledger.h"
 #include "mem.h"
 #include "nvabi.h"
@@ -260,9 +261,12 @@ void xpu_mem_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 	if (mutex_trylock(&slice->mem_lock)) {
 		xpu_ledger_reprobe(slice);
 		xpu_refresh_locked(slice);
+		xpu_hostmem_sweep(slice);
 		mutex_unlock(&slice->mem_lock);
 	}
 	out->memory_used = READ_ONCE(slice->used);
+	out->host_memory_limit = READ_ONCE(slice->host_limit);
+	out->host_memory_used = READ_ONCE(slice->host_used);
 	out->memory_peak = READ_ONCE(slice->peak);
 	out->denied_allocs = READ_ONCE(slice->denied);
 	out->killed = atomic64_read(&slice->killed);
@@ -310,6 +314,23 @@ int xpu_mem_set_limit(struct xpu_slice *slice, u64 limit)
 			return -EBUSY;
 	}
 	WRITE_ONCE(slice->memory_limit, limit);
+	return 0;
+}
+
+/*
+ * The bound on system memory RM allocates for SLICE's clients (0: none),
+ * under xpu_lock; a bound where there was none, or a lower one, with
+ * mem_lock too: refused (-EBUSY) below what the slice holds now.
+ */
+int xpu_mem_set_host_limit(struct xpu_slice *slice, u64 limit)
+{
+	if (limit && (!slice->host_limit || limit < slice->host_limit)) {
+		lockdep_assert_held(&slice->mem_lock);
+		xpu_hostmem_sweep(slice);
+		if (slice->host_used > limit)
+			return -EBUSY;
+	}
+	WRITE_ONCE(slice->host_limit, limit);
 	return 0;
 }
 
@@ -383,6 +404,7 @@ void xpu_mem_slice_release(struct xpu_slice *slice)
 	list_for_each_entry_safe(m, tmp, &slice->members, link)
 		xpu_member_free(slice, m);
 	xpu_ledger_slice_release(slice);
+	xpu_hostmem_slice_release(slice);
 }
 
 /*
@@ -448,6 +470,13 @@ struct xpu_alloc_site {
 	 * (serverAllocClient), so hObjectNew is never the caller's to name.
 	 */
 	bool client;
+	/*
+	 * The call may make system memory (NV01_MEMORY_SYSTEM): admitted at
+	 * host_want bytes against the slice's host_limit, and its pages
+	 * recorded after it (hostmem.c).
+	 */
+	bool host;
+	u64 host_want;
 };
 
 /*
@@ -650,6 +679,7 @@ static u32 xpu_escape_params(struct xpu_escape *e, u32 h_class, size_t status)
 	if (h_class == NV01_DEVICE_0)
 		size = sizeof(struct nv0080_alloc_parameters);
 	else if (h_class == NV01_MEMORY_LOCAL_USER ||
+		 h_class == NV01_MEMORY_SYSTEM ||
 		 h_class == NV50_MEMORY_VIRTUAL)
 		size = min_t(u32, xpu_rm_alloc_params_size(), sizeof(e->params));
 	else if (h_class == FERMI_VASPACE_A)
@@ -867,6 +897,29 @@ static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 	return NV_OK;
 }
 
+/*
+ * System memory RM made for a caller of XF's slice by the call on E (RM
+ * said NV_OK on xpu's copy): its pages go on record (hostmem.c), by the
+ * handles RM read from xpu's copy.  One xpu cannot record is undone, as
+ * the caller.  NV_OK or a status for the caller.
+ */
+static u32 xpu_mem_host_record(struct xpu_file *xf, struct file *file,
+			       const struct xpu_escape *e,
+			       const struct xpu_alloc_site *site)
+{
+	u32 hc, hp, ho;
+	int err;
+
+	xpu_escape_handles(e, site, &hc, &hp, &ho);
+	err = xpu_hostmem_record(xf->slice, hc, ho);
+	/* -ESRCH: RM made something else (VID_HEAP's LOCATION_ANY) */
+	if (!err || err == -ESRCH)
+		return NV_OK;
+	xpu_free_as_caller(xf, file, hc, hp, ho);
+	return err == -ENOSPC ? NV_ERR_INSUFFICIENT_RESOURCES :
+				NV_ERR_NO_MEMORY;
+}
+
 static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 			   unsigned int cmd, struct xpu_escape *e, u64 want,
 			   const struct xpu_alloc_site *site)
@@ -882,7 +935,8 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 		return ret;
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	if (!xpu_mem_fits(slice, want)) {
+	if (!xpu_mem_fits(slice, want) ||
+	    (site->host && !xpu_hostmem_fits(slice, site->host_want))) {
 		mutex_unlock(&slice->mem_lock);
 		/* The driver's own failure: the call succeeds, status says why. */
 		return xpu_escape_status(e, site, NV_ERR_NO_MEMORY);
@@ -899,6 +953,13 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 		xpu_mem_unrecorded(xf, grown,
 				   "moved or rewrote the page of a call xpu made for it");
 		goto out;
+	}
+	if (site->host && xpu_escape_u32(e, site->status) == NV_OK) {
+		st = xpu_mem_host_record(xf, file, e, site);
+		if (st) {
+			ret = xpu_escape_status(e, site, st);
+			goto out;
+		}
 	}
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {
 		if (grown || want) {
@@ -1287,7 +1348,11 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		want = xpu_rm_rounded(mp->size, mp->attr, mp->attr2);
 
 	site.vidmem = h_class == NV01_MEMORY_LOCAL_USER;
-	site.record = site.vidmem;
+	/* system memory by its size in xpu's copy, which RM reads */
+	site.host = h_class == NV01_MEMORY_SYSTEM;
+	if (site.host && e.params_size)
+		site.host_want = PAGE_ALIGN(mp->size);
+	site.record = site.vidmem || site.host;
 	site.client = xpu_is_client_class(h_class);
 	return xpu_admit_call(xf, file, cmd, &e, want, &site);
 }
@@ -1536,6 +1601,14 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		    nv_virtual_pins_tables(q->data.alloc_size.flags))
 			return xpu_escape_status(&e, &site,
 						 NV_ERR_NOT_SUPPORTED);
+		/*
+		 * Any other location may be system memory (LOCATION_ANY is
+		 * RM's choice): admitted against host_limit at its size, and
+		 * recorded if RM made system memory.
+		 */
+		site.host = !xpu_is_vidmem(attr);
+		if (site.host)
+			site.host_want = PAGE_ALIGN(want);
 		/* read back all the same: the location is a claim too */
 		want = xpu_is_vidmem(attr) ? xpu_rm_rounded(want, attr, attr2) : 0;
 		return xpu_admit_call(xf, file, cmd, &e, want, &site);

@@ -95,6 +95,25 @@
 #define NV01_ROOT_CLIENT		0x0041
 #define NV01_EVENT			0x0005
 #define NV01_MEMORY_SYSTEM		0x003E
+/*
+ * ctrl003e.h: the physical pages of an NV01_MEMORY_SYSTEM object, for
+ * kernel callers only (RMCTRL_FLAGS_KERNEL_PRIVILEGED, the default:
+ * g_system_mem_nvoc.c's flags 0x0).  pPages is a kernel pointer to
+ * numPages struct page pointers, which nv_get_phys_pages() fills in, one
+ * per OS page (nv.c); numPages is in/out.
+ */
+#define NV003E_CTRL_CMD_GET_SURFACE_NUM_PHYS_PAGES	0x3e0102
+#define NV003E_CTRL_CMD_GET_SURFACE_PHYS_PAGES		0x3e0103
+struct nv003e_ctrl_get_surface_num_phys_pages_params {
+	u32 num_pages;
+};
+
+struct nv003e_ctrl_get_surface_phys_pages_params {
+	u64 p_pages;
+	u32 num_pages;
+	u32 pad0;
+};
+
 #define NV01_MEMORY_LOCAL_USER		0x0040
 #define NV01_MEMORY_LOCAL_PRIVILEGED	0x003F
 #define NV01_MEMORY_SYSTEM_DYNAMIC	0x0070

@@ -475,6 +475,53 @@ bool xpu_rm_object_lost(u32 h_client, u32 h_object)
 	return status == NV_ERR_RESOURCE_LOST;
 }
 
+/*
+ * The number of OS pages of system-memory object H_OBJECT in client
+ * H_CLIENT (NV003E GET_SURFACE_NUM_PHYS_PAGES), into *N; RM's status: an
+ * object of any other class is NV_ERR_NOT_SUPPORTED, none at all
+ * NV_ERR_OBJECT_NOT_FOUND.  A query: it changes nothing.
+ */
+u32 xpu_rm_sysmem_npages(u32 h_client, u32 h_object, u32 *n)
+{
+	struct nv003e_ctrl_get_surface_num_phys_pages_params p = {};
+	u32 status;
+
+	if (!xpu_rm_have)
+		return NV_ERR_INVALID_STATE;
+	mutex_lock(&xpu_rm_lock);
+	status = xpu_rm_control_as(h_client, h_object,
+				   NV003E_CTRL_CMD_GET_SURFACE_NUM_PHYS_PAGES,
+				   &p, sizeof(p));
+	mutex_unlock(&xpu_rm_lock);
+	*n = p.num_pages;
+	return status;
+}
+
+/*
+ * The struct page of each of the first *N OS pages of that object, into
+ * PAGES (a kernel buffer: the control is for kernel callers only, and RM
+ * writes the pointers straight into it); *N gets how many RM wrote.
+ */
+u32 xpu_rm_sysmem_pages(u32 h_client, u32 h_object, struct page **pages,
+			u32 *n)
+{
+	struct nv003e_ctrl_get_surface_phys_pages_params p = {
+		.p_pages = (u64)(uintptr_t)pages,
+		.num_pages = *n,
+	};
+	u32 status;
+
+	if (!xpu_rm_have)
+		return NV_ERR_INVALID_STATE;
+	mutex_lock(&xpu_rm_lock);
+	status = xpu_rm_control_as(h_client, h_object,
+				   NV003E_CTRL_CMD_GET_SURFACE_PHYS_PAGES,
+				   &p, sizeof(p));
+	mutex_unlock(&xpu_rm_lock);
+	*n = status == NV_OK ? min(p.num_pages, *n) : 0;
+	return status;
+}
+
 /* The handle of H_OBJECT's parent in H_CLIENT, as RM says; 0 if none. */
 u32 xpu_rm_object_parent(u32 h_client, u32 h_object)
 {

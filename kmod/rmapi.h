@@ -42,6 +42,10 @@ u32 xpu_rm_object_parent(u32 h_client, u32 h_object);
 u32 xpu_rm_disable_channels(struct xpu_gpu *gpu, bool disable,
 			    const u32 *clients, const u32 *channels, u32 n);
 u32 xpu_rm_object_class(u32 h_client, u32 h_object);
+u32 xpu_rm_sysmem_npages(u32 h_client, u32 h_object, u32 *n);
+struct page;
+u32 xpu_rm_sysmem_pages(u32 h_client, u32 h_object, struct page **pages,
+			u32 *n);
 bool xpu_rm_object_lost(u32 h_client, u32 h_object);
 void xpu_rm_driver_version(u32 *major, u32 *minor, u32 *patch);
 /* Whether RM's process lists speak the caller's pid namespace (565+). */

@@ -177,8 +177,10 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 	spin_lock_init(&slice->members_lock);
 	INIT_LIST_HEAD(&slice->members);
 	INIT_LIST_HEAD(&slice->held);
+	INIT_LIST_HEAD(&slice->hostmem);
 	memcpy(slice->name, arg->name, XPU_NAME_LEN);
 	slice->memory_limit = arg->memory_limit;
+	slice->host_limit = arg->host_memory_limit;
 	slice->share = arg->compute_share;
 	slice->weight = arg->weight;
 	slice->priority = arg->priority;
@@ -289,6 +291,14 @@ again:
 	if (memory > gpu->memory_total - (gpu->memory_sliced - slice->memory_limit) ||
 	    gpu->share_sliced - slice->share + share > XPU_SHARE_MAX)
 		goto out;
+	/* a bound on system memory, or a lower one, is checked as memory's */
+	if ((flags & XPU_SLICE_SET_HOST_MEMORY) && arg->host_memory_limit &&
+	    (!slice->host_limit || arg->host_memory_limit < slice->host_limit) &&
+	    !lower) {
+		mutex_unlock(&xpu_lock);
+		lower = true;
+		goto again;
+	}
 	if (flags & XPU_SLICE_SET_MEMORY) {
 		u64 old = slice->memory_limit;
 
@@ -301,6 +311,11 @@ again:
 		if (ret)
 			goto out;
 		gpu->memory_sliced = gpu->memory_sliced - old + memory;
+	}
+	if (flags & XPU_SLICE_SET_HOST_MEMORY) {
+		ret = xpu_mem_set_host_limit(slice, arg->host_memory_limit);
+		if (ret)
+			goto out;
 	}
 	if (flags & XPU_SLICE_SET_SHARE) {
 		gpu->share_sliced = gpu->share_sliced - slice->share + share;

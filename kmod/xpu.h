@@ -126,6 +126,17 @@ struct xpu_slice {
 	 * it (mem.c, xpu_mem_unrecorded).
 	 */
 	atomic64_t lost_bytes;
+	/*
+	 * System memory RM allocated for the slice's clients (hostmem.c):
+	 * each object's pages, a reference of xpu's on each, until xpu's are
+	 * the pages' only references.  host_limit is a setting (as
+	 * memory_limit; 0: no bound); the rest is under mem_lock, host_used
+	 * read with READ_ONCE.
+	 */
+	u64 host_limit;
+	u64 host_used;
+	struct list_head hostmem;
+	u32 nr_hostmem;
 
 	atomic_t open_files;
 

@@ -614,21 +614,23 @@ class Device:
             self.client.handle, self.hdevice, function)
         return p
 
-    def heap_alloc_raw(self, size, huge=False, flags=0):
+    def heap_alloc_raw(self, size, huge=False, flags=0,
+                       location=abi.NVOS32_ATTR_LOCATION_VIDMEM):
         p = self._heap_params(abi.NVOS32_FUNCTION_ALLOC_SIZE)
         a = p.data.AllocSize
         a.owner, a.type, a.size = 0x58505521, abi.NVOS32_TYPE_IMAGE, size
         a.flags = flags
         page = abi.NVOS32_ATTR_PAGE_SIZE_HUGE if huge else 0
-        a.attr = abi.nvos32_attr(abi.NVOS32_ATTR_LOCATION_VIDMEM, page)
+        a.attr = abi.nvos32_attr(location, page)
         if huge:
             a.attr2 = (abi.NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB
                        << abi.NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT)
         return self.ctl.vid_heap_control(p, check=False)
 
-    def heap_alloc(self, size, huge=False, flags=0):
-        """Video memory by RM_VID_HEAP_CONTROL ALLOC_SIZE."""
-        p = _check(self.heap_alloc_raw(size, huge, flags),
+    def heap_alloc(self, size, huge=False, flags=0,
+                   location=abi.NVOS32_ATTR_LOCATION_VIDMEM):
+        """Video memory (or LOCATION's) by RM_VID_HEAP_CONTROL ALLOC_SIZE."""
+        p = _check(self.heap_alloc_raw(size, huge, flags, location),
                    "VID_HEAP ALLOC_SIZE")
         h = p.data.AllocSize.hMemory
         self.client.parents[h] = self.hdevice

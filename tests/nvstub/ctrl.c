@@ -510,7 +510,64 @@ static u32 nvstub_ctrl_are_duplicates(struct nvstub_call *call,
 	return NV_OK;
 }
 
+/*
+ * sysmemCtrlCmdGetSurface{Num,}PhysPages(): the OS pages of system memory,
+ * as struct page pointers written straight into pPages (nv_get_phys_pages),
+ * so RM exports them to kernel callers only (flags 0x0,
+ * RMCTRL_FLAGS_KERNEL_PRIVILEGED: a user's call is refused before the
+ * handler).  Memory not in system memory is NV_ERR_NOT_SUPPORTED.
+ */
+static u32 nvstub_sysmem_of(struct nvstub_call *call, struct nvstub_object *obj,
+			    struct nvstub_mem **mem)
+{
+	if (!call->kernel)
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	*mem = obj->mem.mem;
+	if (!*mem || (*mem)->type != NVSTUB_MEM_SYSMEM)
+		return NV_ERR_NOT_SUPPORTED;
+	return NV_OK;
+}
+
+static u32 nvstub_ctrl_num_phys_pages(struct nvstub_call *call,
+				      struct nvstub_object *obj, void *params)
+{
+	struct nv003e_ctrl_get_surface_num_phys_pages_params *p = params;
+	struct nvstub_mem *mem;
+	u32 status = nvstub_sysmem_of(call, obj, &mem);
+
+	if (status)
+		return status;
+	p->num_pages = mem->npages;
+	return NV_OK;
+}
+
+static u32 nvstub_ctrl_phys_pages(struct nvstub_call *call,
+				  struct nvstub_object *obj, void *params)
+{
+	struct nv003e_ctrl_get_surface_phys_pages_params *p = params;
+	struct page **pages = (struct page **)(uintptr_t)p->p_pages;
+	struct nvstub_mem *mem;
+	u32 status = nvstub_sysmem_of(call, obj, &mem);
+	u32 i, n;
+
+	if (status)
+		return status;
+	if (!pages)
+		return NV_ERR_INVALID_ARGUMENT;
+	n = min_t(u64, p->num_pages, mem->npages);
+	for (i = 0; i < n; i++)
+		pages[i] = mem->pages[i];
+	p->num_pages = n;
+	return NV_OK;
+}
+
 static const struct nvstub_ctrl nvstub_ctrls[] = {
+	{ NV003E_CTRL_CMD_GET_SURFACE_NUM_PHYS_PAGES, NV01_MEMORY_SYSTEM,
+	  sizeof(struct nv003e_ctrl_get_surface_num_phys_pages_params),
+	  nvstub_ctrl_num_phys_pages },
+	{ NV003E_CTRL_CMD_GET_SURFACE_PHYS_PAGES, NV01_MEMORY_SYSTEM,
+	  sizeof(struct nv003e_ctrl_get_surface_phys_pages_params),
+	  nvstub_ctrl_phys_pages },
 	{ NV0000_CTRL_CMD_CLIENT_OBJECTS_ARE_DUPLICATES, NV01_ROOT_CLIENT,
 	  sizeof(struct nv0000_ctrl_client_objects_are_duplicates_params),
 	  nvstub_ctrl_are_duplicates },

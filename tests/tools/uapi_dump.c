@@ -90,6 +90,7 @@ int main(void)
 	NUM(XPU_SLICE_SET_SHARE);
 	NUM(XPU_SLICE_SET_WEIGHT);
 	NUM(XPU_SLICE_SET_PRIORITY);
+	NUM(XPU_SLICE_SET_HOST_MEMORY);
 	NUM(XPU_SLICE_CREATE_FLAGS_ALL);
 	NUM(XPU_SLICE_GET_FLAGS_ALL);
 	NUM(XPU_SLICE_SET_FLAGS_ALL);
@@ -190,6 +191,8 @@ int main(void)
 	FIELD(xpu_slice_info, gate_faults);
 	FIELD(xpu_slice_info, share_obtained);
 	FIELD(xpu_slice_info, channels);
+	FIELD(xpu_slice_info, host_memory_limit);
+	FIELD(xpu_slice_info, host_memory_used);
 	FIELD(xpu_slice_info, reserved);
 	struct_end();
 

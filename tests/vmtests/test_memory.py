@@ -4,6 +4,7 @@ exact accounting in every report (VID_HEAP INFO, FB_GET_INFO V1/V2, the size
 query, per-process usage, the stub's heap), rounding, exhaustion, and the
 second read of the alloc params from user memory."""
 
+import ctypes
 import mmap
 import os
 import threading
@@ -488,6 +489,36 @@ def test_video_memory_under_the_subdevice(dev0):
     assert dev0.client.parents.get(h) is None
     # heap_info needs no subdevice (INFO names the device)
     assert dev0.heap_info()[1] == free0
+
+
+class _NumPhysPages(ctypes.Structure):
+    _fields_ = [("numPages", ctypes.c_uint32)]
+
+
+class _PhysPages(ctypes.Structure):
+    _fields_ = [("pPages", ctypes.c_uint64), ("numPages", ctypes.c_uint32)]
+
+
+def test_system_memory_pages_are_told_to_kernel_callers_only(dev0):
+    """NV003E GET_SURFACE_NUM_PHYS_PAGES and GET_SURFACE_PHYS_PAGES hand out
+    struct page pointers, written straight into pPages: RM exports them to
+    kernel callers only (g_system_mem_nvoc.c, flags 0: KERNEL_PRIVILEGED), so
+    a user's call is NV_ERR_INSUFFICIENT_PERMISSIONS and writes nothing; on
+    another class's object the command is not found, NV_ERR_NOT_SUPPORTED.
+    (xpu.ko asks them as a kernel client: test_hostile_hostmem.py.)"""
+    mem = dev0.alloc_sysmem(2 * 4096)
+    vid = dev0.alloc_vidmem(MiB)
+    out = (ctypes.c_uint64 * 2)()
+    for cmd, p in ((0x3E0102, _NumPhysPages()),
+                   (0x3E0103, _PhysPages(pPages=ctypes.addressof(out),
+                                         numPages=2))):
+        r = dev0.client.control_raw(mem.handle, cmd, p)
+        assert r.status == abi.NV_ERR_INSUFFICIENT_PERMISSIONS, hex(r.status)
+        r = dev0.client.control_raw(vid.handle, cmd, p)
+        assert r.status == abi.NV_ERR_NOT_SUPPORTED, hex(r.status)
+    assert list(out) == [0, 0]
+    dev0.client.free(vid.handle)
+    dev0.client.free(mem.handle)
 
 
 def test_system_memory_is_capped(dev0):

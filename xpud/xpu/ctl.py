@@ -146,6 +146,8 @@ class SliceInfo:
     gate_faults: int = 0       # doorbell writes that had to wait
     share_obtained: int = 0    # per mille of the GPU over the last second
     channels: int = 0          # GPU channels of the slice's clients
+    host_memory_limit: int = 0  # bytes of RM's system memory; 0: no bound
+    host_memory_used: int = 0   # RM's system memory the slice holds
 
     @classmethod
     def from_struct(cls, s: uapi.XpuSliceInfo) -> SliceInfo:
@@ -158,7 +160,9 @@ class SliceInfo:
                    processes=s.processes, run_ns=s.run_ns,
                    gated_ns=s.gated_ns, runnable_ns=s.runnable_ns,
                    gate_faults=s.gate_faults,
-                   share_obtained=s.share_obtained, channels=s.channels)
+                   share_obtained=s.share_obtained, channels=s.channels,
+                   host_memory_limit=s.host_memory_limit,
+                   host_memory_used=s.host_memory_used)
 
 
 # -- building arguments (pure) ------------------------------------------------
@@ -170,12 +174,14 @@ def _sized(cls, **fields):
 def slice_info_arg(name: str | bytes = b"", gpu_minor: int = 0,
                    memory_limit: int = 0, compute_share: int = 0,
                    weight: int = 0, priority: int = 0, id: int = 0,
-                   flags: int = 0) -> uapi.XpuSliceInfo:
+                   flags: int = 0,
+                   host_memory_limit: int = 0) -> uapi.XpuSliceInfo:
     """A struct xpu_slice_info with argsz set.  A str name is encoded as
     UTF-8; ValueError when it does not fit XPU_NAME_LEN with its NUL."""
     arg = _sized(uapi.XpuSliceInfo, flags=flags, id=id, gpu_minor=gpu_minor,
                  memory_limit=memory_limit, compute_share=compute_share,
-                 weight=weight, priority=priority)
+                 weight=weight, priority=priority,
+                 host_memory_limit=host_memory_limit)
     raw = name.encode() if isinstance(name, str) else bytes(name)
     uapi.pack_str(arg.name, raw)
     return arg
@@ -183,7 +189,8 @@ def slice_info_arg(name: str | bytes = b"", gpu_minor: int = 0,
 
 def slice_set_arg(id: int, memory_limit: int | None = None,
                   compute_share: int | None = None, weight: int | None = None,
-                  priority: int | None = None) -> uapi.XpuSliceInfo:
+                  priority: int | None = None,
+                  host_memory_limit: int | None = None) -> uapi.XpuSliceInfo:
     """The argument of XPU_IOC_SLICE_SET: flags name the values given."""
     flags = 0
     arg = slice_info_arg(id=id)
@@ -191,7 +198,9 @@ def slice_set_arg(id: int, memory_limit: int | None = None,
             (uapi.XPU_SLICE_SET_MEMORY, "memory_limit", memory_limit),
             (uapi.XPU_SLICE_SET_SHARE, "compute_share", compute_share),
             (uapi.XPU_SLICE_SET_WEIGHT, "weight", weight),
-            (uapi.XPU_SLICE_SET_PRIORITY, "priority", priority)):
+            (uapi.XPU_SLICE_SET_PRIORITY, "priority", priority),
+            (uapi.XPU_SLICE_SET_HOST_MEMORY, "host_memory_limit",
+             host_memory_limit)):
         if value is not None:
             flags |= flag
             setattr(arg, field, value)
@@ -541,13 +550,15 @@ class Ctl:
 
     def slice_create(self, name: str, gpu_minor: int, memory_limit: int,
                      compute_share: int = 0, weight: int = 100,
-                     priority: int = uapi.XPU_PRIO_NORMAL) -> SliceInfo:
+                     priority: int = uapi.XPU_PRIO_NORMAL,
+                     host_memory_limit: int = 0) -> SliceInfo:
         ctx = {"name": name, "minor": gpu_minor,
                "memory_limit": memory_limit, "compute_share": compute_share,
                "weight": weight, "priority": priority}
         try:
             arg = slice_info_arg(name, gpu_minor, memory_limit,
-                                 compute_share, weight, priority)
+                                 compute_share, weight, priority,
+                                 host_memory_limit=host_memory_limit)
         except ValueError:
             raise error("slice_create", errno.EINVAL, **ctx) from None
         try:
@@ -570,9 +581,11 @@ class Ctl:
     def slice_set(self, id: int, memory_limit: int | None = None,
                   compute_share: int | None = None, weight: int | None = None,
                   priority: int | None = None,
-                  name: str | None = None) -> SliceInfo:
+                  name: str | None = None,
+                  host_memory_limit: int | None = None) -> SliceInfo:
         """Change what is given; returns the slice as it now is."""
-        arg = slice_set_arg(id, memory_limit, compute_share, weight, priority)
+        arg = slice_set_arg(id, memory_limit, compute_share, weight, priority,
+                            host_memory_limit)
         ctx = {"id": id, "name": name, "memory_limit": memory_limit,
                "compute_share": compute_share, "weight": weight,
                "priority": priority}

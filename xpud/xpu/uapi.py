@@ -170,7 +170,9 @@ class XpuSliceInfo(ctypes.Structure):
         ("gate_faults", _u64),
         ("share_obtained", _u32),
         ("channels", _u32),
-        ("reserved", _u64 * 3),
+        ("host_memory_limit", _u64),
+        ("host_memory_used", _u64),
+        ("reserved", _u64),
     ]
 
 
@@ -182,10 +184,11 @@ XPU_SLICE_SET_MEMORY = 1 << 0
 XPU_SLICE_SET_SHARE = 1 << 1
 XPU_SLICE_SET_WEIGHT = 1 << 2
 XPU_SLICE_SET_PRIORITY = 1 << 3
+XPU_SLICE_SET_HOST_MEMORY = 1 << 4
 XPU_SLICE_CREATE_FLAGS_ALL = 0
 XPU_SLICE_GET_FLAGS_ALL = 0
 XPU_SLICE_SET_FLAGS_ALL = XPU_SLICE_SET_MEMORY | XPU_SLICE_SET_SHARE | \
-    XPU_SLICE_SET_WEIGHT | XPU_SLICE_SET_PRIORITY
+    XPU_SLICE_SET_WEIGHT | XPU_SLICE_SET_PRIORITY | XPU_SLICE_SET_HOST_MEMORY
 
 
 class XpuSliceRef(ctypes.Structure):

@@ -221,7 +221,16 @@ struct xpu_slice_info {
 	__u64	gate_faults;	/* doorbell writes that had to wait */
 	__u32	share_obtained;	/* run time over the last second, per mille */
 	__u32	channels;	/* GPU channels the slice's clients own */
-	__u64	reserved[3];
+	/*
+	 * System memory RM allocates for the slice's clients (NV01_MEMORY_SYSTEM:
+	 * pinned host pages, charged to no memory cgroup): a bound in bytes,
+	 * 0 for none (CREATE, and SET with XPU_SLICE_SET_HOST_MEMORY), and
+	 * what is held now (out), counted until the last reference to the
+	 * pages other than xpu's goes (docs/security.md, class 25).
+	 */
+	__u64	host_memory_limit;
+	__u64	host_memory_used;
+	__u64	reserved;
 };
 
 #define XPU_SLICE_CREATE_FLAGS_ALL	0
@@ -270,8 +279,10 @@ struct xpu_slice_info {
 #define XPU_SLICE_SET_SHARE	0x2U
 #define XPU_SLICE_SET_WEIGHT	0x4U
 #define XPU_SLICE_SET_PRIORITY	0x8U
+#define XPU_SLICE_SET_HOST_MEMORY 0x10U
 #define XPU_SLICE_SET_FLAGS_ALL	(XPU_SLICE_SET_MEMORY | XPU_SLICE_SET_SHARE | \
-				 XPU_SLICE_SET_WEIGHT | XPU_SLICE_SET_PRIORITY)
+				 XPU_SLICE_SET_WEIGHT | XPU_SLICE_SET_PRIORITY | \
+				 XPU_SLICE_SET_HOST_MEMORY)
 
 /**
  * XPU_IOC_SLICE_DESTROY - _IOWR(XPU_IOC_TYPE, 0x13, struct xpu_slice_ref)

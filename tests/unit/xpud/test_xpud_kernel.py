@@ -103,8 +103,9 @@ def test_gpu_info_unpacks():
     ({"compute_share": 0}, uapi.XPU_SLICE_SET_SHARE),
     ({"weight": 5, "priority": 0},
      uapi.XPU_SLICE_SET_WEIGHT | uapi.XPU_SLICE_SET_PRIORITY),
-    ({"memory_limit": GIB, "compute_share": 1, "weight": 1, "priority": 2},
-     uapi.XPU_SLICE_SET_FLAGS_ALL),
+    ({"host_memory_limit": 0}, uapi.XPU_SLICE_SET_HOST_MEMORY),
+    ({"memory_limit": GIB, "compute_share": 1, "weight": 1, "priority": 2,
+      "host_memory_limit": GIB}, uapi.XPU_SLICE_SET_FLAGS_ALL),
 ])
 def test_slice_set_flags_name_what_is_given(kw, flags):
     arg = ctl.slice_set_arg(4, **kw)

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef XPU_HOSTMEM_H
+#define XPU_HOSTMEM_H
+
+#include <linux/types.h>
+
+struct xpu_slice;
+
+/*
+ * System-memory objects xpu follows a slice, and OS pages an object (16 GiB
+ * of 4 KiB pages): past either the allocation is undone.  A record costs a
+ * pointer a page (0.2 %), charged to the caller's memory cgroup.
+ */
+#define XPU_MAX_HOSTMEM		16384
+#define XPU_HOSTMEM_MAX_PAGES	(1u << 22)
+
+bool xpu_hostmem_fits(struct xpu_slice *slice, u64 want);
+int xpu_hostmem_record(struct xpu_slice *slice, u32 hc, u32 ho);
+void xpu_hostmem_sweep(struct xpu_slice *slice);
+void xpu_hostmem_slice_release(struct xpu_slice *slice);
+
+#endif

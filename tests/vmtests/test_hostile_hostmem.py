@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Hostile tenants against the host's memory (issue 17, class 25,
+docs/security.md): system memory RM allocates for a slice's clients
+(NV01_MEMORY_SYSTEM) is pages the driver takes with plain GFP_KERNEL,
+charged to no memory cgroup.  A slice's host_memory_limit bounds it, and
+the charge follows the pages, not the handle: memory whose handle is gone
+but whose pages something else still holds (a CPU mapping here; UVM's
+duplicate on a real host) stays charged until the pages go.
+
+Each test fails on an xpu.ko without the page ledger (kmod/hostmem.c): with
+no bound the allocations past it are admitted; with a charge that goes with
+the handle, the allocation after a free whose pages a mapping keeps is
+admitted."""
+
+import subprocess
+import sys
+
+import nvtest
+import pytest
+import test_xpu_mem
+from test_xpu_mem import Slice
+
+pytestmark = pytest.mark.usefixtures("require_xpu")
+
+admin = test_xpu_mem.admin
+nodedir = test_xpu_mem.nodedir
+
+MiB = 1 << 20
+HOST = 8 * MiB
+
+
+@pytest.fixture
+def sl(admin, nodedir):
+    heap0 = nvtest.heap_used(0)
+    s = Slice(admin, nodedir, name="hostmem", limit=64 * MiB)
+    info = admin.slice_set(s.id, host_memory_limit=HOST)
+    assert info.host_memory_limit == HOST and info.host_memory_used == 0
+    yield s
+    s.destroy()
+    assert nvtest.heap_used(0) == heap0
+
+
+# What the children share: the slice's figures, and an allocation's status.
+PRELUDE = """
+from xpu import ctl as xpu_ctl
+def used():
+    with xpu_ctl.Ctl() as a:
+        return a.slice_get(SLICE).host_memory_used
+def sysmem(size):
+    p = dev.memory_params(size, location=abi.NVOS32_ATTR_LOCATION_PCI)
+    r = rm.alloc_raw(dev.hdevice, abi.NV01_MEMORY_SYSTEM, p)
+    return r.status, r.hObjectNew
+MiB = 1 << 20
+"""
+
+
+def child(sl, code):
+    """CODE in a process of the slice, with a client and device of its
+    own and nothing else allocated."""
+    src = (nvtest.CHILD_PRELUDE + nvtest.RAW_PRELUDE + PRELUDE + code).replace(
+        "CTL", repr(sl.ctl_node)).replace("GPU", repr(sl.gpu_node)).replace(
+        "SLICE", str(sl.id))
+    r = subprocess.run([sys.executable, "-c", src], check=False,
+                       capture_output=True, text=True, cwd="/", timeout=300)
+    assert r.returncode == 0, r.stderr
+
+
+def test_system_memory_past_the_host_bound_is_refused_and_freeing_gives_it_back(
+        sl, admin):
+    """An 8 MiB bound: two 4 MiB allocations fit (one by RM_ALLOC, one by
+    VID_HEAP_CONTROL at LOCATION_PCI), a page more is NV_ERR_NO_MEMORY and
+    counted as a denial; after a free, 4 MiB fit again, and the slice reads
+    what RM holds for it at every step."""
+    denied0 = admin.slice_get(sl.id).denied_allocs
+    child(sl, """
+st, a = sysmem(4 * MiB)
+assert st == abi.NV_OK, hex(st)
+assert used() == 4 * MiB
+b = dev.heap_alloc(4 * MiB, location=abi.NVOS32_ATTR_LOCATION_PCI)
+assert used() == 8 * MiB
+st, _ = sysmem(4096)
+assert st == abi.NV_ERR_NO_MEMORY, hex(st)
+r = dev.heap_alloc_raw(4096, location=abi.NVOS32_ATTR_LOCATION_PCI)
+assert r.status == abi.NV_ERR_NO_MEMORY, hex(r.status)
+rm.free(a)
+assert used() == 4 * MiB
+st, a = sysmem(4 * MiB)
+assert st == abi.NV_OK, hex(st)
+dev.heap_free(b.handle)
+rm.free(a)
+assert used() == 0
+""")
+    assert admin.slice_get(sl.id).denied_allocs == denied0 + 2
+
+
+def test_system_memory_a_mapping_still_holds_stays_charged_after_its_free(sl):
+    """The tenant maps 8 MiB of system memory, frees the handle and
+    allocates again: the mapping keeps the pages (vm_insert_page's
+    references, as the driver's own mmap takes them), so the slice still
+    holds 8 MiB of the host's memory and the new allocation is refused.
+    Once the mapping goes, so do the pages and the charge."""
+    child(sl, """
+st, h = sysmem(8 * MiB)
+assert st == abi.NV_OK, hex(st)
+m = dev.map(h, 8 * MiB)
+m.write32(0, 0x5EC0DE)
+rm.free(h)
+assert m.read32(0) == 0x5EC0DE      # the premise: the pages live on
+assert used() == 8 * MiB
+st, _ = sysmem(4 * MiB)
+assert st == abi.NV_ERR_NO_MEMORY, hex(st)
+m.close(unmap=False)
+assert used() == 0
+st, h = sysmem(8 * MiB)
+assert st == abi.NV_OK, hex(st)
+rm.free(h)
+""")
+
+
+def test_a_host_bound_below_what_the_slice_holds_is_refused(sl, admin):
+    """SET lowers the bound only to what the slice holds: below is -EBUSY,
+    the old bound kept; no bound (0) is always accepted, and a slice with
+    none still reads what it holds."""
+    child(sl, """
+import errno
+st, h = sysmem(4 * MiB)
+assert st == abi.NV_OK, hex(st)
+with xpu_ctl.Ctl() as a:
+    try:
+        a.slice_set(SLICE, host_memory_limit=2 * MiB)
+        raise AssertionError("a bound below the slice's use was set")
+    except xpu_ctl.CtlError as e:
+        assert e.errno == errno.EBUSY, e
+    assert a.slice_get(SLICE).host_memory_limit == 8 * MiB
+    assert a.slice_set(SLICE, host_memory_limit=0).host_memory_limit == 0
+    st, h2 = sysmem(16 * MiB)
+    assert st == abi.NV_OK, hex(st)
+    assert used() == 20 * MiB
+    rm.free(h2)
+    assert a.slice_set(SLICE, host_memory_limit=4 * MiB).host_memory_used == 4 * MiB
+rm.free(h)
+""")
+    assert admin.slice_get(sl.id).host_memory_limit == 4 * MiB
