@@ -83,13 +83,18 @@ void xpu_hostmem_sweep(struct xpu_slice *slice)
 
 /*
  * Whether WANT more bytes of system memory fit in SLICE, and one more
- * object: swept first when they would not.  A denial is counted.
+ * object: swept first when they would not.  An object larger than xpu
+ * follows is refused here, before RM makes it.  A denial is counted.
  */
 bool xpu_hostmem_fits(struct xpu_slice *slice, u64 want)
 {
 	u64 limit = READ_ONCE(slice->host_limit);
 
 	lockdep_assert_held(&slice->mem_lock);
+	if (want > ((u64)XPU_HOSTMEM_MAX_PAGES << PAGE_SHIFT)) {
+		slice->denied++;
+		return false;
+	}
 	if (slice->nr_hostmem >= XPU_MAX_HOSTMEM ||
 	    (limit && (want > limit || slice->host_used > limit - want)))
 		xpu_hostmem_sweep(slice);

@@ -2,6 +2,7 @@
 #ifndef XPU_HOSTMEM_H
 #define XPU_HOSTMEM_H
 
+#include <linux/bits.h>
 #include <linux/types.h>
 
 struct xpu_slice;
@@ -12,7 +13,7 @@ struct xpu_slice;
  * pointer a page (0.2 %), charged to the caller's memory cgroup.
  */
 #define XPU_MAX_HOSTMEM		16384
-#define XPU_HOSTMEM_MAX_PAGES	(1u << 22)
+#define XPU_HOSTMEM_MAX_PAGES	BIT(22)
 
 bool xpu_hostmem_fits(struct xpu_slice *slice, u64 want);
 int xpu_hostmem_record(struct xpu_slice *slice, u32 hc, u32 ho);

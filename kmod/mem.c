@@ -509,6 +509,7 @@ struct xpu_escape {
 		struct nvos33_with_fd p33;
 		struct nvos46_parameters_v580 p46;	/* the fields before flags2 */
 		struct nvos55_parameters p55;
+		struct nvos02_with_fd p02;
 		u8 raw[sizeof(struct nvos32_parameters)];
 	} u;
 	/* RM_ALLOC: the params RM reads, copied from UPARAMS; none when 0 */
@@ -553,6 +554,8 @@ static int xpu_escape_copy(struct xpu_escape *e, unsigned long arg,
 		     sizeof(struct nvos46_parameters_v580) >
 		     sizeof(struct nvos32_parameters) ||
 		     sizeof(struct nvos55_parameters) >
+		     sizeof(struct nvos32_parameters) ||
+		     sizeof(struct nvos02_with_fd) >
 		     sizeof(struct nvos32_parameters));
 	if (size > sizeof(e->u))
 		return -EINVAL;
@@ -901,20 +904,37 @@ static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
  * System memory RM made for a caller of XF's slice by the call on E (RM
  * said NV_OK on xpu's copy): its pages go on record (hostmem.c), by the
  * handles RM read from xpu's copy.  One xpu cannot record is undone, as
- * the caller.  NV_OK or a status for the caller.
+ * the caller, through a control file.  A GPU file's (RM_ALLOC_MEMORY) RM
+ * does not free through: then the slice pays WANT bytes until it goes, the
+ * file is refused from now on and the caller killed, as for video memory
+ * xpu cannot follow (xpu_mem_unrecorded).  Only a failure to allocate
+ * xpu's record, or an answer of RM's that changed between two queries,
+ * gets there: the bounds are checked before the call.  NV_OK or a status
+ * for the caller.
  */
 static u32 xpu_mem_host_record(struct xpu_file *xf, struct file *file,
 			       const struct xpu_escape *e,
 			       const struct xpu_alloc_site *site)
 {
+	struct xpu_slice *slice = xf->slice;
 	u32 hc, hp, ho;
 	int err;
 
 	xpu_escape_handles(e, site, &hc, &hp, &ho);
-	err = xpu_hostmem_record(xf->slice, hc, ho);
+	err = xpu_hostmem_record(slice, hc, ho);
 	/* -ESRCH: RM made something else (VID_HEAP's LOCATION_ANY) */
 	if (!err || err == -ESRCH)
 		return NV_OK;
+	if (xf->gpu) {
+		WRITE_ONCE(slice->host_used, slice->host_used + site->host_want);
+		WRITE_ONCE(xf->poisoned, true);
+		atomic64_inc(&slice->killed);
+		pr_warn_ratelimited("slice %u '%s': pid %d: system memory xpu could not record (%d): killed, the slice charged %llu bytes until destroyed\n",
+				    slice->id, slice->name,
+				    task_tgid_nr(current), err, site->host_want);
+		kill_pid(task_tgid(current), SIGKILL, 1);
+		return NV_ERR_NO_MEMORY;
+	}
 	xpu_free_as_caller(xf, file, hc, hp, ho);
 	return err == -ENOSPC ? NV_ERR_INSUFFICIENT_RESOURCES :
 				NV_ERR_NO_MEMORY;
@@ -1319,6 +1339,15 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	if (h_class == ACCESS_COUNTER_NOTIFY_BUFFER)
 		return xpu_escape_status(&e, &site,
 					 NV_ERR_INSUFFICIENT_PERMISSIONS);
+	/*
+	 * Deviceless memory (event buffers' backing) is system memory RM
+	 * allocates like NV01_MEMORY_SYSTEM, but RM tells no kernel caller
+	 * its pages (it exports no NV003E control): a slice bounded in
+	 * system memory cannot follow it, so it is not made there
+	 * (docs/security.md, class 25).
+	 */
+	if (h_class == NV01_MEMORY_DEVICELESS && READ_ONCE(xf->slice->host_limit))
+		return xpu_escape_status(&e, &site, NV_ERR_NOT_SUPPORTED);
 	/* a GPU file's RM_ALLOC is the driver's to refuse, params unread */
 	st = xf->gpu ? NV_OK : xpu_escape_params(&e, h_class, site.status);
 	if (!st && !xf->gpu && h_class == NV01_DEVICE_0)
@@ -1960,22 +1989,47 @@ out:
 	return ret;
 }
 
-/* RM_ALLOC_MEMORY of class 0x40 answers the FB size - 1: the slice's. */
+/*
+ * RM_ALLOC_MEMORY (NVOS02, RM's deprecated API, on a GPU file) of a slice,
+ * made on xpu's copy of the struct, so that the class and size RM reads
+ * are the ones xpu read.  NV01_MEMORY_SYSTEM is system memory RM allocates
+ * (_rmAllocMemorySystem: limit + 1 bytes, and a CPU mapping by default):
+ * admitted against the slice's host_limit, its pages recorded after it,
+ * as RM_ALLOC's (docs/security.md, class 25).  RM does not write a handle
+ * it chose back into hObjectNew, so xpu names one when the caller names
+ * none.  Class 0x40 answers the FB size - 1: the slice's.
+ */
 long xpu_mem_alloc_memory(struct xpu_file *xf, struct file *file,
 			  unsigned int cmd, unsigned long arg)
 {
-	struct nvos02_with_fd __user *p = (void __user *)arg;
-	u32 h_class, status;
+	struct nvos02_with_fd __user *up = (void __user *)arg;
+	struct xpu_alloc_site site = {
+		.status = offsetof(struct nvos02_with_fd, params.status),
+		.h_client = offsetof(struct nvos02_with_fd, params.h_root),
+		.h_parent = offsetof(struct nvos02_with_fd, params.h_object_parent),
+		.h_object = offsetof(struct nvos02_with_fd, params.h_object_new),
+	};
+	const struct nvos02_parameters *q;
+	struct xpu_escape e;
 	long ret;
 
-	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
-	if (ret || !xf->slice || _IOC_SIZE(cmd) != sizeof(*p))
+	if (!xf->slice || _IOC_SIZE(cmd) != sizeof(*up))
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	ret = xpu_escape_copy(&e, arg, sizeof(*up));
+	if (ret)
 		return ret;
-	if (get_user(h_class, &p->params.h_class) ||
-	    get_user(status, &p->params.status))
-		return -EFAULT;
-	if (h_class == NV01_MEMORY_LOCAL_USER && status == NV_OK &&
-	    put_user(READ_ONCE(xf->slice->memory_limit) - 1, &p->params.limit))
+	q = &e.u.p02.params;
+	if (q->h_class == NV01_MEMORY_SYSTEM) {
+		site.host = true;
+		site.record = true;
+		site.host_want = q->limit < U64_MAX - PAGE_SIZE ?
+				 PAGE_ALIGN(q->limit + 1) : U64_MAX;
+		return xpu_admit_call(xf, file, cmd, &e, 0, &site);
+	}
+	ret = xpu_escape_plain(xf, file, cmd, &e, false);
+	if (ret || q->h_class != NV01_MEMORY_LOCAL_USER || q->status != NV_OK)
+		return ret;
+	if (put_user(READ_ONCE(xf->slice->memory_limit) - 1, &up->params.limit))
 		return -EFAULT;
 	return 0;
 }

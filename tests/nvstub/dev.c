@@ -346,9 +346,10 @@ static u32 nvstub_esc_rm_alloc_memory(struct nvstub_call *call, void *buf,
 				      u32 size)
 {
 	struct nvos02_with_fd *p = buf;
+	u32 esc = NV_OK;
 
-	p->params.status = nvstub_esc_alloc_memory(call, p);
-	return NV_OK;
+	p->params.status = nvstub_esc_alloc_memory(call, p, &esc);
+	return esc;
 }
 
 static u32 nvstub_esc_rm_map(struct nvstub_call *call, void *buf, u32 size)

@@ -639,7 +639,83 @@ u32 nvstub_esc_vid_heap(struct nvstub_call *call, struct nvos32_parameters *a)
 
 /* --- RM_ALLOC_MEMORY (rmapi_deprecated_allocmemory.c) */
 
-u32 nvstub_esc_alloc_memory(struct nvstub_call *call, struct nvos02_with_fd *a)
+#define NVOS02_FLAGS_PHYSICALITY(f)	(((f) >> 4) & 0xf)
+#define NVOS02_FLAGS_LOCATION(f)	(((f) >> 8) & 0xf)
+#define NVOS02_FLAGS_LOCATION_PCI	0
+#define NVOS02_FLAGS_LOCATION_VIDMEM	2
+#define NVOS02_FLAGS_COHERENCY(f)	(((f) >> 12) & 0xf)
+#define NVOS02_FLAGS_COHERENCY_WRITE_BACK 5
+#define NVOS02_FLAGS_ALLOC(f)		(((f) >> 16) & 0x3)
+#define NVOS02_FLAGS_ALLOC_NONE		1
+#define NVOS02_FLAGS_KERNEL_MAPPING_MAP	BIT(19)
+#define NVOS02_FLAGS_MAPPING(f)		(((f) >> 30) & 0x3)
+#define NVOS02_FLAGS_MAPPING_DEFAULT	0
+#define NVOS32_TYPE_IMAGE		0
+#define NVOS32_TYPE_NOTIFIER		13
+#define NVOS32_ATTR_PHYSICALITY_SHIFT	27	/* 28:27 */
+#define NVOS32_ATTR_COHERENCY_SHIFT	29	/* 31:29 */
+
+/*
+ * _rmAllocMemorySystem(): RM_ALLOC of NV01_MEMORY_SYSTEM at limit + 1 bytes,
+ * owner 'shim', with the NVOS02 flags turned into NVOS32 attributes
+ * (RmDeprecatedConvertOs02ToOs32Flags: a location other than PCI or video
+ * memory, a coherency past WRITE_BACK, are NV_ERR_INVALID_FLAGS; only PCI
+ * is system memory here).  With MAPPING_DEFAULT RM maps it at once
+ * (RmMapMemory) and the escape makes the mapping context in the control
+ * file FD names (rm_create_mmap_context), which the stub's RM_MAP_MEMORY
+ * does in one.  When that fails the escape itself fails (*ESC, -EINVAL from
+ * the ioctl) and the memory stays, status NV_OK, as RM leaves it.  pMemory
+ * comes back as the mapping's address, else NULL.
+ */
+static u32 nvstub_alloc_memory_system(struct nvstub_call *call,
+				      struct nvos02_with_fd *a, u32 *esc)
+{
+	struct nvos02_parameters *p = &a->params;
+	struct nv_memory_allocation_params m = {
+		.owner = 0x7368696D,
+		.type = (p->flags & NVOS02_FLAGS_KERNEL_MAPPING_MAP) ?
+			NVOS32_TYPE_NOTIFIER : NVOS32_TYPE_IMAGE,
+		.size = p->limit + 1,
+	};
+	struct nvos33_with_fd map = {
+		.params = {
+			.h_client = p->h_root,
+			.h_device = p->h_object_parent,
+			.h_memory = p->h_object_new,
+			.length = p->limit + 1,
+		},
+		.fd = a->fd,
+	};
+	u32 f = p->flags, h = p->h_object_new, status;
+
+	if (NVOS02_FLAGS_LOCATION(f) != NVOS02_FLAGS_LOCATION_PCI ||
+	    NVOS02_FLAGS_ALLOC(f) == NVOS02_FLAGS_ALLOC_NONE)
+		return NV_ERR_INVALID_FLAGS;
+	if (NVOS02_FLAGS_COHERENCY(f) > NVOS02_FLAGS_COHERENCY_WRITE_BACK)
+		return NV_ERR_INVALID_FLAGS;
+	m.attr = (NVOS32_ATTR_LOCATION_PCI << NVOS32_ATTR_LOCATION_SHIFT) |
+		 ((NVOS02_FLAGS_PHYSICALITY(f) ? 1u : 2u) <<
+		  NVOS32_ATTR_PHYSICALITY_SHIFT) |
+		 (NVOS02_FLAGS_COHERENCY(f) << NVOS32_ATTR_COHERENCY_SHIFT);
+	if (p->flags & NVOS02_FLAGS_KERNEL_MAPPING_MAP)
+		m.flags |= NVOS32_ALLOC_FLAGS_KERNEL_MAPPING_MAP;
+	p->p_memory = 0;
+	mutex_lock(&nvstub_rm_lock);
+	status = nvstub_rm_alloc_kernel(call, p->h_root, p->h_object_parent, &h,
+					NV01_MEMORY_SYSTEM, &m);
+	mutex_unlock(&nvstub_rm_lock);
+	if (status || NVOS02_FLAGS_MAPPING(f) != NVOS02_FLAGS_MAPPING_DEFAULT)
+		return status;
+	map.params.h_memory = h;
+	if (nvstub_esc_map_memory(call, &map) == NV_OK)
+		p->p_memory = map.params.p_linear_address;
+	else
+		*esc = NV_ERR_INVALID_ARGUMENT;
+	return NV_OK;
+}
+
+u32 nvstub_esc_alloc_memory(struct nvstub_call *call, struct nvos02_with_fd *a,
+			    u32 *esc)
 {
 	struct nvos02_parameters *p = &a->params;
 	struct nvstub_client *c;
@@ -650,6 +726,7 @@ u32 nvstub_esc_alloc_memory(struct nvstub_call *call, struct nvos02_with_fd *a)
 	case NV01_MEMORY_LOCAL_USER:
 		break;
 	case NV01_MEMORY_SYSTEM:
+		return nvstub_alloc_memory_system(call, a, esc);
 	case NV01_MEMORY_LOCAL_PRIVILEGED:
 	case NV01_MEMORY_SYSTEM_DYNAMIC:
 	case NV01_MEMORY_SYSTEM_OS_DESCRIPTOR:

@@ -546,7 +546,8 @@ u32 nvstub_mem_construct(struct nvstub_object *obj, void *params);
 void nvstub_mem_destruct(struct nvstub_object *obj);
 void nvstub_mem_dup(struct nvstub_object *dst, struct nvstub_object *src);
 u32 nvstub_esc_vid_heap(struct nvstub_call *call, struct nvos32_parameters *p);
-u32 nvstub_esc_alloc_memory(struct nvstub_call *call, struct nvos02_with_fd *p);
+u32 nvstub_esc_alloc_memory(struct nvstub_call *call, struct nvos02_with_fd *p,
+			    u32 *esc);
 u32 nvstub_esc_map_memory(struct nvstub_call *call, struct nvos33_with_fd *p);
 u32 nvstub_esc_unmap_memory(struct nvstub_call *call,
 			    struct nvos34_parameters *p);

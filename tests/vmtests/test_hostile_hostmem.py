@@ -68,9 +68,10 @@ def child(sl, code):
 def test_system_memory_past_the_host_bound_is_refused_and_freeing_gives_it_back(
         sl, admin):
     """An 8 MiB bound: two 4 MiB allocations fit (one by RM_ALLOC, one by
-    VID_HEAP_CONTROL at LOCATION_PCI), a page more is NV_ERR_NO_MEMORY and
-    counted as a denial; after a free, 4 MiB fit again, and the slice reads
-    what RM holds for it at every step."""
+    VID_HEAP_CONTROL at LOCATION_PCI), a page more by any of the three ways
+    in (RM_ALLOC, VID_HEAP_CONTROL, RM_ALLOC_MEMORY on the GPU file) is
+    NV_ERR_NO_MEMORY and counted as a denial; after a free, 4 MiB fit
+    again, and the slice reads what RM holds for it at every step."""
     denied0 = admin.slice_get(sl.id).denied_allocs
     child(sl, """
 st, a = sysmem(4 * MiB)
@@ -82,7 +83,17 @@ st, _ = sysmem(4096)
 assert st == abi.NV_ERR_NO_MEMORY, hex(st)
 r = dev.heap_alloc_raw(4096, location=abi.NVOS32_ATTR_LOCATION_PCI)
 assert r.status == abi.NV_ERR_NO_MEMORY, hex(r.status)
+gpu.register_fd(ctl)
+NO_MAP = 1 << 30
+r = gpu.rm_alloc_memory(rm.handle, dev.hdevice, abi.NV01_MEMORY_SYSTEM,
+                        flags=NO_MAP, limit=4095, hnew=0xCAFE0001, check=False)
+assert r.params.status == abi.NV_ERR_NO_MEMORY, hex(r.params.status)
 rm.free(a)
+assert used() == 4 * MiB
+gpu.rm_alloc_memory(rm.handle, dev.hdevice, abi.NV01_MEMORY_SYSTEM,
+                    flags=NO_MAP, limit=4 * MiB - 1, hnew=0xCAFE0001)
+assert used() == 8 * MiB
+rm.free(0xCAFE0001)
 assert used() == 4 * MiB
 st, a = sysmem(4 * MiB)
 assert st == abi.NV_OK, hex(st)
@@ -90,7 +101,7 @@ dev.heap_free(b.handle)
 rm.free(a)
 assert used() == 0
 """)
-    assert admin.slice_get(sl.id).denied_allocs == denied0 + 2
+    assert admin.slice_get(sl.id).denied_allocs == denied0 + 3
 
 
 def test_system_memory_a_mapping_still_holds_stays_charged_after_its_free(sl):
@@ -114,6 +125,23 @@ assert used() == 0
 st, h = sysmem(8 * MiB)
 assert st == abi.NV_OK, hex(st)
 rm.free(h)
+""")
+
+
+def test_deviceless_memory_is_not_made_in_a_bounded_slice(sl, admin):
+    """NV01_MEMORY_DEVICELESS (0x90CE, under the client) is system memory
+    too, and RM tells no one its pages: a slice with a host bound refuses
+    it, NV_ERR_NOT_SUPPORTED, before RM sees it (the stub, which has no
+    such class, would answer NV_ERR_INVALID_CLASS); without a bound it is
+    RM's to answer."""
+    child(sl, """
+p = dev.memory_params(4096, location=abi.NVOS32_ATTR_LOCATION_PCI)
+r = rm.alloc_raw(rm.handle, 0x90CE, p)
+assert r.status == abi.NV_ERR_NOT_SUPPORTED, hex(r.status)
+with xpu_ctl.Ctl() as a:
+    a.slice_set(SLICE, host_memory_limit=0)
+r = rm.alloc_raw(rm.handle, 0x90CE, p)
+assert r.status == abi.NV_ERR_INVALID_CLASS, hex(r.status)
 """)
 
 

@@ -5,6 +5,7 @@ query, per-process usage, the stub's heap), rounding, exhaustion, and the
 second read of the alloc params from user memory."""
 
 import ctypes
+import errno
 import mmap
 import os
 import threading
@@ -565,7 +566,8 @@ def test_vid_heap_info_details(dev0):
 
 def test_size_query_other_classes(ctl, dev0):
     dev0.gpu.register_fd(ctl)
-    for hclass, status in [(abi.NV01_MEMORY_SYSTEM, abi.NV_ERR_NOT_SUPPORTED),
+    for hclass, status in [(abi.NV01_MEMORY_SYSTEM_DYNAMIC,
+                            abi.NV_ERR_NOT_SUPPORTED),
                            (0xBEEF, abi.NV_ERR_INVALID_CLASS)]:
         arg = dev0.gpu.rm_alloc_memory(dev0.client.handle, dev0.hdevice,
                                        hclass, check=False)
@@ -573,6 +575,67 @@ def test_size_query_other_classes(ctl, dev0):
     arg = dev0.gpu.rm_alloc_memory(dev0.client.handle, dev0.hsubdevice,
                                    abi.NV01_MEMORY_LOCAL_USER, check=False)
     assert arg.params.status == abi.NV_ERR_INVALID_OBJECT_PARENT
+
+
+# nvos.h NVOS02_FLAGS_*
+OS02_ALLOC_NONE = 1 << 16
+OS02_LOCATION_VIDMEM = 2 << 8
+OS02_COHERENCY_BAD = 6 << 12        # past WRITE_BACK (5)
+OS02_MAPPING_NO_MAP = 1 << 30
+
+
+def test_rm_alloc_memory_makes_system_memory(ctl, dev0):
+    """_rmAllocMemorySystem: RM_ALLOC_MEMORY of NV01_MEMORY_SYSTEM makes
+    limit + 1 bytes of system memory through RM_ALLOC; location PCI only,
+    ALLOC_NONE refused, the flags checked as RmDeprecatedConvertOs02ToOs32
+    Flags does.  By default RM maps it at once and the escape makes the
+    mapping context in the control file FD names; when that fails the
+    ioctl fails (-EINVAL) and the memory stays, as RM leaves it."""
+    dev0.gpu.register_fd(ctl)
+    rm = dev0.client
+    for flags in (OS02_ALLOC_NONE, OS02_LOCATION_VIDMEM, OS02_COHERENCY_BAD):
+        arg = dev0.gpu.rm_alloc_memory(rm.handle, dev0.hdevice,
+                                       abi.NV01_MEMORY_SYSTEM,
+                                       flags=flags | OS02_MAPPING_NO_MAP,
+                                       limit=4095, hnew=0xCAFE0001,
+                                       check=False)
+        assert arg.params.status == abi.NV_ERR_INVALID_FLAGS, hex(flags)
+    arg = dev0.gpu.rm_alloc_memory(rm.handle, dev0.hdevice,
+                                   abi.NV01_MEMORY_SYSTEM,
+                                   flags=OS02_MAPPING_NO_MAP,
+                                   limit=3 * 4096 - 1, hnew=0xCAFE0001)
+    assert arg.params.pMemory == 0
+    assert nvtest.handle_info(rm, 0xCAFE0001, nvtest.HANDLE_CLASSID) == (
+        abi.NV_OK, abi.NV01_MEMORY_SYSTEM)
+    m = dev0.map(0xCAFE0001, 3 * 4096)
+    m.write32(8192, 0xFEEDF00D)
+    assert m.read32(8192) == 0xFEEDF00D
+    m.close()
+    rm.free(0xCAFE0001)
+    # mapped at once into a control file of the caller's
+    fd = os.open(abi.NV_CTL_PATH, os.O_RDWR)
+    try:
+        arg = dev0.gpu.rm_alloc_memory(rm.handle, dev0.hdevice,
+                                       abi.NV01_MEMORY_SYSTEM, limit=4095,
+                                       hnew=0xCAFE0002, fd=fd)
+        assert arg.params.pMemory != 0
+        mm = mmap.mmap(fd, 4096, mmap.MAP_SHARED,
+                       mmap.PROT_READ | mmap.PROT_WRITE)
+        mm[:4] = b"xpu!"
+        assert mm[:4] == b"xpu!"
+        mm.close()
+    finally:
+        os.close(fd)
+    rm.free(0xCAFE0002)
+    # no file to map into: the ioctl fails, the memory stays
+    with pytest.raises(OSError) as e:
+        dev0.gpu.rm_alloc_memory(rm.handle, dev0.hdevice,
+                                 abi.NV01_MEMORY_SYSTEM, limit=4095,
+                                 hnew=0xCAFE0003, fd=-1)
+    assert e.value.errno == errno.EINVAL
+    assert nvtest.handle_info(rm, 0xCAFE0003, nvtest.HANDLE_CLASSID) == (
+        abi.NV_OK, abi.NV01_MEMORY_SYSTEM)
+    rm.free(0xCAFE0003)
 
 
 # --- RM_MAP_MEMORY / RM_UNMAP_MEMORY / mmap in detail
