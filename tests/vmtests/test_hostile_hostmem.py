@@ -93,7 +93,7 @@ assert used() == 4 * MiB
 gpu.rm_alloc_memory(rm.handle, dev.hdevice, abi.NV01_MEMORY_SYSTEM,
                     flags=NO_MAP, limit=4 * MiB - 1, hnew=0xCAFE0001)
 assert used() == 8 * MiB
-rm.free(0xCAFE0001)
+ctl.rm_free(rm.handle, dev.hdevice, 0xCAFE0001)
 assert used() == 4 * MiB
 st, a = sysmem(4 * MiB)
 assert st == abi.NV_OK, hex(st)

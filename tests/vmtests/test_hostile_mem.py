@@ -965,20 +965,26 @@ assert libc.ioctl(uffd, UFFDIO_REGISTER, ctypes.addressof(reg)) == 0, ctypes.get
 
 ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
 rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
-# System memory: xpu.ko reads no params of this class, and holds the slice's
-# mem_lock across the driver's call, in which RM copies them from the
-# caller's memory (video memory's params xpu.ko copies itself, before it
-# takes the lock, so a stall there holds nothing of xpu's).
-mp = dev.memory_params(1 << 20, location=abi.NVOS32_ATTR_LOCATION_PCI)
-cls = type(mp)
-# The head of the struct lies on the first page; the rest, which the driver
-# copies whole, on the stalled one.
-head = cls.size.offset + 8
+# A context share: xpu.ko reads no params of this class, and holds the
+# slice's mem_lock across the driver's call, in which RM copies them from
+# the caller's memory (memory's, a device's, a channel's params xpu.ko
+# copies itself, before it takes the lock, so a stall there holds nothing
+# of xpu's; system memory's too since session 31).
+hvas, _ = dev.vaspace()
+tsg = rm.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+               abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                   engineType=abi.NV2080_ENGINE_TYPE_GR0))
+cp = abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(hVASpace=hvas)
+cls = type(cp)
+# The head of the struct (hVASpace) lies on the first page; the rest (flags
+# 0, SUBCONTEXT_SYNC, when the stalled page comes back zeroed), which the
+# driver copies whole, on the stalled one.
+head = 4
 at = base + PAGE - head
-ctypes.memmove(at, ctypes.addressof(mp), head)
+ctypes.memmove(at, ctypes.addressof(cp), head)
 p = abi.NVOS21_PARAMETERS()
-p.hRoot, p.hObjectParent, p.hObjectNew = rm.handle, dev.hdevice, 0x5c00beef
-p.hClass = abi.NV01_MEMORY_SYSTEM
+p.hRoot, p.hObjectParent, p.hObjectNew = rm.handle, tsg, 0x5c00beef
+p.hClass = abi.FERMI_CONTEXT_SHARE_A
 p.pAllocParms = at; p.paramsSize = ctypes.sizeof(cls)
 done = []
 def alloc():
@@ -992,7 +998,7 @@ os.close(uffd)                          # the stalled copy goes on
 t.join()
 report(rc=done[0], status=p.status)
 if p.status == abi.NV_OK:
-    ctl.rm_free(rm.handle, dev.hdevice, p.hObjectNew)
+    ctl.rm_free(rm.handle, tsg, p.hObjectNew)
 """
 
 OPEN_OTHER = """

@@ -611,7 +611,7 @@ def test_rm_alloc_memory_makes_system_memory(ctl, dev0):
     m.write32(8192, 0xFEEDF00D)
     assert m.read32(8192) == 0xFEEDF00D
     m.close()
-    rm.free(0xCAFE0001)
+    rm.ctl.rm_free(rm.handle, dev0.hdevice, 0xCAFE0001)
     # mapped at once into a control file of the caller's
     fd = os.open(abi.NV_CTL_PATH, os.O_RDWR)
     try:
@@ -626,7 +626,7 @@ def test_rm_alloc_memory_makes_system_memory(ctl, dev0):
         mm.close()
     finally:
         os.close(fd)
-    rm.free(0xCAFE0002)
+    rm.ctl.rm_free(rm.handle, dev0.hdevice, 0xCAFE0002)
     # no file to map into: the ioctl fails, the memory stays
     with pytest.raises(OSError) as e:
         dev0.gpu.rm_alloc_memory(rm.handle, dev0.hdevice,
@@ -635,7 +635,7 @@ def test_rm_alloc_memory_makes_system_memory(ctl, dev0):
     assert e.value.errno == errno.EINVAL
     assert nvtest.handle_info(rm, 0xCAFE0003, nvtest.HANDLE_CLASSID) == (
         abi.NV_OK, abi.NV01_MEMORY_SYSTEM)
-    rm.free(0xCAFE0003)
+    rm.ctl.rm_free(rm.handle, dev0.hdevice, 0xCAFE0003)
 
 
 # --- RM_MAP_MEMORY / RM_UNMAP_MEMORY / mmap in detail
