@@ -119,6 +119,7 @@ MATRIX_TESTS ?= tests/vmtests/test_kernel_link.py \
 	tests/vmtests/test_xpu_compute.py::test_kill_of_a_gated_process_frees_everything \
 	tests/vmtests/test_xpu_compute.py::test_a_cuda_like_client_is_held_to_its_share \
 	tests/vmtests/test_hostile_objects.py::test_channels_and_tsgs_are_charged_to_their_slice \
+	tests/vmtests/test_hostile_hostmem.py::test_system_memory_a_mapping_still_holds_stays_charged_after_its_free \
 	'tests/vmtests/test_xpud_daemon.py::test_a_tenant_in_its_own_pid_namespace_fills_its_slice_exactly[580.126.20]' \
 	tests/vmtests/test_hostile_mem.py::test_a_stalled_tenant_blocks_no_other_slice \
 	tests/vmtests/test_nvidia_userspace.py::test_libcuda_cuinit
@@ -138,6 +139,7 @@ MATRIX_VERSION_TESTS ?= tests/vmtests/test_kernel_link.py \
 	tests/vmtests/test_xpu_mem.py tests/vmtests/test_xpu_uvm.py \
 	tests/vmtests/test_hostile_mem.py tests/vmtests/test_hostile_objects.py \
 	tests/vmtests/test_hostile_nodes.py tests/vmtests/test_hostile_fuzz.py \
+	tests/vmtests/test_hostile_hostmem.py \
 	tests/vmtests/test_xpu_compute.py::test_fixed_holds_each_slice_to_its_share \
 	tests/vmtests/test_xpu_compute.py::test_kill_of_a_gated_process_frees_everything \
 	tests/vmtests/test_xpu_compute.py::test_a_cuda_like_client_is_held_to_its_share \
