@@ -60,7 +60,7 @@ _xpuctl()
 			COMPREPLY=($(compgen -W "table json" -- "$cur"))
 		fi
 		return ;;
-	--gpu | --memory | --compute | --weight | --interval | --count)
+	--gpu | --memory | --host-memory | --compute | --weight | --interval | --count)
 		return ;;
 	esac
 
@@ -77,8 +77,8 @@ _xpuctl()
 	gpus) opts="-h --help --socket --debug -o --output" ;;
 	list) opts="-h --help --socket --debug -o --output" ;;
 	show) opts="-h --help --socket --debug -o --output" ;;
-	create) opts="-h --help --socket --debug --gpu --memory --compute --weight --priority" ;;
-	set) opts="-h --help --socket --debug --memory --compute --weight --priority" ;;
+	create) opts="-h --help --socket --debug --gpu --memory --compute --weight --priority --host-memory" ;;
+	set) opts="-h --help --socket --debug --memory --compute --weight --priority --host-memory" ;;
 	destroy) opts="-h --help --socket --debug --force" ;;
 	bind) opts="-h --help --socket --debug --cgroup" ;;
 	unbind) opts="-h --help --socket --debug --cgroup" ;;

@@ -124,6 +124,10 @@ _LIMITS = (
         "percentage of the GPU's time, 0 to 100 in steps of 0.1"),
     Arg("weight", "integer", False, "1 to 10000, 100 by default"),
     Arg("priority", "string", False, "low, normal (default) or high"),
+    Arg("host_memory_limit_bytes", "integer", False,
+        "bound in bytes on the system memory the driver allocates for the "
+        "slice's clients (pinned host pages); 0 (default): none, else at "
+        "least 1 MiB"),
 )
 
 OPS = {op.name: op for op in (

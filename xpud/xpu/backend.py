@@ -107,6 +107,9 @@ class KernelSlice:
     processes: int | None = None      # processes with files in it
     denied_allocs: int | None = None  # allocations refused at the limit
     share_obtained: int | None = None  # per mille of the GPU, last second
+    # System memory the driver allocated for its clients (pinned host
+    # pages), as xpu.ko charges it; its bound is spec.host_memory_limit_bytes.
+    host_memory_used_bytes: int | None = None
 
 
 class Backend(abc.ABC):

@@ -39,6 +39,10 @@ def _memory(text: str) -> int:
     return model.check_memory(sizes.parse_size(text))
 
 
+def _host_memory(text: str) -> int:
+    return model.check_host_memory(sizes.parse_size(text))
+
+
 def _gpu(text: str):
     return model.parse_gpu_ref(text)
 
@@ -83,6 +87,14 @@ def _dash(value) -> str:
 
 def _size(n) -> str:
     return "-" if n is None else sizes.format_size(n)
+
+
+def _host_memory_text(used, limit) -> str:
+    """A slice's system memory allocated by the driver: what it holds, and
+    its bound when it has one (USED/LIMIT)."""
+    if not limit:
+        return _size(used)
+    return f"{_size(used)}/{_size(limit)}"
 
 
 def _table(out: TextIO, header: Sequence[str], rows) -> None:
@@ -132,6 +144,8 @@ def print_slice(out: TextIO, s: dict) -> None:
         ("gpu", gpu),
         ("memory", (f"{_size(s['memory_limit_bytes'])} limit, "
                     f"{_size(s['memory_used_bytes'])} used")),
+        ("host memory", (f"{_host_limit(s.get('host_memory_limit_bytes'))}, "
+                         f"{_size(s.get('host_memory_used_bytes'))} used")),
         ("compute", f"{s['compute_share']}%"),
         ("weight", s["weight"]),
         ("priority", s["priority"]),
@@ -152,10 +166,24 @@ def print_slice(out: TextIO, s: dict) -> None:
         print(f"{(k + ':').ljust(width)} {v}", file=out)
 
 
-def _limits(s: dict) -> str:
-    return (f"memory {_size(s['memory_limit_bytes'])}, compute "
+def _host_limit(n) -> str:
+    """A bound on system memory, as show prints it."""
+    if n is None:
+        return "-"
+    return f"{sizes.format_size(n)} limit" if n else "no limit"
+
+
+def _limits(s: dict, host: bool = False) -> str:
+    """A slice's limits; its bound on system memory when it has one, or
+    when HOST (it was just given)."""
+    text = (f"memory {_size(s['memory_limit_bytes'])}, compute "
             f"{s['compute_share']}%, weight {s['weight']}, priority "
             f"{s['priority']}")
+    bound = s.get("host_memory_limit_bytes")
+    if bound or (host and bound is not None):
+        text += (f", host memory {sizes.format_size(bound)}" if bound else
+                 ", host memory unbounded")
+    return text
 
 
 # -- commands ------------------------------------------------------------------
@@ -190,14 +218,15 @@ def cmd_show(args, c: Client, out: TextIO) -> int:
 
 def _limit_args(args) -> dict:
     given = {"memory_limit_bytes": args.memory, "compute_share": args.compute,
-             "weight": args.weight, "priority": args.priority}
+             "weight": args.weight, "priority": args.priority,
+             "host_memory_limit_bytes": args.host_memory}
     return {k: v for k, v in given.items() if v is not None}
 
 
 def cmd_create(args, c: Client, out: TextIO) -> int:
     s = c.call("create", name=args.name, gpu=args.gpu, **_limit_args(args))
     print(f"created slice '{s['name']}' on GPU {_gpu_label(s)}: "
-          f"{_limits(s)}", file=out)
+          f"{_limits(s, args.host_memory is not None)}", file=out)
     return 0
 
 
@@ -205,9 +234,10 @@ def cmd_set(args, c: Client, out: TextIO) -> int:
     limits = _limit_args(args)
     if not limits:
         raise UsageError("set: nothing to change: give --memory, --compute, "
-                         "--weight or --priority")
+                         "--weight, --priority or --host-memory")
     s = c.call("set", name=args.name, **limits)
-    print(f"updated slice '{s['name']}': {_limits(s)}", file=out)
+    print(f"updated slice '{s['name']}': "
+          f"{_limits(s, args.host_memory is not None)}", file=out)
     return 0
 
 
@@ -252,16 +282,20 @@ def cmd_run(args, c: Client, out: TextIO) -> int:
     return 0  # not reached: execute() returns only by raising
 
 
-TOP_HEADER = ("NAME", "GPU", "USED", "PEAK", "LIMIT", "USE", "COMPUTE",
-              "GOT", "GATED", "PROCS", "DENIED")
+TOP_HEADER = ("NAME", "GPU", "USED", "PEAK", "LIMIT", "USE", "HOST",
+              "COMPUTE", "GOT", "GATED", "PROCS", "DENIED")
 
 
 def top_rows(slices: list) -> list:
     """One row per slice of `xpuctl top`, from the `top` op's figures (the
-    ones /metrics exports): memory, then compute."""
+    ones /metrics exports): video memory, system memory, then compute."""
     return [(s["name"], _gpu_label(s), _size(s["memory_used_bytes"]),
              _size(s["memory_peak_bytes"]), _size(s["memory_limit_bytes"]),
-             _use(s), _percent(s["compute_share"]),
+             _use(s),
+             # HOST: system memory the driver allocated for it, /its bound.
+             _host_memory_text(s.get("host_memory_used_bytes"),
+                               s.get("host_memory_limit_bytes")),
+             _percent(s["compute_share"]),
              # GOT: the share of the GPU's time it held over the last
              # second; GATED: of the time it had work, how much it was
              # held back, since it was made.
@@ -392,6 +426,11 @@ def build_parser() -> cmdline.ArgumentParser:
                             f"(default {model.DEFAULT_WEIGHT})")
         p.add_argument("--priority", choices=model.PRIORITIES,
                        help="QoS class (default normal)")
+        p.add_argument("--host-memory", metavar="SIZE",
+                       type=_arg_type(_host_memory),
+                       help="bound on the system memory the driver "
+                            "allocates for the slice (pinned host pages), "
+                            "as --memory; 0 for none (the default)")
 
     command("gpus", cmd_gpus, "list the GPUs of this node",
             (late, output))

@@ -18,6 +18,8 @@
     compute = "25%"         # optional, 0.1 % steps; default 0
     weight = 100            # optional, 1 to 10000
     priority = "normal"     # optional, low | normal | high
+    host_memory = "16GiB"   # optional: bound on the system memory the
+                            # driver allocates for it; default 0: none
 
     [metrics]               # the Prometheus endpoint, /metrics
     enabled = true          # false: no endpoint
@@ -59,7 +61,8 @@ DEFAULT_PATH = "/etc/xpu/xpud.toml"
 
 _SETTINGS_KEYS = ("mode", "policy", "period_ms")
 _GPU_KEYS = ("gpu",) + _SETTINGS_KEYS
-_SLICE_KEYS = ("name", "gpu", "memory", "compute", "weight", "priority")
+_SLICE_KEYS = ("name", "gpu", "memory", "compute", "weight", "priority",
+               "host_memory")
 _METRICS_KEYS = ("enabled", "listen")
 
 DEFAULT_METRICS_HOST = "127.0.0.1"
@@ -98,6 +101,7 @@ class SliceConfig:
     weight: int = model.DEFAULT_WEIGHT
     priority: str = model.DEFAULT_PRIORITY
     where: str = ""
+    host_memory_limit_bytes: int = model.NO_HOST_MEMORY_LIMIT
 
 
 @dataclass(frozen=True)
@@ -372,7 +376,11 @@ class _Checker:
                 s, "slice", i, label, "priority",
                 lambda v: model.check_choice(v, model.PRIORITIES),
                 model.DEFAULT_PRIORITY),
-            where=self.where("slice", i))
+            where=self.where("slice", i),
+            host_memory_limit_bytes=self.value(
+                s, "slice", i, label, "host_memory",
+                lambda v: model.check_host_memory(_size(v)),
+                model.NO_HOST_MEMORY_LIMIT))
 
 
 def _size(value: object) -> int:

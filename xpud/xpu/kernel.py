@@ -28,6 +28,7 @@ the kernel; the service binds every desired cgroup at each pass).
 from __future__ import annotations
 
 import contextlib
+import errno
 import grp
 import logging
 import os
@@ -36,7 +37,7 @@ import stat
 import time
 from collections.abc import Iterator
 
-from . import api, ctl, uapi, usage
+from . import api, ctl, sizes, uapi, usage
 from .backend import (
     Backend,
     BackendError,
@@ -96,7 +97,8 @@ def gpu_settings(info: ctl.GpuInfo) -> GpuSettings | None:
 def slice_spec(info: ctl.SliceInfo, gpu_uuid: str) -> SliceSpec:
     return SliceSpec(info.name, gpu_uuid, info.memory_limit,
                      info.compute_share, info.weight,
-                     _PRIORITY_NAMES.get(info.priority, "normal"))
+                     _PRIORITY_NAMES.get(info.priority, "normal"),
+                     info.host_memory_limit)
 
 
 def node_names(id: int) -> tuple[str, str]:
@@ -177,7 +179,8 @@ class KernelBackend(Backend):
                            tuple(sorted(cgroups)), info.memory_used,
                            id=info.id, processes=info.processes,
                            denied_allocs=info.denied_allocs,
-                           share_obtained=info.share_obtained)
+                           share_obtained=info.share_obtained,
+                           host_memory_used_bytes=info.host_memory_used)
 
     def _group(self) -> int:
         try:
@@ -263,7 +266,8 @@ class KernelBackend(Backend):
             minor = self._minor(c, spec.gpu_uuid)
             info = c.slice_create(spec.name, minor, spec.memory_limit_bytes,
                                   spec.compute_share, spec.weight,
-                                  PRIORITIES[spec.priority])
+                                  PRIORITIES[spec.priority],
+                                  spec.host_memory_limit_bytes)
         self._bound.pop(info.id, None)
         # Files left under the new id are another slice's (destroyed while
         # xpud was down): never this one's.
@@ -278,13 +282,21 @@ class KernelBackend(Backend):
                 "memory_limit": spec.memory_limit_bytes,
                 "compute_share": spec.compute_share,
                 "weight": spec.weight,
-                "priority": prio}
+                "priority": prio,
+                "host_memory_limit": spec.host_memory_limit_bytes}
             # Only what changes: xpu.ko waits (at most 1 s) for a slice's
-            # calls into the driver to lower its memory limit.
+            # calls into the driver to lower its memory limit or its bound
+            # on system memory.
             changes = {k: v for k, v in changes.items()
                        if getattr(old, k) != v}
-            info = c.slice_set(old.id, name=spec.name, **changes) \
-                if changes else old
+            try:
+                info = c.slice_set(old.id, name=spec.name, **changes) \
+                    if changes else old
+            except ctl.Busy as e:
+                why = _host_memory_busy(c, old, changes, e)
+                if why is None:
+                    raise
+                raise why from e
         return self._kernel_slice(info, spec.gpu_uuid)
 
     def destroy_slice(self, name: str, force: bool = False) -> None:
@@ -391,6 +403,34 @@ class KernelBackend(Backend):
             if m and int(m.group(1)) not in live and _remove_node(path):
                 log.info("removed %s: slice %s does not exist", path,
                          m.group(1))
+
+
+def _host_memory_busy(c: ctl.Ctl, old: ctl.SliceInfo, changes: dict,
+                      e: ctl.Busy) -> ctl.Busy | None:
+    """The error for E, EBUSY from a SET of CHANGES, when it was the bound
+    on system memory that the slice holds more than: ctl's message speaks
+    of the memory limit.  None when E stands as it is."""
+    bound = changes.get("host_memory_limit")
+    if e.errno != errno.EBUSY or not bound:
+        return None
+    if "memory_limit" in changes:
+        # Either may be the one: xpu.ko's figures after the refusal say.
+        try:
+            used = c.slice_get(old.id, name=old.name).host_memory_used
+        except ctl.CtlError:
+            return None
+        if used <= bound:
+            return None
+    else:
+        used = old.host_memory_used
+    figures = (f" ({sizes.format_size(used)} held, "
+               f"{sizes.format_size(bound)} asked)" if used > bound else
+               f" of {sizes.format_size(bound)}")
+    return ctl.Busy(
+        f"changing slice '{old.name}': the slice holds more system memory "
+        "allocated by the driver (pinned host pages) now than the new "
+        f"host-memory bound{figures}: free that memory first (or stop the "
+        "slice's processes), or ask for more", e.errno)
 
 
 def _is_node(path: str, minor: int) -> bool:

@@ -38,6 +38,11 @@ DEFAULT_COMPUTE_SHARE = 0
 # A limit under 1 MiB is a mistake (512 meant 512MiB), never a workload.
 MEMORY_MIN = sizes.MIB
 
+# A slice's bound on the system memory the driver allocates for its clients
+# (pinned host pages, charged to no memory cgroup; docs/security.md, class
+# 25): 0 is no bound, the default.
+NO_HOST_MEMORY_LIMIT = 0
+
 # Slice names become device-node names, cgroup-facing identifiers and a
 # fixed-size field of the kernel ABI (XPU_NAME_LEN, 32 with the NUL): letters,
 # digits, '_', '.' and '-', not starting with '.' or '-' (so never '.', '..'
@@ -97,6 +102,25 @@ def check_memory(n: int) -> int:
     return n
 
 
+def check_host_memory(n: int) -> int:
+    """A bound on the system memory the driver allocates for a slice: 0
+    for none, else at least 1 MiB (as a memory limit)."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"{n!r} is not a number of bytes")
+    if n < 0:
+        raise ValueError(f"{n} is negative: give a number of bytes, or 0 "
+                         "for no bound")
+    if n == NO_HOST_MEMORY_LIMIT:
+        return n
+    if n < MEMORY_MIN:
+        raise ValueError(
+            f"{sizes.format_size(n)} is below the smallest bound, 1MiB (0 is "
+            "no bound; sizes without a unit are bytes: did you mean MiB?)")
+    if n > sizes.MAX_BYTES:
+        raise ValueError(f"{n} bytes is out of range")
+    return n
+
+
 def check_weight(n: object) -> int:
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"{n!r} is not a whole number")
@@ -140,6 +164,9 @@ class SliceSpec:
     compute_share: int = DEFAULT_COMPUTE_SHARE  # tenths of a percent
     weight: int = DEFAULT_WEIGHT
     priority: str = DEFAULT_PRIORITY
+    # Bytes of system memory the driver may allocate for the slice's
+    # clients; 0: no bound.
+    host_memory_limit_bytes: int = NO_HOST_MEMORY_LIMIT
 
 
 # An owner tag of an ephemeral slice: printable, at most this long.

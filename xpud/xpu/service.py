@@ -86,10 +86,12 @@ class Desired:
     defined_in: str | None = None
     transient: tuple[str, ...] = ()
     owner: model.Owner | None = None
+    host_memory_limit_bytes: int = model.NO_HOST_MEMORY_LIMIT
 
     def spec(self, gpu_uuid: str) -> model.SliceSpec:
         return model.SliceSpec(self.name, gpu_uuid, self.memory_limit_bytes,
-                               self.compute_share, self.weight, self.priority)
+                               self.compute_share, self.weight, self.priority,
+                               self.host_memory_limit_bytes)
 
     @classmethod
     def from_spec(cls, spec: model.SliceSpec, origin: str,
@@ -98,7 +100,8 @@ class Desired:
                   owner: model.Owner | None = None) -> Desired:
         return cls(spec.name, origin, spec.gpu_uuid, spec.memory_limit_bytes,
                    spec.compute_share, spec.weight, spec.priority,
-                   tuple(cgroups), transient=tuple(transient), owner=owner)
+                   tuple(cgroups), transient=tuple(transient), owner=owner,
+                   host_memory_limit_bytes=spec.host_memory_limit_bytes)
 
     def all_cgroups(self) -> tuple[str, ...]:
         return self.cgroups + self.transient
@@ -216,7 +219,9 @@ class Service:
             new[sc.name] = Desired(sc.name, ORIGIN_CONFIG, sc.gpu,
                                    sc.memory_limit_bytes, sc.compute_share,
                                    sc.weight, sc.priority, cgroups, sc.where,
-                                   transient=temp)
+                                   transient=temp,
+                                   host_memory_limit_bytes=(
+                                       sc.host_memory_limit_bytes))
         self._desired = new
 
     def _save(self) -> None:
@@ -547,7 +552,8 @@ class Service:
     def op_create(self, name: str, gpu, memory_limit_bytes: int,
                   compute_share=None, weight: int | None = None,
                   priority: str | None = None, owner: str | None = None,
-                  owner_pid: int | None = None) -> dict:
+                  owner_pid: int | None = None,
+                  host_memory_limit_bytes: int | None = None) -> dict:
         with self._lock:
             try:
                 model.check_name(name)
@@ -571,7 +577,8 @@ class Service:
             d = self._checked(
                 Desired(name, ORIGIN_API, g.uuid, memory_limit_bytes,
                         owner=who),
-                memory_limit_bytes, compute_share, weight, priority)
+                memory_limit_bytes, compute_share, weight, priority,
+                host_memory_limit_bytes)
             gpus = self._gpu_list()
 
             def apply():
@@ -595,14 +602,16 @@ class Service:
                           "destroyed: %s", name, e)
 
     def _checked(self, d: Desired, memory_limit_bytes, compute_share,
-                 weight, priority) -> Desired:
+                 weight, priority, host_memory_limit_bytes=None) -> Desired:
         """D with the values given (not None), each checked."""
         checks = (
             ("memory_limit_bytes", memory_limit_bytes, model.check_memory),
             ("compute_share", compute_share, sizes.parse_share),
             ("weight", weight, model.check_weight),
             ("priority", priority,
-             lambda v: model.check_choice(v, model.PRIORITIES)))
+             lambda v: model.check_choice(v, model.PRIORITIES)),
+            ("host_memory_limit_bytes", host_memory_limit_bytes,
+             model.check_host_memory))
         changes = {}
         for field, value, check in checks:
             if value is None:
@@ -615,17 +624,18 @@ class Service:
 
     def op_set(self, name: str, memory_limit_bytes: int | None = None,
                compute_share=None, weight: int | None = None,
-               priority: str | None = None) -> dict:
+               priority: str | None = None,
+               host_memory_limit_bytes: int | None = None) -> dict:
         with self._lock:
             d = self._get(name)
-            if (memory_limit_bytes, compute_share, weight, priority) == \
-                    (None, None, None, None):
+            if (memory_limit_bytes, compute_share, weight, priority,
+                    host_memory_limit_bytes) == (None,) * 5:
                 raise ApiError("invalid", "set: nothing to change: give "
-                               "memory_limit_bytes, compute_share, weight or "
-                               "priority")
+                               "memory_limit_bytes, compute_share, weight, "
+                               "priority or host_memory_limit_bytes")
             self._owned_by_api(d, "change")
             new = self._checked(d, memory_limit_bytes, compute_share, weight,
-                                priority)
+                                priority, host_memory_limit_bytes)
             gpus = self._gpu_list()
             self._change(name, new, lambda: self._apply(new, gpus))
             return self._view(name)
@@ -901,6 +911,9 @@ class Service:
             "gpu_minor": gpu.minor if gpu else None,
             "memory_limit_bytes": d.memory_limit_bytes,
             "memory_used_bytes": k.memory_used_bytes if k else None,
+            "host_memory_limit_bytes": d.host_memory_limit_bytes,
+            "host_memory_used_bytes": (k.host_memory_used_bytes
+                                       if k else None),
             "compute_share": sizes.share_percent(d.compute_share),
             "weight": d.weight,
             "priority": d.priority,

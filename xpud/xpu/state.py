@@ -12,6 +12,9 @@ configuration's; only their bindings are kept here.
                  "cgroups": [...]}],
      "config_bindings": {"NAME": ["/cgroup/path", ...]}}
 
+A slice with a bound on the system memory the driver allocates for it adds
+"host_memory_limit_bytes" (absent: 0, no bound).
+
 Containers (xpu/cdi) add, only where they have something: a slice's
 "transient_cgroups" (bound while they have processes) and "owner" (an
 ephemeral slice: {"tag", "pid", "pid_start", "bound", "released"}), and
@@ -103,7 +106,10 @@ def _slice_from_json(obj: object, i: int) -> SliceRecord:
             compute_share=share,
             weight=model.check_weight(obj.get("weight")),
             priority=model.check_choice(obj.get("priority"),
-                                        model.PRIORITIES))
+                                        model.PRIORITIES),
+            host_memory_limit_bytes=model.check_host_memory(
+                obj.get("host_memory_limit_bytes",
+                        model.NO_HOST_MEMORY_LIMIT)))
     except (TypeError, ValueError) as e:
         raise _Corrupt(f"{where}: {e}") from None
     return SliceRecord(spec, _cgroups(obj.get("cgroups", []), where),
@@ -187,7 +193,9 @@ def _slice_to_json(r: SliceRecord) -> dict:
            "priority": r.spec.priority,
            "cgroups": list(r.cgroups)}
     # Written only when there is something: files without them stay as an
-    # xpud before containers wrote them.
+    # xpud before containers (and host-memory bounds) wrote them.
+    if r.spec.host_memory_limit_bytes:
+        doc["host_memory_limit_bytes"] = r.spec.host_memory_limit_bytes
     if r.transient:
         doc["transient_cgroups"] = list(r.transient)
     if r.owner is not None:

@@ -74,6 +74,10 @@ class SliceUsage:
     processes: int              # processes that used its files
     open_files: int             # driver files open in it
     channels: int               # GPU channels its clients own
+    # System memory the driver allocated for its clients (pinned host
+    # pages), as xpu.ko charges it, and its bound (0: none).
+    host_memory_used_bytes: int = 0
+    host_memory_limit_bytes: int = 0
 
     def to_api(self) -> dict:
         """The `top` op's fields (docs/api.md, Usage); shares in percent,
@@ -88,6 +92,8 @@ class SliceUsage:
             "memory_limit_bytes": self.memory_limit_bytes,
             "memory_used_bytes": self.memory_used_bytes,
             "memory_peak_bytes": self.memory_peak_bytes,
+            "host_memory_used_bytes": self.host_memory_used_bytes,
+            "host_memory_limit_bytes": self.host_memory_limit_bytes,
             "denied_allocs": self.denied_allocs,
             "killed": self.killed,
             "compute_share": sizes.share_percent(self.compute_share),
@@ -147,7 +153,9 @@ def figures(read: KernelRead, gpus: Sequence[model.Gpu]) -> Usage:
             run_seconds=s.run_ns / NS, gated_seconds=s.gated_ns / NS,
             runnable_seconds=s.runnable_ns / NS,
             processes=s.processes, open_files=s.open_files,
-            channels=s.channels))
+            channels=s.channels,
+            host_memory_used_bytes=s.host_memory_used,
+            host_memory_limit_bytes=s.host_memory_limit))
     ordered = sorted(by_minor.values(),
                      key=lambda g: (g.index is None, g.index or 0, g.minor))
     return Usage(read.time, tuple(ordered), tuple(out))

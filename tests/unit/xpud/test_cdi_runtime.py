@@ -522,8 +522,8 @@ def test_xpuctl_show_cdi_and_release(xpud, capsys, cgroup_root):
     svc.op_bind(name="ctr-1", cgroup="/jobs/a", transient=True)
     status, out, err = xpuctl(socket, capsys, "show", "ctr-1")
     assert (status, err) == (0, "")
-    assert "containers: /jobs/a" in out.splitlines()
-    assert "owner:      abc" in out.splitlines()
+    assert "containers:  /jobs/a" in out.splitlines()
+    assert "owner:       abc" in out.splitlines()
     status, out, _ = xpuctl(socket, capsys, "cdi", "spec")
     doc = json.loads(out)
     assert [d["name"] for d in doc["devices"]] == ["ctr-1"]

@@ -78,6 +78,25 @@ def test_check_args():
         api.check_args(OPS["destroy"], {"name": "a", "force": 1})
 
 
+def test_the_host_memory_limit_is_an_argument_of_create_and_set():
+    for op, args in (("create", {"name": "a", "gpu": 0,
+                                 "memory_limit_bytes": 1 << 30}),
+                     ("set", {"name": "a"})):
+        for value in (0, 1 << 31):
+            args = dict(args, host_memory_limit_bytes=value)
+            assert api.check_args(OPS[op], args) == args
+        with pytest.raises(ApiError) as e:
+            api.check_args(OPS[op], dict(args, host_memory_limit_bytes="8GiB"))
+        assert e.value.message == (
+            f"{op}: argument 'host_memory_limit_bytes' must be an integer, "
+            'not "8GiB"')
+    # The Usage table of docs/api.md has the figures `top` gives.
+    text = (TOP / "docs" / "api.md").read_text()
+    usage = text.split("### Usage", 1)[1].split("\n## ", 1)[0]
+    for field in ("host_memory_used_bytes", "host_memory_limit_bytes"):
+        assert f"| `{field}` |" in usage, field
+
+
 def test_errors_have_exit_statuses():
     statuses = {c: e.exit_status for c, e in api.ERRORS.items()}
     assert statuses["invalid"] == 2

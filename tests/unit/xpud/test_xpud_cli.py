@@ -92,7 +92,15 @@ def one_line(err):
     (["create", "a", "--gpu", "0", "--memory", "1GiB", "--priority", "max"],
      "argument --priority: invalid choice: 'max'"),
     (["set", "a"], ("set: nothing to change: give --memory, --compute, "
-                    "--weight or --priority")),
+                    "--weight, --priority or --host-memory")),
+    (["create", "a", "--gpu", "0", "--memory", "1GiB", "--host-memory",
+      "512"],
+     ("argument --host-memory: 512B is below the smallest bound, 1MiB (0 is "
+      "no bound")),
+    (["set", "a", "--host-memory", "-1"],
+     "argument --host-memory: '-1' is not a size"),
+    (["set", "a", "--host-memory", "8GB"],
+     "argument --host-memory: '8GB' is ambiguous"),
     (["list", "-o", "yaml"], "argument -o/--output: invalid choice: 'yaml'"),
     (["run", "a"], "run: no command: write xpuctl run NAME -- COMMAND"),
     (["run", "a", "--"], "run: no command"),
@@ -192,12 +200,13 @@ def test_list_and_show(with_config):
     assert slices[0]["memory_limit_bytes"] == 1536 * 2**20
     assert slices[0]["compute_share"] == 12.5
     status, out, _ = with_config("show", "train")
-    assert out.splitlines()[:4] == [
-        "name:       train",
-        "origin:     config",
-        f"gpu:        1 ({UUID1}, minor 1)",
-        "memory:     8GiB limit, 0B used"]
-    assert "nodes:      /dev/xpu0, /dev/xpu0-ctl" in out.splitlines()
+    assert out.splitlines()[:5] == [
+        "name:        train",
+        "origin:      config",
+        f"gpu:         1 ({UUID1}, minor 1)",
+        "memory:      8GiB limit, 0B used",
+        "host memory: no limit, 0B used"]
+    assert "nodes:       /dev/xpu0, /dev/xpu0-ctl" in out.splitlines()
     assert out.splitlines()[-1].startswith("defined in: ")
     status, out, _ = with_config("show", "train", "-o", "json")
     assert json.loads(out)["gpu_uuid"] == UUID1
@@ -247,11 +256,11 @@ def test_top(xpuctl, served):
     status, out, err = xpuctl("top", "--once")
     assert (status, err) == (0, "")
     assert out.splitlines()[0].split() == [
-        "NAME", "GPU", "USED", "PEAK", "LIMIT", "USE", "COMPUTE", "GOT",
-        "GATED", "PROCS", "DENIED"]
+        "NAME", "GPU", "USED", "PEAK", "LIMIT", "USE", "HOST", "COMPUTE",
+        "GOT", "GATED", "PROCS", "DENIED"]
     assert out.splitlines()[1].split() == ["a", "0", "0B", "0B", "1GiB",
-                                           "0%", "25%", "0%", "-", "0",
-                                           "0"]
+                                           "0%", "0B", "25%", "0%", "-",
+                                           "0", "0"]
     # What the kernel says shows at the next refresh.
     k = svc.backend.slices["a"]
     svc.backend.slices["a"] = dataclasses.replace(
@@ -262,8 +271,8 @@ def test_top(xpuctl, served):
                               "runnable_ns": 4 * 10**9}
     status, out, err = xpuctl("top", "--count", "1")
     assert out.splitlines()[1].split() == ["a", "0", "256MiB", "512MiB",
-                                           "1GiB", "25%", "25%", "24.8%",
-                                           "75%", "2", "3"]
+                                           "1GiB", "25%", "0B", "25%",
+                                           "24.8%", "75%", "2", "3"]
     assert len(out.splitlines()) == 2
 
 
@@ -315,6 +324,56 @@ def test_create_set_destroy(xpuctl, served):
                              "them or use --force")
     assert xpuctl("destroy", "a", "--force") == (
         0, "destroyed slice 'a'\n", "")
+
+
+def test_host_memory(xpuctl, served):
+    _, svc = served
+    status, out, err = xpuctl("create", "a", "--gpu", "0", "--memory",
+                              "1GiB", "--host-memory", "2GiB")
+    assert (status, err) == (0, "")
+    assert out == ("created slice 'a' on GPU 0: memory 1GiB, compute 0%, "
+                   "weight 100, priority normal, host memory 2GiB\n")
+    assert svc.backend.slices["a"].spec.host_memory_limit_bytes == 2 * GIB
+    k = svc.backend.slices["a"]
+    svc.backend.slices["a"] = dataclasses.replace(
+        k, host_memory_used_bytes=5 * 2**20)
+    _, out, _ = xpuctl("show", "a")
+    assert "host memory: 2GiB limit, 5MiB used" in out.splitlines()
+    _, out, _ = xpuctl("show", "a", "-o", "json")
+    got = json.loads(out)
+    assert (got["host_memory_limit_bytes"], got["host_memory_used_bytes"]) \
+        == (2 * GIB, 5 * 2**20)
+    _, out, _ = xpuctl("top", "--once")
+    header, row = out.splitlines()
+    assert row.split()[header.split().index("HOST")] == "5MiB/2GiB"
+    _, out, _ = xpuctl("top", "--once", "-o", "json")
+    [t] = json.loads(out)["slices"]
+    assert (t["host_memory_used_bytes"], t["host_memory_limit_bytes"]) == (
+        5 * 2**20, 2 * GIB)
+    # Only the bound: the rest stays.
+    status, out, err = xpuctl("set", "a", "--host-memory", "512MiB")
+    assert (status, err) == (0, "")
+    assert out.endswith(", host memory 512MiB\n")
+    assert svc.backend.slices["a"].spec == dataclasses.replace(
+        k.spec, host_memory_limit_bytes=512 * 2**20)
+    # Below what the slice holds: refused, as a memory limit would be.
+    status, out, err = xpuctl("set", "a", "--host-memory", "4MiB")
+    assert (status, out) == (1, "")
+    assert "more system memory than the new host-memory bound" in \
+        one_line(err)
+    assert svc.backend.slices["a"].spec.host_memory_limit_bytes == \
+        512 * 2**20
+    # 0: no bound, said so.
+    status, out, err = xpuctl("set", "a", "--host-memory", "0")
+    assert (status, err) == (0, "")
+    assert out == ("updated slice 'a': memory 1GiB, compute 0%, weight 100, "
+                   "priority normal, host memory unbounded\n")
+    assert svc.backend.slices["a"].spec.host_memory_limit_bytes == 0
+    _, out, _ = xpuctl("show", "a")
+    assert "host memory: no limit, 5MiB used" in out.splitlines()
+    _, out, _ = xpuctl("top", "--once")
+    header, row = out.splitlines()
+    assert row.split()[header.split().index("HOST")] == "5MiB"
 
 
 def test_bind_unbind(xpuctl, cgroup_root):

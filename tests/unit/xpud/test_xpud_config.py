@@ -102,6 +102,22 @@ def test_the_error_shown_in_the_docs_is_the_real_one():
     assert str(e.value) == shown
 
 
+def test_host_memory():
+    cfg = config.parse(EXAMPLE.replace('priority = "high"\n',
+                                       'priority = "high"\n'
+                                       'host_memory = "16GiB"\n'))
+    train, infer = cfg.slices
+    assert train.host_memory_limit_bytes == 16 * GIB
+    assert infer.host_memory_limit_bytes == 0  # absent: no bound
+    cfg = config.parse(EXAMPLE.replace("compute = 12.5\n",
+                                       "compute = 12.5\nhost_memory = 0\n"))
+    assert cfg.slices[1].host_memory_limit_bytes == 0
+    cfg = config.parse(EXAMPLE.replace("compute = 12.5\n",
+                                       "compute = 12.5\n"
+                                       "host_memory = 1073741824\n"))
+    assert cfg.slices[1].host_memory_limit_bytes == GIB
+
+
 def test_settings_for_a_gpu():
     cfg = config.parse(EXAMPLE)
     g0 = model.Gpu(0, "GPU-00000000-1111-2222-3333-444444444444", "x", 0,
@@ -183,6 +199,17 @@ BAD = [
      "'urgent' is not one of low, normal, high"),
     (('priority = "high"', 'priority = "high"\nmemroy = "1GiB"'), 20,
      "slice[0].memroy", "unknown key (known: name, gpu, memory, compute"),
+    (('priority = "high"', 'priority = "high"\nhost_memory = "8GB"'), 20,
+     "slice[0].host_memory", "'8GB' is ambiguous"),
+    (('priority = "high"', 'priority = "high"\nhost_memory = 512'), 20,
+     "slice[0].host_memory",
+     "512B is below the smallest bound, 1MiB (0 is no bound"),
+    (('priority = "high"', 'priority = "high"\nhost_memory = -1'), 20,
+     "slice[0].host_memory", "-1 bytes is out of range"),
+    (('priority = "high"', 'priority = "high"\nhost_memory = true'), 20,
+     "slice[0].host_memory", "True is not a size"),
+    (('priority = "high"', 'priority = "high"\nhost_memory = 1.5'), 20,
+     "slice[0].host_memory", "1.5 is not a size"),
     (('name = "infer"', 'name = "train"'), 22, "slice[1].name",
      "slice 'train' is already defined at /etc/xpu/xpud.toml:13"),
     (("[defaults]", "[default]"), 2, "default",

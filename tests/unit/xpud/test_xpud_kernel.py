@@ -347,9 +347,11 @@ class FakeXpu:
         s = self.slices[id]
         a.id, a.gpu_minor = id, s["gpu_minor"]
         uapi.pack_str(a.name, s["name"].encode())
-        for k in ("memory_limit", "compute_share", "weight", "priority"):
+        for k in ("memory_limit", "compute_share", "weight", "priority",
+                  "host_memory_limit"):
             setattr(a, k, s[k])
         a.memory_used = s.get("memory_used", 0)
+        a.host_memory_used = s.get("host_memory_used", 0)
         a.open_files = self.open_files.get(id, 0)
 
     def create(self, a):
@@ -371,7 +373,8 @@ class FakeXpu:
         self.slices[id] = {"name": name, "gpu_minor": a.gpu_minor,
                            "memory_limit": a.memory_limit,
                            "compute_share": a.compute_share,
-                           "weight": a.weight, "priority": a.priority}
+                           "weight": a.weight, "priority": a.priority,
+                           "host_memory_limit": a.host_memory_limit}
         self._fill(id, a)
 
     def get(self, a):
@@ -384,10 +387,21 @@ class FakeXpu:
         if a.id not in self.slices:
             _raise(errno.ENOENT)
         s = self.slices[a.id]
+        # A bound on system memory below what the slice holds: EBUSY, as
+        # a memory limit below what it uses (xpu_mem_set_host_limit).
+        if a.flags & uapi.XPU_SLICE_SET_HOST_MEMORY and \
+                a.host_memory_limit and \
+                s.get("host_memory_used", 0) > a.host_memory_limit:
+            _raise(errno.EBUSY)
+        if a.flags & uapi.XPU_SLICE_SET_MEMORY and \
+                s.get("memory_used", 0) > a.memory_limit:
+            _raise(errno.EBUSY)
         for flag, k in ((uapi.XPU_SLICE_SET_MEMORY, "memory_limit"),
                         (uapi.XPU_SLICE_SET_SHARE, "compute_share"),
                         (uapi.XPU_SLICE_SET_WEIGHT, "weight"),
-                        (uapi.XPU_SLICE_SET_PRIORITY, "priority")):
+                        (uapi.XPU_SLICE_SET_PRIORITY, "priority"),
+                        (uapi.XPU_SLICE_SET_HOST_MEMORY,
+                         "host_memory_limit")):
             if a.flags & flag:
                 s[k] = getattr(a, k)
         self._fill(a.id, a)
@@ -502,8 +516,8 @@ def mknod_ok(nodes):
 
 
 def spec(name="a", uuid=UUID0, memory=GIB, share=0, weight=100,
-         priority="normal"):
-    return model.SliceSpec(name, uuid, memory, share, weight, priority)
+         priority="normal", host=0):
+    return model.SliceSpec(name, uuid, memory, share, weight, priority, host)
 
 
 def test_ctl_lists_gpus_and_slices(fake, tmp_path):
@@ -591,6 +605,69 @@ def test_slices_by_name(kb, fake):
     assert [s.spec.name for s in kb.list_slices()] == ["b"]
     with pytest.raises(backend.NoSuchSlice):
         kb.destroy_slice("a")
+
+
+def sent_sets(fake):
+    """The XPU_IOC_SLICE_SET arguments sent, in order."""
+    return [uapi.XpuSliceInfo.from_buffer_copy(c[1]) for c in fake.calls
+            if c[0] == uapi.XPU_IOC_SLICE_SET]
+
+
+def test_host_memory_limit(kb, fake):
+    k = kb.create_slice(spec("a", host=2 * GIB))
+    assert fake.slices[0]["host_memory_limit"] == 2 * GIB
+    assert k.spec == spec("a", host=2 * GIB)
+    assert k.host_memory_used_bytes == 0
+    fake.slices[0]["host_memory_used"] = 300 * MIB
+    [got] = kb.list_slices()
+    assert got.spec.host_memory_limit_bytes == 2 * GIB
+    assert got.host_memory_used_bytes == 300 * MIB
+    # Created without one: none sent.
+    kb.create_slice(spec("b"))
+    assert fake.slices[1]["host_memory_limit"] == 0
+    # Only the bound changes: only its flag goes.
+    fake.calls.clear()
+    k = kb.update_slice(spec("a", host=GIB))
+    [sent] = sent_sets(fake)
+    assert (sent.flags, sent.host_memory_limit) == (
+        uapi.XPU_SLICE_SET_HOST_MEMORY, GIB)
+    assert k.spec.host_memory_limit_bytes == GIB
+    assert fake.slices[0]["host_memory_limit"] == GIB
+    # Other changes leave it alone; 0 takes it away.
+    fake.calls.clear()
+    kb.update_slice(spec("a", weight=5, host=GIB))
+    assert [s.flags for s in sent_sets(fake)] == [uapi.XPU_SLICE_SET_WEIGHT]
+    fake.calls.clear()
+    kb.update_slice(spec("a", weight=5))
+    [sent] = sent_sets(fake)
+    assert (sent.flags, sent.host_memory_limit) == (
+        uapi.XPU_SLICE_SET_HOST_MEMORY, 0)
+    assert fake.slices[0]["host_memory_limit"] == 0
+
+
+def test_a_host_memory_limit_below_use_is_busy(kb, fake):
+    kb.create_slice(spec("a", host=2 * GIB))
+    fake.slices[0]["host_memory_used"] = 300 * MIB
+    with pytest.raises(backend.Busy) as e:
+        kb.update_slice(spec("a", host=256 * MIB))
+    assert e.value.code == "busy"
+    assert str(e.value) == (
+        "changing slice 'a': the slice holds more system memory allocated by "
+        "the driver (pinned host pages) now than the new host-memory bound "
+        "(300MiB held, 256MiB asked): free that memory first (or stop the "
+        "slice's processes), or ask for more")
+    assert fake.slices[0]["host_memory_limit"] == 2 * GIB
+    # With the memory limit lowered too, xpu.ko's figures say which.
+    with pytest.raises(backend.Busy) as e:
+        kb.update_slice(spec("a", memory=512 * MIB, host=256 * MIB))
+    assert "(300MiB held, 256MiB asked)" in str(e.value)
+    fake.slices[0]["memory_used"] = 768 * MIB
+    fake.slices[0]["host_memory_used"] = 0
+    with pytest.raises(backend.Busy) as e:
+        kb.update_slice(spec("a", memory=512 * MIB, host=256 * MIB))
+    assert "the slice uses more memory now than the new limit" in \
+        str(e.value)
+    assert "host-memory" not in str(e.value)
 
 
 def test_kernel_refusals_become_backend_errors(kb, fake):
@@ -681,6 +758,35 @@ def test_the_service_on_the_kernel_backend(kb, fake, tmp_path, mknod_ok):
     assert svc.reconcile() == "1 slice ready, 2 GPUs"
     svc.op_destroy("train")
     assert fake.slices == {} and os.listdir(tmp_path / "dev") == []
+
+
+def test_the_service_passes_the_host_memory_limit(kb, fake, tmp_path,
+                                                  mknod_ok):
+    svc = Service(kb, StateStore(str(tmp_path / "state")),
+                  config.parse("", str(tmp_path / "xpud.toml")),
+                  cgroup_root=str(tmp_path / "cgroup"))
+    svc.start()
+    s = svc.op_create(name="a", gpu=1, memory_limit_bytes=GIB,
+                      host_memory_limit_bytes=4 * GIB)
+    assert fake.slices[0]["host_memory_limit"] == 4 * GIB
+    assert (s["host_memory_limit_bytes"], s["host_memory_used_bytes"]) == (
+        4 * GIB, 0)
+    # The kernel holds it as wanted: a pass sets nothing.
+    fake.calls.clear()
+    svc.reconcile()
+    assert sent_sets(fake) == []
+    fake.slices[0]["host_memory_used"] = 3 * GIB
+    assert svc.op_show("a")["host_memory_used_bytes"] == 3 * GIB
+    [u] = svc.op_top()["slices"]
+    assert (u["host_memory_used_bytes"], u["host_memory_limit_bytes"]) == (
+        3 * GIB, 4 * GIB)
+    with pytest.raises(api.ApiError) as e:
+        svc.op_set(name="a", host_memory_limit_bytes=2 * GIB)
+    assert e.value.code == "busy"
+    assert "(3GiB held, 2GiB asked)" in e.value.message
+    assert svc.op_show("a")["host_memory_limit_bytes"] == 4 * GIB
+    svc.op_set(name="a", host_memory_limit_bytes=0)
+    assert fake.slices[0]["host_memory_limit"] == 0
 
 
 def test_select(tmp_path, monkeypatch, caplog):

@@ -38,6 +38,8 @@ EXPECTED = {
     "xpu_slice_memory_limit_bytes": "gauge",
     "xpu_slice_memory_used_bytes": "gauge",
     "xpu_slice_memory_peak_bytes": "gauge",
+    "xpu_slice_host_memory_limit_bytes": "gauge",
+    "xpu_slice_host_memory_used_bytes": "gauge",
     "xpu_slice_denied_allocations": "counter",
     "xpu_slice_killed_processes": "counter",
     "xpu_slice_compute_share_ratio": "gauge",
@@ -106,13 +108,14 @@ def two_slices(make_service):
     """A service with slice a on GPU 0 and b on GPU 1, and what the kernel
     says of each beyond their settings."""
     svc = make_service()
-    svc.op_create("a", 0, 1 * GIB, compute_share=25)
+    svc.op_create("a", 0, 1 * GIB, compute_share=25,
+                  host_memory_limit_bytes=4 * GIB)
     svc.op_create("b", UUID1, 512 * MIB, compute_share=12.5, weight=200)
     b = svc.backend
     k = b.slices["a"]
     b.slices["a"] = dataclasses.replace(
         k, memory_used_bytes=256 * MIB, processes=2, denied_allocs=3,
-        share_obtained=248)
+        share_obtained=248, host_memory_used_bytes=96 * MIB)
     b.usage["a"] = {"memory_peak": 768 * MIB, "killed": 1,
                     "run_ns": 1_500_000_000, "gated_ns": 2_250_000_000,
                     "runnable_ns": 3_750_000_000}
@@ -154,6 +157,10 @@ def test_names_types_labels_and_values(two_slices, exporter):
         "a": 256 * MIB, "b": 0}
     assert samples(fams, "xpu_slice_memory_peak_bytes") == {
         "a": 768 * MIB, "b": 0}
+    assert samples(fams, "xpu_slice_host_memory_limit_bytes") == {
+        "a": 4 * GIB, "b": 0}
+    assert samples(fams, "xpu_slice_host_memory_used_bytes") == {
+        "a": 96 * MIB, "b": 0}
     assert samples(fams, "xpu_slice_denied_allocations") == {"a": 3, "b": 0}
     assert samples(fams, "xpu_slice_killed_processes") == {"a": 1, "b": 0}
     assert samples(fams, "xpu_slice_compute_share_ratio") == {
@@ -189,6 +196,10 @@ def test_top_and_metrics_are_one_source(two_slices, exporter):
         assert got("xpu_slice_memory_limit_bytes") == s["memory_limit_bytes"]
         assert got("xpu_slice_memory_used_bytes") == s["memory_used_bytes"]
         assert got("xpu_slice_memory_peak_bytes") == s["memory_peak_bytes"]
+        assert got("xpu_slice_host_memory_limit_bytes") == \
+            s["host_memory_limit_bytes"]
+        assert got("xpu_slice_host_memory_used_bytes") == \
+            s["host_memory_used_bytes"]
         assert got("xpu_slice_denied_allocations") == s["denied_allocs"]
         assert got("xpu_slice_compute_share_ratio") == pytest.approx(
             s["compute_share"] / 100)

@@ -2,6 +2,7 @@
 """xpu/service.py: desired state, reconciling it into the kernel (here the
 in-memory FakeBackend), and the ops of the API."""
 
+import dataclasses
 import json
 import logging
 
@@ -64,7 +65,8 @@ def test_create_saves_then_applies(make_service, backend, tmp_path):
     assert s == {
         "name": "a", "origin": "api", "gpu_uuid": UUID1, "gpu_index": 1,
         "gpu_minor": 1, "memory_limit_bytes": 2 * GIB,
-        "memory_used_bytes": 0, "compute_share": 12.5, "weight": 300,
+        "memory_used_bytes": 0, "host_memory_limit_bytes": 0,
+        "host_memory_used_bytes": 0, "compute_share": 12.5, "weight": 300,
         "priority": "low", "cgroups": [], "transient_cgroups": [],
         "owner": None, "nodes": ["/dev/xpu0", "/dev/xpu0-ctl"],
         "id": None, "gpu_node": "/dev/xpu0", "ctl_node": "/dev/xpu0-ctl",
@@ -104,6 +106,20 @@ def test_a_refused_create_is_undone(make_service, backend, tmp_path):
      "weight: 0 is not between 1 and 10000"),
     ({"name": "a", "gpu": 0, "memory_limit_bytes": GIB, "priority": "max"},
      "invalid", "priority: 'max' is not one of low, normal, high"),
+    ({"name": "a", "gpu": 0, "memory_limit_bytes": GIB,
+      "host_memory_limit_bytes": -1}, "invalid",
+     ("host_memory_limit_bytes: -1 is negative: give a number of bytes, or 0 "
+      "for no bound")),
+    ({"name": "a", "gpu": 0, "memory_limit_bytes": GIB,
+      "host_memory_limit_bytes": 512}, "invalid",
+     ("host_memory_limit_bytes: 512B is below the smallest bound, 1MiB (0 is "
+      "no bound")),
+    ({"name": "a", "gpu": 0, "memory_limit_bytes": GIB,
+      "host_memory_limit_bytes": 1.5 * GIB}, "invalid",
+     "host_memory_limit_bytes: 1610612736.0 is not a number of bytes"),
+    ({"name": "a", "gpu": 0, "memory_limit_bytes": GIB,
+      "host_memory_limit_bytes": True}, "invalid",
+     "host_memory_limit_bytes: True is not a number of bytes"),
     ({"name": "a", "gpu": 0, "memory_limit_bytes": 81 * GIB}, "conflict",
      (f"GPU 0 ({UUID0}) has 80GiB of 80GiB not given to slices; 'a' asks "
       "for 81GiB")),
@@ -157,6 +173,80 @@ def test_set_changes_in_place(make_service, backend, tmp_path):
     assert state_doc(tmp_path)["slices"][0]["memory_limit_bytes"] == 2 * GIB
     with pytest.raises(ApiError, match="^set: nothing to change"):
         svc.op_set(name="a")
+
+
+def test_host_memory_limit(make_service, backend, tmp_path):
+    svc = make_service()
+    s = svc.op_create(name="a", gpu=0, memory_limit_bytes=GIB,
+                      host_memory_limit_bytes=4 * GIB)
+    assert (s["host_memory_limit_bytes"], s["host_memory_used_bytes"]) == (
+        4 * GIB, 0)
+    assert backend.slices["a"].spec.host_memory_limit_bytes == 4 * GIB
+    [saved] = state_doc(tmp_path)["slices"]
+    assert saved["host_memory_limit_bytes"] == 4 * GIB
+    # What the kernel says the slice holds is shown.
+    backend.slices["a"] = dataclasses.replace(backend.slices["a"],
+                                              host_memory_used_bytes=3 * MIB)
+    assert svc.op_show("a")["host_memory_used_bytes"] == 3 * MIB
+    # A change of the bound alone is a change in place.
+    backend.calls.clear()
+    s = svc.op_set(name="a", host_memory_limit_bytes=2 * GIB)
+    assert s["host_memory_limit_bytes"] == 2 * GIB
+    assert s["memory_limit_bytes"] == GIB
+    assert [c[0] for c in backend.changes()] == ["update_slice"]
+    assert backend.slices["a"].spec.host_memory_limit_bytes == 2 * GIB
+    assert state_doc(tmp_path)["slices"][0]["host_memory_limit_bytes"] == \
+        2 * GIB
+    # Below what the slice holds: busy, and nothing changed anywhere.
+    with pytest.raises(ApiError) as e:
+        svc.op_set(name="a", host_memory_limit_bytes=2 * MIB)
+    assert e.value.code == "busy"
+    assert "host-memory bound" in e.value.message
+    assert svc.op_show("a")["host_memory_limit_bytes"] == 2 * GIB
+    assert backend.slices["a"].spec.host_memory_limit_bytes == 2 * GIB
+    assert state_doc(tmp_path)["slices"][0]["host_memory_limit_bytes"] == \
+        2 * GIB
+    with pytest.raises(ApiError) as e:
+        svc.op_set(name="a", host_memory_limit_bytes=-5)
+    assert (e.value.code, e.value.message) == (
+        "invalid", ("host_memory_limit_bytes: -5 is negative: give a number "
+                    "of bytes, or 0 for no bound"))
+    # 0 takes the bound away; the state file then has no such key.
+    svc.op_set(name="a", host_memory_limit_bytes=0)
+    assert backend.slices["a"].spec.host_memory_limit_bytes == 0
+    assert "host_memory_limit_bytes" not in state_doc(tmp_path)["slices"][0]
+    # A restart brings the bound back, and changes nothing in the kernel.
+    svc.op_set(name="a", host_memory_limit_bytes=GIB)
+    backend.calls.clear()
+    svc = make_service()
+    assert backend.changes() == []
+    assert svc.op_show("a")["host_memory_limit_bytes"] == GIB
+
+
+def test_host_memory_limit_of_the_configuration(make_service, backend,
+                                                tmp_path):
+    svc = make_service(CONFIG + 'host_memory = "16GiB"\n')
+    assert backend.slices["train"].spec.host_memory_limit_bytes == 16 * GIB
+    [s] = svc.op_list()
+    assert s["host_memory_limit_bytes"] == 16 * GIB
+    backend.calls.clear()
+    svc.reload(config.parse(CONFIG, str(tmp_path / "xpud.toml")))
+    assert [c[0] for c in backend.changes()] == ["update_slice"]
+    assert backend.slices["train"].spec.host_memory_limit_bytes == 0
+
+
+def test_kernel_slices_are_adopted_with_their_host_memory_limit(
+        make_service, backend, tmp_path):
+    svc = make_service()
+    svc.op_create(name="a", gpu=0, memory_limit_bytes=GIB,
+                  host_memory_limit_bytes=3 * GIB)
+    (tmp_path / "state" / "state.json").unlink()
+    backend.calls.clear()
+    svc = make_service()
+    assert backend.changes() == []
+    assert svc.op_show("a")["host_memory_limit_bytes"] == 3 * GIB
+    assert state_doc(tmp_path)["slices"][0]["host_memory_limit_bytes"] == \
+        3 * GIB
 
 
 def test_configuration_slices_are_changed_in_the_file(make_service, tmp_path):

@@ -37,6 +37,29 @@ def test_round_trip(tmp_path):
     assert (tmp_path / "lib" / "state.json").stat().st_mode & 0o777 == 0o644
 
 
+def test_host_memory_limit_round_trip(tmp_path):
+    store = StateStore(str(tmp_path))
+    bounded = State(slices=[
+        SliceRecord(model.SliceSpec("a", UUID0, 8 * GIB, 250, 100, "high",
+                                    host_memory_limit_bytes=16 * GIB)),
+        SliceRecord(model.SliceSpec("b", UUID0, GIB))])
+    store.save(bounded)
+    assert store.load() == bounded
+    a, b = json.loads((tmp_path / "state.json").read_text())["slices"]
+    assert a["host_memory_limit_bytes"] == 16 * GIB
+    assert "host_memory_limit_bytes" not in b  # no bound: as before
+
+
+def test_a_file_without_host_memory_limits_loads():
+    # As an xpud before host-memory bounds wrote it.
+    text = json.dumps({"schema": 1, "slices": [
+        {"name": "a", "gpu_uuid": UUID0, "memory_limit_bytes": GIB,
+         "compute_share": 0, "weight": 100, "priority": "normal",
+         "cgroups": []}]})
+    [r] = state.decode(text).slices
+    assert r.spec.host_memory_limit_bytes == 0
+
+
 def test_save_is_write_fsync_rename_fsync_dir(tmp_path, monkeypatch):
     store = StateStore(str(tmp_path))
     store.save(State())
@@ -90,6 +113,15 @@ def test_temporaries_of_a_crash_are_removed(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def _slice_with(**fields) -> bytes:
+    """A state file of one valid slice with FIELDS added or replaced."""
+    s = {"name": "a", "gpu_uuid": UUID0, "memory_limit_bytes": GIB,
+         "compute_share": 0, "weight": 100, "priority": "normal",
+         "cgroups": []}
+    s.update(fields)
+    return json.dumps({"schema": 1, "slices": [s]}).encode()
+
+
 @pytest.mark.parametrize("content, why", [
     (b"{", "not JSON"),
     (b"", "not JSON"),
@@ -103,6 +135,12 @@ def test_temporaries_of_a_crash_are_removed(tmp_path):
      "slices[0]: gpu_uuid is not a UUID"),
     (b'{"schema": 1, "config_bindings": {"a": "/x"}}',
      "config_bindings.a: cgroups must be a list"),
+    (_slice_with(host_memory_limit_bytes=-1),
+     "slices[0]: -1 is negative: give a number of bytes, or 0 for no bound"),
+    (_slice_with(host_memory_limit_bytes="1GiB"),
+     "slices[0]: '1GiB' is not a number of bytes"),
+    (_slice_with(host_memory_limit_bytes=None),
+     "slices[0]: None is not a number of bytes"),
 ])
 def test_a_corrupt_file_is_set_aside_with_one_line(tmp_path, caplog,
                                                    content, why):

@@ -68,12 +68,20 @@ class FakeBackend(Backend):
         self._call("create_slice", spec)
         if spec.name in self.slices:
             raise BackendError(f"slice '{spec.name}' exists")
-        self.slices[spec.name] = KernelSlice(spec, memory_used_bytes=0)
+        self.slices[spec.name] = KernelSlice(spec, memory_used_bytes=0,
+                                             host_memory_used_bytes=0)
         return self.slices[spec.name]
 
     def update_slice(self, spec):
         self._call("update_slice", spec)
-        k = dataclasses.replace(self.slices[spec.name], spec=spec)
+        k = self.slices[spec.name]
+        # As xpu.ko: a bound on system memory below what the slice holds
+        # is refused (EBUSY).
+        bound = spec.host_memory_limit_bytes
+        if bound and (k.host_memory_used_bytes or 0) > bound:
+            raise Busy(f"changing slice '{spec.name}': the slice holds more "
+                       "system memory than the new host-memory bound")
+        k = dataclasses.replace(k, spec=spec)
         self.slices[spec.name] = k
         return k
 
@@ -119,14 +127,16 @@ class FakeBackend(Backend):
             fields = {"memory_used": k.memory_used_bytes or 0,
                       "processes": k.processes or 0,
                       "denied_allocs": k.denied_allocs or 0,
-                      "share_obtained": k.share_obtained or 0}
+                      "share_obtained": k.share_obtained or 0,
+                      "host_memory_used": k.host_memory_used_bytes or 0}
             fields.update(self.usage.get(spec.name, {}))
             infos.append(ctl.SliceInfo(
                 id=k.id if k.id is not None else i, name=spec.name,
                 gpu_minor=minors[spec.gpu_uuid],
                 memory_limit=spec.memory_limit_bytes,
                 compute_share=spec.compute_share, weight=spec.weight,
-                priority=PRIORITIES[spec.priority], **fields))
+                priority=PRIORITIES[spec.priority],
+                host_memory_limit=spec.host_memory_limit_bytes, **fields))
         gpus = []
         for g in self.gpus:
             mine = [s for s in infos if s.gpu_minor == g.minor]

@@ -56,6 +56,14 @@ SLICE = (
     Metric("xpu_slice_memory_peak_bytes", GAUGE,
            "The most video memory the slice has held since it was made.",
            lambda s: s.memory_peak_bytes),
+    Metric("xpu_slice_host_memory_limit_bytes", GAUGE,
+           "The slice's bound on the system memory the driver allocates "
+           "for its clients (pinned host pages); 0: no bound.",
+           lambda s: s.host_memory_limit_bytes),
+    Metric("xpu_slice_host_memory_used_bytes", GAUGE,
+           "System memory the driver allocated for the slice's clients "
+           "(pinned host pages), as xpu.ko charges it.",
+           lambda s: s.host_memory_used_bytes),
     Metric("xpu_slice_denied_allocations_total", COUNTER,
            "Video-memory allocations refused at the slice's limit.",
            lambda s: s.denied_allocs),
