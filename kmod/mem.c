@@ -318,11 +318,13 @@ int xpu_mem_set_limit(struct xpu_slice *slice, u64 limit)
 }
 
 /*
- * The bound on system memory RM allocates for SLICE's clients (0: none),
- * under xpu_lock; a bound where there was none, or a lower one, with
- * mem_lock too: refused (-EBUSY) below what the slice holds now.
+ * Whether SLICE may take LIMIT as its bound on system memory RM allocates
+ * for its clients (0: none), under xpu_lock: a bound where there was none,
+ * or a lower one, is checked with mem_lock held too (the caller keeps it
+ * until the bound is in place), and refused (-EBUSY) below what the slice
+ * holds now.
  */
-int xpu_mem_set_host_limit(struct xpu_slice *slice, u64 limit)
+int xpu_mem_host_limit_check(struct xpu_slice *slice, u64 limit)
 {
 	if (limit && (!slice->host_limit || limit < slice->host_limit)) {
 		lockdep_assert_held(&slice->mem_lock);
@@ -330,7 +332,6 @@ int xpu_mem_set_host_limit(struct xpu_slice *slice, u64 limit)
 		if (slice->host_used > limit)
 			return -EBUSY;
 	}
-	WRITE_ONCE(slice->host_limit, limit);
 	return 0;
 }
 

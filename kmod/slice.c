@@ -299,6 +299,12 @@ again:
 		lower = true;
 		goto again;
 	}
+	/* checked before anything changes: a refused SET changes nothing */
+	if (flags & XPU_SLICE_SET_HOST_MEMORY) {
+		ret = xpu_mem_host_limit_check(slice, arg->host_memory_limit);
+		if (ret)
+			goto out;
+	}
 	if (flags & XPU_SLICE_SET_MEMORY) {
 		u64 old = slice->memory_limit;
 
@@ -312,11 +318,8 @@ again:
 			goto out;
 		gpu->memory_sliced = gpu->memory_sliced - old + memory;
 	}
-	if (flags & XPU_SLICE_SET_HOST_MEMORY) {
-		ret = xpu_mem_set_host_limit(slice, arg->host_memory_limit);
-		if (ret)
-			goto out;
-	}
+	if (flags & XPU_SLICE_SET_HOST_MEMORY)
+		WRITE_ONCE(slice->host_limit, arg->host_memory_limit);
 	if (flags & XPU_SLICE_SET_SHARE) {
 		gpu->share_sliced = gpu->share_sliced - slice->share + share;
 		WRITE_ONCE(slice->share, share);

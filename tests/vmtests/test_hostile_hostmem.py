@@ -147,8 +147,9 @@ assert r.status == abi.NV_ERR_INVALID_CLASS, hex(r.status)
 
 def test_a_host_bound_below_what_the_slice_holds_is_refused(sl, admin):
     """SET lowers the bound only to what the slice holds: below is -EBUSY,
-    the old bound kept; no bound (0) is always accepted, and a slice with
-    none still reads what it holds."""
+    the old bound kept, and nothing else the same SET names changes (a
+    raise of the memory limit with it); no bound (0) is always accepted,
+    and a slice with none still reads what it holds."""
     child(sl, """
 import errno
 st, h = sysmem(4 * MiB)
@@ -160,6 +161,13 @@ with xpu_ctl.Ctl() as a:
     except xpu_ctl.CtlError as e:
         assert e.errno == errno.EBUSY, e
     assert a.slice_get(SLICE).host_memory_limit == 8 * MiB
+    try:
+        a.slice_set(SLICE, memory_limit=128 * MiB, host_memory_limit=2 * MiB)
+        raise AssertionError("a bound below the slice's use was set")
+    except xpu_ctl.CtlError as e:
+        assert e.errno == errno.EBUSY, e
+    got = a.slice_get(SLICE)
+    assert (got.memory_limit, got.host_memory_limit) == (64 * MiB, 8 * MiB)
     assert a.slice_set(SLICE, host_memory_limit=0).host_memory_limit == 0
     st, h2 = sysmem(16 * MiB)
     assert st == abi.NV_OK, hex(st)

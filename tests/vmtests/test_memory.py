@@ -566,8 +566,8 @@ def test_vid_heap_info_details(dev0):
 
 def test_size_query_other_classes(ctl, dev0):
     dev0.gpu.register_fd(ctl)
-    for hclass, status in [(abi.NV01_MEMORY_SYSTEM_DYNAMIC,
-                            abi.NV_ERR_NOT_SUPPORTED),
+    # NV01_MEMORY_SYSTEM_DYNAMIC (cl0070.h): RM's, not the stub's
+    for hclass, status in [(0x0070, abi.NV_ERR_NOT_SUPPORTED),
                            (0xBEEF, abi.NV_ERR_INVALID_CLASS)]:
         arg = dev0.gpu.rm_alloc_memory(dev0.client.handle, dev0.hdevice,
                                        hclass, check=False)

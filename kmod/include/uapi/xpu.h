@@ -210,7 +210,7 @@ struct xpu_slice_info {
 	/* Usage: filled in by GET (and CREATE, SET), ignored on input. */
 	__u64	memory_used;	/* bytes, as the driver attributes them */
 	__u64	memory_peak;
-	__u64	denied_allocs;	/* allocations refused for the limit */
+	__u64	denied_allocs;	/* allocations refused for a limit */
 	__u64	killed;		/* processes killed for cheating the limit */
 	__u32	open_files;	/* driver files open in the slice */
 	__u32	processes;	/* processes that used the slice's files */

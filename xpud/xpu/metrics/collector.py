@@ -65,7 +65,8 @@ SLICE = (
            "(pinned host pages), as xpu.ko charges it.",
            lambda s: s.host_memory_used_bytes),
     Metric("xpu_slice_denied_allocations_total", COUNTER,
-           "Video-memory allocations refused at the slice's limit.",
+           "Allocations refused at the slice's video-memory limit or "
+           "host-memory bound.",
            lambda s: s.denied_allocs),
     Metric("xpu_slice_killed_processes_total", COUNTER,
            "Processes killed for getting around the slice's memory limit.",
