@@ -83,15 +83,16 @@ void xpu_hostmem_sweep(struct xpu_slice *slice)
 
 /*
  * Whether WANT more bytes of system memory fit in SLICE, and one more
- * object: swept first when they would not.  An object larger than xpu
- * follows is refused here, before RM makes it.  A denial is counted.
+ * object: swept first when they would not.  In a slice with a bound an
+ * object larger than xpu follows is refused here, before RM makes it (in
+ * one without, it goes unrecorded).  A denial is counted.
  */
 bool xpu_hostmem_fits(struct xpu_slice *slice, u64 want)
 {
 	u64 limit = READ_ONCE(slice->host_limit);
 
 	lockdep_assert_held(&slice->mem_lock);
-	if (want > ((u64)XPU_HOSTMEM_MAX_PAGES << PAGE_SHIFT)) {
+	if (limit && want > ((u64)XPU_HOSTMEM_MAX_PAGES << PAGE_SHIFT)) {
 		slice->denied++;
 		return false;
 	}
@@ -110,8 +111,12 @@ bool xpu_hostmem_fits(struct xpu_slice *slice, u64 want)
  * on record with a reference on each of its pages.  Returns 0; -ESRCH when
  * RM has no such object of that class (nothing to charge); -E2BIG for more
  * pages than xpu follows in one object; -ENOSPC past XPU_MAX_HOSTMEM;
- * -EDQUOT past the slice's host_limit; -ENOMEM.  On an error other than
- * -ESRCH the caller undoes the allocation.
+ * -EDQUOT past the slice's host_limit; -EPERM for a page xpu cannot take
+ * a reference on (one of a high-order block that is no compound page, as
+ * dma_alloc_coherent() hands out: its tail pages count no references, so
+ * when the block goes could not be told); -ENOMEM; -EIO when RM's two
+ * answers disagree.  On an error other than -ESRCH the caller undoes the
+ * allocation where the slice has a bound.
  */
 int xpu_hostmem_record(struct xpu_slice *slice, u32 hc, u32 ho)
 {
@@ -154,9 +159,12 @@ int xpu_hostmem_record(struct xpu_slice *slice, u32 hc, u32 ho)
 
 		if (k && h->heads[k - 1] == head)
 			continue;	/* one reference a compound page */
-		/* a page already freed is no page of a live object */
+		/*
+		 * A page of a live object counts a reference; one that counts
+		 * none is a tail of a block that is no compound page.
+		 */
 		if (!get_page_unless_zero(head)) {
-			ret = -ESRCH;
+			ret = -EPERM;
 			goto out_put;
 		}
 		h->heads[k++] = head;

@@ -8,11 +8,14 @@
 struct xpu_slice;
 
 /*
- * System-memory objects xpu follows a slice, and OS pages an object (16 GiB
- * of 4 KiB pages): past either the allocation is undone.  A record costs a
- * pointer a page (0.2 %), charged to the caller's memory cgroup.
+ * System-memory objects xpu follows a slice (as many as video-memory
+ * records, XPU_MAX_MEMRECS): past it an allocation is refused, bound or
+ * not.  OS pages an object (16 GiB of 4 KiB pages): past it an allocation
+ * is refused in a slice with a bound, left unrecorded in one without.  A
+ * record costs a pointer a page (0.2 %), charged to the caller's memory
+ * cgroup.
  */
-#define XPU_MAX_HOSTMEM		16384
+#define XPU_MAX_HOSTMEM		65536
 #define XPU_HOSTMEM_MAX_PAGES	BIT(22)
 
 bool xpu_hostmem_fits(struct xpu_slice *slice, u64 want);

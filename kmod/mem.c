@@ -904,8 +904,10 @@ static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 /*
  * System memory RM made for a caller of XF's slice by the call on E (RM
  * said NV_OK on xpu's copy): its pages go on record (hostmem.c), by the
- * handles RM read from xpu's copy.  One xpu cannot record is undone, as
- * the caller, through a control file.  A GPU file's (RM_ALLOC_MEMORY) RM
+ * handles RM read from xpu's copy.  In a slice with no bound that is all:
+ * what xpu cannot record is left out of host_memory_used.  In one with a
+ * bound, one xpu cannot record is undone, as the caller, through a control
+ * file.  A GPU file's (RM_ALLOC_MEMORY) RM
  * does not free through: then the slice pays WANT bytes until it goes, the
  * file is refused from now on and the caller killed, as for video memory
  * xpu cannot follow (xpu_mem_unrecorded).  Only a failure to allocate
@@ -924,7 +926,7 @@ static u32 xpu_mem_host_record(struct xpu_file *xf, struct file *file,
 	xpu_escape_handles(e, site, &hc, &hp, &ho);
 	err = xpu_hostmem_record(slice, hc, ho);
 	/* -ESRCH: RM made something else (VID_HEAP's LOCATION_ANY) */
-	if (!err || err == -ESRCH)
+	if (!err || err == -ESRCH || !READ_ONCE(slice->host_limit))
 		return NV_OK;
 	if (xf->gpu) {
 		WRITE_ONCE(slice->host_used, slice->host_used + site->host_want);
