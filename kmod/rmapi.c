@@ -481,18 +481,26 @@ bool xpu_rm_object_lost(u32 h_client, u32 h_object)
  * object of any other class is NV_ERR_NOT_SUPPORTED, none at all
  * NV_ERR_OBJECT_NOT_FOUND.  A query: it changes nothing.
  */
-u32 xpu_rm_sysmem_npages(u32 h_client, u32 h_object, u32 *n)
+static u32 xpu_rm_ask(u32 h_client, u32 h_object, u32 cmd, void *params,
+		      u32 size)
 {
-	struct nv003e_ctrl_get_surface_num_phys_pages_params p = {};
 	u32 status;
 
 	if (!xpu_rm_have)
 		return NV_ERR_INVALID_STATE;
 	mutex_lock(&xpu_rm_lock);
-	status = xpu_rm_control_as(h_client, h_object,
-				   NV003E_CTRL_CMD_GET_SURFACE_NUM_PHYS_PAGES,
-				   &p, sizeof(p));
+	status = xpu_rm_control_as(h_client, h_object, cmd, params, size);
 	mutex_unlock(&xpu_rm_lock);
+	return status;
+}
+
+u32 xpu_rm_sysmem_npages(u32 h_client, u32 h_object, u32 *n)
+{
+	struct nv003e_ctrl_get_surface_num_phys_pages_params p = {};
+	u32 status = xpu_rm_ask(h_client, h_object,
+				NV003E_CTRL_CMD_GET_SURFACE_NUM_PHYS_PAGES,
+				&p, sizeof(p));
+
 	*n = p.num_pages;
 	return status;
 }
@@ -509,15 +517,10 @@ u32 xpu_rm_sysmem_pages(u32 h_client, u32 h_object, struct page **pages,
 		.p_pages = (u64)(uintptr_t)pages,
 		.num_pages = *n,
 	};
-	u32 status;
+	u32 status = xpu_rm_ask(h_client, h_object,
+				NV003E_CTRL_CMD_GET_SURFACE_PHYS_PAGES,
+				&p, sizeof(p));
 
-	if (!xpu_rm_have)
-		return NV_ERR_INVALID_STATE;
-	mutex_lock(&xpu_rm_lock);
-	status = xpu_rm_control_as(h_client, h_object,
-				   NV003E_CTRL_CMD_GET_SURFACE_PHYS_PAGES,
-				   &p, sizeof(p));
-	mutex_unlock(&xpu_rm_lock);
 	*n = status == NV_OK ? min(p.num_pages, *n) : 0;
 	return status;
 }

@@ -90,13 +90,14 @@ def parse_gpu_ref(value: object) -> GpuRef:
     raise TypeError(f"{value!r} is not a GPU: write its UUID or index")
 
 
-def check_memory(n: int) -> int:
+def check_memory(n: int, what: str = "limit", note: str = "") -> int:
+    """A memory limit (WHAT) of at least 1 MiB; NOTE leads the hint."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"{n!r} is not a number of bytes")
     if n < MEMORY_MIN:
         raise ValueError(
-            f"{sizes.format_size(n)} is below the smallest limit, 1MiB "
-            "(sizes without a unit are bytes: did you mean MiB?)")
+            f"{sizes.format_size(n)} is below the smallest {what}, 1MiB "
+            f"({note}sizes without a unit are bytes: did you mean MiB?)")
     if n > sizes.MAX_BYTES:
         raise ValueError(f"{n} bytes is out of range")
     return n
@@ -105,20 +106,13 @@ def check_memory(n: int) -> int:
 def check_host_memory(n: int) -> int:
     """A bound on the system memory the driver allocates for a slice: 0
     for none, else at least 1 MiB (as a memory limit)."""
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"{n!r} is not a number of bytes")
-    if n < 0:
-        raise ValueError(f"{n} is negative: give a number of bytes, or 0 "
-                         "for no bound")
-    if n == NO_HOST_MEMORY_LIMIT:
-        return n
-    if n < MEMORY_MIN:
-        raise ValueError(
-            f"{sizes.format_size(n)} is below the smallest bound, 1MiB (0 is "
-            "no bound; sizes without a unit are bytes: did you mean MiB?)")
-    if n > sizes.MAX_BYTES:
-        raise ValueError(f"{n} bytes is out of range")
-    return n
+    if isinstance(n, int) and not isinstance(n, bool):
+        if n < 0:
+            raise ValueError(f"{n} is negative: give a number of bytes, or "
+                             "0 for no bound")
+        if n == NO_HOST_MEMORY_LIMIT:
+            return n
+    return check_memory(n, "bound", "0 is no bound; ")
 
 
 def check_weight(n: object) -> int:
