@@ -81,6 +81,14 @@ void xpu_hostmem_sweep(struct xpu_slice *slice)
 			xpu_hostmem_drop(slice, h);
 }
 
+/* Whether BYTES more stay within SLICE's bound, as of the last sweep. */
+static bool xpu_hostmem_under(const struct xpu_slice *slice, u64 bytes)
+{
+	u64 limit = READ_ONCE(slice->host_limit);
+
+	return !limit || (bytes <= limit && slice->host_used <= limit - bytes);
+}
+
 /*
  * Whether WANT more bytes of system memory fit in SLICE, and one more
  * object: swept first when they would not.  In a slice with a bound an
@@ -89,19 +97,16 @@ void xpu_hostmem_sweep(struct xpu_slice *slice)
  */
 bool xpu_hostmem_fits(struct xpu_slice *slice, u64 want)
 {
-	u64 limit = READ_ONCE(slice->host_limit);
-
 	lockdep_assert_held(&slice->mem_lock);
-	if (limit && want > ((u64)XPU_HOSTMEM_MAX_PAGES << PAGE_SHIFT)) {
-		slice->denied++;
-		return false;
-	}
+	if (READ_ONCE(slice->host_limit) &&
+	    want > ((u64)XPU_HOSTMEM_MAX_PAGES << PAGE_SHIFT))
+		goto denied;
 	if (slice->nr_hostmem >= XPU_MAX_HOSTMEM ||
-	    (limit && (want > limit || slice->host_used > limit - want)))
+	    !xpu_hostmem_under(slice, want))
 		xpu_hostmem_sweep(slice);
-	if (slice->nr_hostmem < XPU_MAX_HOSTMEM &&
-	    (!limit || (want <= limit && slice->host_used <= limit - want)))
+	if (slice->nr_hostmem < XPU_MAX_HOSTMEM && xpu_hostmem_under(slice, want))
 		return true;
+denied:
 	slice->denied++;
 	return false;
 }
@@ -120,11 +125,11 @@ bool xpu_hostmem_fits(struct xpu_slice *slice, u64 want)
  */
 int xpu_hostmem_record(struct xpu_slice *slice, u32 hc, u32 ho)
 {
-	u64 limit = READ_ONCE(slice->host_limit), bytes;
 	struct xpu_hostmem *h;
 	struct page **pages;
 	u32 n, got, i, k;
 	u32 status;
+	u64 bytes;
 	int ret;
 
 	lockdep_assert_held(&slice->mem_lock);
@@ -134,9 +139,9 @@ int xpu_hostmem_record(struct xpu_slice *slice, u32 hc, u32 ho)
 	if (n > XPU_HOSTMEM_MAX_PAGES)
 		return -E2BIG;
 	bytes = (u64)n << PAGE_SHIFT;
-	if (limit && (bytes > limit || slice->host_used > limit - bytes)) {
+	if (!xpu_hostmem_under(slice, bytes)) {
 		xpu_hostmem_sweep(slice);
-		if (bytes > limit || slice->host_used > limit - bytes) {
+		if (!xpu_hostmem_under(slice, bytes)) {
 			slice->denied++;
 			return -EDQUOT;
 		}

@@ -317,22 +317,23 @@ int xpu_mem_set_limit(struct xpu_slice *slice, u64 limit)
 	return 0;
 }
 
+/* Whether LIMIT bounds SLICE's system memory more tightly than it is now. */
+bool xpu_mem_host_limit_lowers(const struct xpu_slice *slice, u64 limit)
+{
+	return limit && (!slice->host_limit || limit < slice->host_limit);
+}
+
 /*
  * Whether SLICE may take LIMIT as its bound on system memory RM allocates
- * for its clients (0: none), under xpu_lock: a bound where there was none,
- * or a lower one, is checked with mem_lock held too (the caller keeps it
- * until the bound is in place), and refused (-EBUSY) below what the slice
- * holds now.
+ * for its clients, one that lowers it (xpu_mem_host_limit_lowers), under
+ * xpu_lock and mem_lock (kept until the bound is in place): refused
+ * (-EBUSY) below what the slice holds now.
  */
 int xpu_mem_host_limit_check(struct xpu_slice *slice, u64 limit)
 {
-	if (limit && (!slice->host_limit || limit < slice->host_limit)) {
-		lockdep_assert_held(&slice->mem_lock);
-		xpu_hostmem_sweep(slice);
-		if (slice->host_used > limit)
-			return -EBUSY;
-	}
-	return 0;
+	lockdep_assert_held(&slice->mem_lock);
+	xpu_hostmem_sweep(slice);
+	return slice->host_used > limit ? -EBUSY : 0;
 }
 
 /*
@@ -801,6 +802,23 @@ static bool xpu_mem_fits(struct xpu_slice *slice, u64 want)
 }
 
 /*
+ * The caller of XF is killed and XF refused from now on, for WHY; the
+ * slice keeps BYTES charged until destroyed (the caller says which figure).
+ */
+static void xpu_mem_kill_caller(struct xpu_file *xf, const char *why,
+				u64 bytes)
+{
+	struct xpu_slice *slice = xf->slice;
+
+	WRITE_ONCE(xf->poisoned, true);
+	atomic64_inc(&slice->killed);
+	pr_warn_ratelimited("slice %u '%s': pid %d %s: killed, its %s file refused, the slice charged %llu bytes until destroyed\n",
+			    slice->id, slice->name, task_tgid_nr(current), why,
+			    xf->gpu ? "GPU" : "control", bytes);
+	kill_pid(task_tgid(current), SIGKILL, 1);
+}
+
+/*
  * The caller made BYTES of video memory xpu has no record of, or made RM
  * free recorded memory behind xpu's back, so the ledger cannot follow them
  * through a free that takes them (with their client) while UVM maps them:
@@ -815,12 +833,7 @@ static void xpu_mem_unrecorded(struct xpu_file *xf, u64 bytes, const char *why)
 	lockdep_assert_held(&slice->mem_lock);
 	atomic64_add(bytes, &slice->lost_bytes);
 	WRITE_ONCE(slice->used, slice->used + bytes);
-	WRITE_ONCE(xf->poisoned, true);
-	atomic64_inc(&slice->killed);
-	pr_warn_ratelimited("slice %u '%s': pid %d %s: killed, its control file refused, the slice charged %llu bytes until destroyed\n",
-			    slice->id, slice->name, task_tgid_nr(current), why,
-			    bytes);
-	kill_pid(task_tgid(current), SIGKILL, 1);
+	xpu_mem_kill_caller(xf, why, bytes);
 }
 
 /*
@@ -930,12 +943,8 @@ static u32 xpu_mem_host_record(struct xpu_file *xf, struct file *file,
 		return NV_OK;
 	if (xf->gpu) {
 		WRITE_ONCE(slice->host_used, slice->host_used + site->host_want);
-		WRITE_ONCE(xf->poisoned, true);
-		atomic64_inc(&slice->killed);
-		pr_warn_ratelimited("slice %u '%s': pid %d: system memory xpu could not record (%d): killed, the slice charged %llu bytes until destroyed\n",
-				    slice->id, slice->name,
-				    task_tgid_nr(current), err, site->host_want);
-		kill_pid(task_tgid(current), SIGKILL, 1);
+		xpu_mem_kill_caller(xf, "made system memory xpu could not record",
+				    site->host_want);
 		return NV_ERR_NO_MEMORY;
 	}
 	xpu_free_as_caller(xf, file, hc, hp, ho);
@@ -1634,15 +1643,18 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 			return xpu_escape_status(&e, &site,
 						 NV_ERR_NOT_SUPPORTED);
 		/*
-		 * Any other location may be system memory (LOCATION_ANY is
-		 * RM's choice): admitted against host_limit at its size, and
+		 * Read back all the same: the location is a claim too.  Any
+		 * other location may be system memory (LOCATION_ANY is RM's
+		 * choice): admitted against host_limit at its size, and
 		 * recorded if RM made system memory.
 		 */
-		site.host = !xpu_is_vidmem(attr);
-		if (site.host)
+		if (xpu_is_vidmem(attr)) {
+			want = xpu_rm_rounded(want, attr, attr2);
+		} else {
+			site.host = true;
 			site.host_want = PAGE_ALIGN(want);
-		/* read back all the same: the location is a claim too */
-		want = xpu_is_vidmem(attr) ? xpu_rm_rounded(want, attr, attr2) : 0;
+			want = 0;
+		}
 		return xpu_admit_call(xf, file, cmd, &e, want, &site);
 	case NVOS32_FUNCTION_INFO:
 		ret = xpu_escape_plain(xf, file, cmd, &e, false);

@@ -14,6 +14,7 @@ u32 xpu_mem_charge_locked(struct xpu_slice *slice, u64 bytes);
 void xpu_mem_fill(struct xpu_slice *slice, struct xpu_slice_info *out);
 int xpu_mem_lock_admin(struct xpu_slice *slice);
 int xpu_mem_set_limit(struct xpu_slice *slice, u64 limit);
+bool xpu_mem_host_limit_lowers(const struct xpu_slice *slice, u64 limit);
 int xpu_mem_host_limit_check(struct xpu_slice *slice, u64 limit);
 void xpu_mem_slice_release(struct xpu_slice *slice);
 void xpu_mem_file_release(struct xpu_file *xf);

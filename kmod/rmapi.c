@@ -429,57 +429,8 @@ u32 xpu_rm_disable_channels(struct xpu_gpu *gpu, bool disable,
 }
 
 /*
- * The class of H_OBJECT in client H_CLIENT, as RM says (NV0000
- * CLIENT_GET_HANDLE_INFO, asked of that client); 0 when RM has no such
- * object.  A query: xpu acts on nothing a caller names.  (Not the channel's
- * work-submit token: RM refuses that until the channel has a runlist, which
- * its first engine object gives it.)
- */
-u32 xpu_rm_object_class(u32 h_client, u32 h_object)
-{
-	struct nv0000_ctrl_client_get_handle_info_params p = {
-		.h_object = h_object,
-		.index = NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_CLASSID,
-	};
-	u32 status;
-
-	if (!xpu_rm_have || !h_client || !h_object)
-		return 0;
-	mutex_lock(&xpu_rm_lock);
-	status = xpu_rm_control_as(h_client, h_client,
-				   NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO,
-				   &p, sizeof(p));
-	mutex_unlock(&xpu_rm_lock);
-	return status == NV_OK ? (u32)p.data.i_result : 0;
-}
-
-/*
- * Whether RM keeps H_OBJECT of H_CLIENT only as an invalidated handle: the
- * dependent of a freed object that was not its ancestor (a channel of a
- * freed context share or VA space, a virtual allocation of a freed VA
- * space), destructed, its handle left until it or an ancestor is freed
- * (resserv's bInvalidateOnly).  CLIENT_GET_HANDLE_INFO still answers such a
- * handle's class.  Asked with a command no class exports, without params:
- * RM looks the command up only for a live object, so it acts on nothing.
- */
-bool xpu_rm_object_lost(u32 h_client, u32 h_object)
-{
-	u32 status;
-
-	if (!xpu_rm_have || !h_client || !h_object)
-		return false;
-	mutex_lock(&xpu_rm_lock);
-	status = xpu_rm_control_as(h_client, h_object, XPU_CTRL_CMD_UNEXPORTED,
-				   NULL, 0);
-	mutex_unlock(&xpu_rm_lock);
-	return status == NV_ERR_RESOURCE_LOST;
-}
-
-/*
- * The number of OS pages of system-memory object H_OBJECT in client
- * H_CLIENT (NV003E GET_SURFACE_NUM_PHYS_PAGES), into *N; RM's status: an
- * object of any other class is NV_ERR_NOT_SUPPORTED, none at all
- * NV_ERR_OBJECT_NOT_FOUND.  A query: it changes nothing.
+ * One query of RM's, CMD on H_OBJECT of client H_CLIENT with PARAMS, as
+ * xpu's kernel client: RM's status, NV_ERR_INVALID_STATE without the driver.
  */
 static u32 xpu_rm_ask(u32 h_client, u32 h_object, u32 cmd, void *params,
 		      u32 size)
@@ -494,6 +445,63 @@ static u32 xpu_rm_ask(u32 h_client, u32 h_object, u32 cmd, void *params,
 	return status;
 }
 
+/* CLIENT_GET_HANDLE_INFO's INDEX about H_OBJECT, asked of H_CLIENT; 0: none */
+static u64 xpu_rm_handle_info(u32 h_client, u32 h_object, u32 index)
+{
+	struct nv0000_ctrl_client_get_handle_info_params p = {
+		.h_object = h_object,
+		.index = index,
+	};
+
+	if (!h_client || !h_object ||
+	    xpu_rm_ask(h_client, h_client, NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO,
+		       &p, sizeof(p)) != NV_OK)
+		return 0;
+	return p.data.i_result;
+}
+
+/*
+ * The class of H_OBJECT in client H_CLIENT, as RM says (NV0000
+ * CLIENT_GET_HANDLE_INFO, asked of that client); 0 when RM has no such
+ * object.  A query: xpu acts on nothing a caller names.  (Not the channel's
+ * work-submit token: RM refuses that until the channel has a runlist, which
+ * its first engine object gives it.)
+ */
+u32 xpu_rm_object_class(u32 h_client, u32 h_object)
+{
+	return xpu_rm_handle_info(h_client, h_object,
+				  NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_CLASSID);
+}
+
+/* The handle of H_OBJECT's parent in H_CLIENT, as RM says; 0 if none. */
+u32 xpu_rm_object_parent(u32 h_client, u32 h_object)
+{
+	return xpu_rm_handle_info(h_client, h_object,
+				  NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_PARENT);
+}
+
+/*
+ * Whether RM keeps H_OBJECT of H_CLIENT only as an invalidated handle: the
+ * dependent of a freed object that was not its ancestor (a channel of a
+ * freed context share or VA space, a virtual allocation of a freed VA
+ * space), destructed, its handle left until it or an ancestor is freed
+ * (resserv's bInvalidateOnly).  CLIENT_GET_HANDLE_INFO still answers such a
+ * handle's class.  Asked with a command no class exports, without params:
+ * RM looks the command up only for a live object, so it acts on nothing.
+ */
+bool xpu_rm_object_lost(u32 h_client, u32 h_object)
+{
+	return h_client && h_object &&
+	       xpu_rm_ask(h_client, h_object, XPU_CTRL_CMD_UNEXPORTED, NULL, 0) ==
+	       NV_ERR_RESOURCE_LOST;
+}
+
+/*
+ * The number of OS pages of system-memory object H_OBJECT in client
+ * H_CLIENT (NV003E GET_SURFACE_NUM_PHYS_PAGES), into *N; RM's status: an
+ * object of any other class is NV_ERR_NOT_SUPPORTED, none at all
+ * NV_ERR_OBJECT_NOT_FOUND.  A query: it changes nothing.
+ */
 u32 xpu_rm_sysmem_npages(u32 h_client, u32 h_object, u32 *n)
 {
 	struct nv003e_ctrl_get_surface_num_phys_pages_params p = {};
@@ -523,25 +531,6 @@ u32 xpu_rm_sysmem_pages(u32 h_client, u32 h_object, struct page **pages,
 
 	*n = status == NV_OK ? min(p.num_pages, *n) : 0;
 	return status;
-}
-
-/* The handle of H_OBJECT's parent in H_CLIENT, as RM says; 0 if none. */
-u32 xpu_rm_object_parent(u32 h_client, u32 h_object)
-{
-	struct nv0000_ctrl_client_get_handle_info_params p = {
-		.h_object = h_object,
-		.index = NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_PARENT,
-	};
-	u32 status;
-
-	if (!xpu_rm_have || !h_client || !h_object)
-		return 0;
-	mutex_lock(&xpu_rm_lock);
-	status = xpu_rm_control_as(h_client, h_client,
-				   NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO,
-				   &p, sizeof(p));
-	mutex_unlock(&xpu_rm_lock);
-	return status == NV_OK ? p.data.h_result : 0;
 }
 
 void xpu_rm_driver_version(u32 *major, u32 *minor, u32 *patch)

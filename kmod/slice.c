@@ -291,16 +291,18 @@ again:
 	if (memory > gpu->memory_total - (gpu->memory_sliced - slice->memory_limit) ||
 	    gpu->share_sliced - slice->share + share > XPU_SHARE_MAX)
 		goto out;
-	/* a bound on system memory, or a lower one, is checked as memory's */
-	if ((flags & XPU_SLICE_SET_HOST_MEMORY) && arg->host_memory_limit &&
-	    (!slice->host_limit || arg->host_memory_limit < slice->host_limit) &&
-	    !lower) {
-		mutex_unlock(&xpu_lock);
-		lower = true;
-		goto again;
-	}
-	/* checked before anything changes: a refused SET changes nothing */
-	if (flags & XPU_SLICE_SET_HOST_MEMORY) {
+	/*
+	 * A bound on system memory where there was none, or a lower one, is
+	 * checked as a lower memory limit is, and before anything changes: a
+	 * refused SET changes nothing.
+	 */
+	if ((flags & XPU_SLICE_SET_HOST_MEMORY) &&
+	    xpu_mem_host_limit_lowers(slice, arg->host_memory_limit)) {
+		if (!lower) {
+			mutex_unlock(&xpu_lock);
+			lower = true;
+			goto again;
+		}
 		ret = xpu_mem_host_limit_check(slice, arg->host_memory_limit);
 		if (ret)
 			goto out;
