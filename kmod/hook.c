@@ -62,6 +62,7 @@ static const xpu_ioctl_fn xpu_ioctl_fns[256] = {
 	[NV_ESC_RM_VID_HEAP_CONTROL]	= xpu_mem_vid_heap,
 	[NV_ESC_RM_ALLOC_OBJECT]	= xpu_mem_alloc_object,
 	[NV_ESC_RM_ALLOC_MEMORY]	= xpu_mem_alloc_memory,
+	[NV_ESC_RM_ALLOC_CONTEXT_DMA2]	= xpu_mem_alloc_context_dma,
 	[NV_ESC_RM_MAP_MEMORY]		= xpu_file_fd_field,
 	[NV_ESC_RM_MAP_MEMORY_DMA]	= xpu_mem_map_dma,
 };

@@ -512,6 +512,7 @@ struct xpu_escape {
 		struct nvos46_parameters_v580 p46;	/* the fields before flags2 */
 		struct nvos55_parameters p55;
 		struct nvos02_with_fd p02;
+		struct nvos39_parameters p39;
 		u8 raw[sizeof(struct nvos32_parameters)];
 	} u;
 	/* RM_ALLOC: the params RM reads, copied from UPARAMS; none when 0 */
@@ -558,6 +559,8 @@ static int xpu_escape_copy(struct xpu_escape *e, unsigned long arg,
 		     sizeof(struct nvos55_parameters) >
 		     sizeof(struct nvos32_parameters) ||
 		     sizeof(struct nvos02_with_fd) >
+		     sizeof(struct nvos32_parameters) ||
+		     sizeof(struct nvos39_parameters) >
 		     sizeof(struct nvos32_parameters));
 	if (size > sizeof(e->u))
 		return -EINVAL;
@@ -2002,6 +2005,43 @@ out:
 	mutex_unlock(&slice->mem_lock);
 	kfree(params);
 	return ret;
+}
+
+/*
+ * RM_ALLOC_CONTEXT_DMA2 (NVOS39) is an RM_ALLOC by another door: RM
+ * allocates the class the caller names -- any class, not only a context
+ * DMA's -- under the parent of hMemory, with NV_CONTEXT_DMA_ALLOCATION_PARAMS
+ * made of the struct's fields as its params (RmDeprecatedAllocContextDma,
+ * rmapi_deprecated_misc.c, 535 to 595).  Passed through, it made a
+ * usermode object xpu never recorded, whose doorbell mappings were never
+ * gated, and objects no bound counts (docs/security.md, class 26).  So a
+ * slice's control file makes context DMAs (NV01_CONTEXT_DMA) only this way,
+ * on xpu's copy of the struct -- the class RM reads is the one xpu
+ * checked -- under mem_lock, as every call that makes a handle of the
+ * slice's clients; any other class is refused, NV_ERR_NOT_SUPPORTED, RM
+ * not called.  A context DMA holds no memory of its own (a window on
+ * hMemory, which it depends on); on an NV01_MEMORY_SYSTEM_DYNAMIC, RM makes
+ * an NV01_MEMORY_VIRTUAL range instead, which maps nothing through a slice
+ * (xpu_mem_map_dma).  CUDA does not send it (gVisor's nvproxy passes it for
+ * graphics only).  A GPU file's is the driver's to refuse.
+ */
+long xpu_mem_alloc_context_dma(struct xpu_file *xf, struct file *file,
+			       unsigned int cmd, unsigned long arg)
+{
+	struct xpu_escape e;
+	long ret;
+
+	if (!xf->slice || xf->gpu ||
+	    _IOC_SIZE(cmd) != sizeof(struct nvos39_parameters))
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	ret = xpu_escape_copy(&e, arg, sizeof(struct nvos39_parameters));
+	if (ret)
+		return ret;
+	if (e.u.p39.h_class != NV01_CONTEXT_DMA)
+		return xpu_put_status(e.uarg +
+				      offsetof(struct nvos39_parameters, status),
+				      NV_ERR_NOT_SUPPORTED);
+	return xpu_escape_plain(xf, file, cmd, &e, false);
 }
 
 /*

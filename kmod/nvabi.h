@@ -93,6 +93,7 @@
 #define NV01_ROOT			0x0000
 #define NV01_ROOT_NON_PRIV		0x0001
 #define NV01_ROOT_CLIENT		0x0041
+#define NV01_CONTEXT_DMA		0x0002
 #define NV01_EVENT			0x0005
 #define NV01_MEMORY_SYSTEM		0x003E
 /*
@@ -245,6 +246,41 @@ struct nvos05_parameters {
 	u32 h_class;
 	u32 status;
 };
+
+/*
+ * nvos.h: NVOS39 (RM_ALLOC_CONTEXT_DMA2).  RM makes it an RM_ALLOC of
+ * hClass under hMemory's parent, in client hObjectParent, with
+ * NV_CONTEXT_DMA_ALLOCATION_PARAMS (cl0002.h) built from the fields
+ * (RmDeprecatedAllocContextDma).
+ */
+struct nvos39_parameters {
+	u32 h_object_parent;		/* the client */
+	u32 h_subdevice;
+	u32 h_object_new;
+	u32 h_class;
+	u32 flags;
+	u32 selector;
+	u32 h_memory;
+	u32 pad0;
+	u64 offset;
+	u64 limit;
+	u32 status;
+	u32 pad1;
+};
+
+struct nv_context_dma_allocation_params {
+	u32 h_subdevice;
+	u32 flags;
+	u32 h_memory;
+	u32 pad0;
+	u64 offset;
+	u64 limit;
+};
+
+/* NVOS03 flags of a context DMA (nvos.h) */
+#define NVOS03_FLAGS_ACCESS_MASK		0x3
+#define NVOS03_FLAGS_ACCESS_WRITE_ONLY		0x2
+#define NVOS03_FLAGS_HASH_TABLE_DISABLE		BIT(29)
 
 /* nvos.h: NVOS02 (RM_ALLOC_MEMORY), wrapped with an fd (nv-unix-nvos-params-wrappers.h) */
 struct nvos02_parameters {
@@ -485,8 +521,6 @@ struct nvos32_parameters {
 #define NVOS30_STATUS			48
 #define NVOS38_SIZE			72	/* RM_ACCESS_REGISTRY */
 #define NVOS38_STATUS			64
-#define NVOS39_SIZE			56	/* RM_ALLOC_CONTEXT_DMA2 */
-#define NVOS39_STATUS			48
 #define NVOS49_SIZE			16	/* RM_BIND_CONTEXT_DMA */
 #define NVOS49_STATUS			12
 #define NVOS56_SIZE			40	/* RM_UPDATE_DEVICE_MAPPING_INFO */
@@ -1127,6 +1161,10 @@ static inline void nvabi_build_checks(void)
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_wait_open_complete) != 8);
 	BUILD_BUG_ON(sizeof(struct nvos00_parameters) != 16);
 	BUILD_BUG_ON(sizeof(struct nvos05_parameters) != 20);
+	BUILD_BUG_ON(sizeof(struct nvos39_parameters) != 56);
+	BUILD_BUG_ON(offsetof(struct nvos39_parameters, offset) != 32);
+	BUILD_BUG_ON(offsetof(struct nvos39_parameters, status) != 48);
+	BUILD_BUG_ON(sizeof(struct nv_context_dma_allocation_params) != 32);
 	BUILD_BUG_ON(sizeof(struct nvos02_parameters) != 48);
 	BUILD_BUG_ON(offsetof(struct nvos02_parameters, limit) != 32);
 	BUILD_BUG_ON(offsetof(struct nvos02_parameters, status) != 40);

@@ -102,7 +102,6 @@ OTHER_ESCAPE_ARGS = {
     NV_ESC_RM_I2C_ACCESS: ("NVOS_I2C_ACCESS_PARAMS", 32),
     NV_ESC_RM_IDLE_CHANNELS: ("NVOS30_PARAMETERS", 56),
     NV_ESC_RM_ACCESS_REGISTRY: ("NVOS38_PARAMETERS", 72),
-    NV_ESC_RM_ALLOC_CONTEXT_DMA2: ("NVOS39_PARAMETERS", 56),
     NV_ESC_RM_BIND_CONTEXT_DMA: ("NVOS49_PARAMETERS", 16),
     NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO: ("NVOS56_PARAMETERS", 40),
     NV_ESC_RM_GET_EVENT_DATA: ("NVOS41_PARAMETERS", 16),
@@ -192,6 +191,7 @@ NV01_ROOT_CLIENT = 0x41
 NV01_DEVICE_0 = 0x80
 NV20_SUBDEVICE_0 = 0x2080
 NV01_MEMORY_SYSTEM = 0x3E
+NV01_CONTEXT_DMA = 0x02
 NV01_MEMORY_LOCAL_USER = 0x40
 NV01_MEMORY_VIRTUAL = 0x70
 NV01_MEMORY_LOCAL_PHYSICAL = 0xC2
@@ -415,6 +415,32 @@ class NVOS02_PARAMETERS(_Struct):
 
 class nv_ioctl_nvos02_parameters_with_fd(_Struct):
     _fields_ = [("params", NVOS02_PARAMETERS), ("fd", c_int32)]
+
+
+# RM_ALLOC_CONTEXT_DMA2: RM allocates hClass, whatever it is, in client
+# hObjectParent under hMemory's parent, with the fields as its
+# NV_CONTEXT_DMA_ALLOCATION_PARAMS (RmDeprecatedAllocContextDma)
+class NVOS39_PARAMETERS(_Struct):
+    _fields_ = [("hObjectParent", NvHandle), ("hSubDevice", NvHandle),
+                ("hObjectNew", NvHandle), ("hClass", c_uint32),
+                ("flags", c_uint32), ("selector", c_uint32),
+                ("hMemory", NvHandle), ("offset", c_uint64),
+                ("limit", c_uint64), ("status", c_uint32)]
+
+
+# class/cl0002.h: NV01_CONTEXT_DMA's params, a window [offset, offset +
+# limit] of hMemory
+class NV_CONTEXT_DMA_ALLOCATION_PARAMS(_Struct):
+    _fields_ = [("hSubDevice", NvHandle), ("flags", c_uint32),
+                ("hMemory", NvHandle), ("offset", c_uint64),
+                ("limit", c_uint64)]
+
+
+# NVOS03 flags of a context DMA: ACCESS 1:0, HASH_TABLE 29:29 (whose
+# ENABLE, 0, RM no longer supports)
+NVOS03_FLAGS_ACCESS_READ_ONLY = 0x1
+NVOS03_FLAGS_HASH_TABLE_DISABLE = 0x1
+NVOS03_FLAGS_HASH_TABLE_SHIFT = 29
 
 
 class NVOS21_PARAMETERS(_Struct):

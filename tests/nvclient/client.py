@@ -486,6 +486,25 @@ class RmClient:
                 self.parents[h] = hparent
         return made
 
+    def alloc_context_dma(self, hmemory, hclass=abi.NV01_CONTEXT_DMA,
+                          flags=None, offset=0, limit=0, hsubdevice=0,
+                          hnew=0, hparent=None, check=True):
+        """NV_ESC_RM_ALLOC_CONTEXT_DMA2: RM makes ``hclass`` under
+        ``hmemory``'s parent (``hparent``, for RM_FREE).  Returns the
+        NVOS39 struct; ``flags`` defaults to read-write, no hash table."""
+        if flags is None:
+            flags = (abi.NVOS03_FLAGS_HASH_TABLE_DISABLE
+                     << abi.NVOS03_FLAGS_HASH_TABLE_SHIFT)
+        p = abi.NVOS39_PARAMETERS(
+            hObjectParent=self.handle, hSubDevice=hsubdevice,
+            hObjectNew=hnew, hClass=hclass, flags=flags, hMemory=hmemory,
+            offset=offset, limit=limit)
+        self.ctl.escape(abi.NV_ESC_RM_ALLOC_CONTEXT_DMA2, p)
+        _check(p, "RM_ALLOC_CONTEXT_DMA2", check)
+        if p.status == abi.NV_OK and hparent is not None:
+            self.parents[p.hObjectNew] = hparent
+        return p
+
     def dup(self, hparent, hobject_src, client_src=None, hnew=0):
         src = client_src.handle if client_src is not None else self.handle
         p = self.ctl.rm_dup(self.handle, hparent, src, hobject_src, hnew)

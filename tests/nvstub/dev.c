@@ -352,6 +352,15 @@ static u32 nvstub_esc_rm_alloc_memory(struct nvstub_call *call, void *buf,
 	return esc;
 }
 
+static u32 nvstub_esc_rm_alloc_context_dma(struct nvstub_call *call,
+					   void *buf, u32 size)
+{
+	struct nvos39_parameters *p = buf;
+
+	p->status = nvstub_esc_alloc_context_dma(call, p);
+	return NV_OK;
+}
+
 static u32 nvstub_esc_rm_map(struct nvstub_call *call, void *buf, u32 size)
 {
 	struct nvos33_with_fd *p = buf;
@@ -488,7 +497,8 @@ static const struct nvstub_escape nvstub_escapes[] = {
 	{ NV_ESC_RM_UNMAP_MEMORY, sizeof(struct nvos34_parameters), NVSTUB_CTL,
 	  0, nvstub_esc_rm_unmap },
 	{ NV_ESC_RM_ACCESS_REGISTRY, NVOS38_SIZE, NVSTUB_CTL, NVOS38_STATUS },
-	{ NV_ESC_RM_ALLOC_CONTEXT_DMA2, NVOS39_SIZE, NVSTUB_CTL, NVOS39_STATUS },
+	{ NV_ESC_RM_ALLOC_CONTEXT_DMA2, sizeof(struct nvos39_parameters),
+	  NVSTUB_CTL, 0, nvstub_esc_rm_alloc_context_dma },
 	{ NV_ESC_RM_BIND_CONTEXT_DMA, NVOS49_SIZE, NVSTUB_CTL, NVOS49_STATUS },
 	{ NV_ESC_RM_MAP_MEMORY_DMA, 0, NVSTUB_CTL, 0, nvstub_esc_map_memory_dma },
 	{ NV_ESC_RM_UNMAP_MEMORY_DMA, 0, NVSTUB_CTL, 0,

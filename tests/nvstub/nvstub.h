@@ -508,6 +508,8 @@ u32 nvstub_rm_alloc_kernel(struct nvstub_call *call, u32 h_client,
 			   u32 h_parent, u32 *h_object, u32 h_class,
 			   void *params);
 u32 nvstub_rm_free(struct nvstub_call *call, u32 h_client, u32 h_object);
+u32 nvstub_esc_alloc_context_dma(struct nvstub_call *call,
+				 struct nvos39_parameters *p);
 u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p);
 u32 nvstub_rm_alloc_client_locked(struct nvstub_call *call, u32 *h_client);
 

@@ -36,6 +36,7 @@ struct nvstub_class {
 #define NVSTUB_CLS_COPYABLE	BIT(1)	/* resCanCopy(): RM_DUP_OBJECT allowed */
 #define NVSTUB_CLS_INTERNAL	BIT(2)	/* only RM itself allocates it here */
 #define NVSTUB_CLS_MEMORY	BIT(3)	/* a Memory: has a struct nvstub_mem */
+#define NVSTUB_CLS_ANY_PARENT	BIT(4)	/* RS_ANY_PARENT */
 
 #define NVSTUB_PARAMS_MEMALLOC	(~0u)	/* NV_MEMORY_ALLOCATION_PARAMS */
 #define NVSTUB_PARAMS_CHANNEL	(~1u)	/* NV_CHANNEL_ALLOC_PARAMS */
@@ -449,6 +450,43 @@ static u32 nvstub_memory_construct(struct nvstub_call *call,
 	return nvstub_mem_construct(obj, params);
 }
 
+/*
+ * ctxdmaConstruct() and _ctxdmaConstruct() (context_dma.c): a window
+ * [offset, offset + limit] of a memory object that has the context DMA's
+ * parent, which it depends on (refAddDependant).  The stub keeps no
+ * instance block or binding of it (RM_BIND_CONTEXT_DMA is not simulated).
+ */
+static u32 nvstub_ctxdma_construct(struct nvstub_call *call,
+				   struct nvstub_object *obj, void *params)
+{
+	struct nv_context_dma_allocation_params *p = params;
+	struct nvstub_object *mem, *sub;
+	u64 end;
+
+	mem = nvstub_object_find_any(obj->client, p->h_memory);
+	if (!mem)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	if (mem->parent != obj->parent)
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	if ((p->flags & NVOS03_FLAGS_ACCESS_MASK) > NVOS03_FLAGS_ACCESS_WRITE_ONLY)
+		return NV_ERR_INVALID_FLAGS;
+	if (!(p->flags & NVOS03_FLAGS_HASH_TABLE_DISABLE))
+		return NV_ERR_INVALID_FLAGS;	/* "no longer supported" */
+	if (!nvstub_object_is_memory(mem) || mem->invalid)
+		return NV_ERR_INVALID_OBJECT;
+	if (p->h_subdevice) {			/* gpuGetByHandle() */
+		sub = nvstub_object_find(obj->client, p->h_subdevice);
+		if (!sub || (sub->hclass != NV20_SUBDEVICE_0 &&
+			     sub->hclass != NV01_DEVICE_0))
+			return NV_ERR_INVALID_OBJECT_HANDLE;
+	}
+	if (check_add_overflow(p->offset, p->limit, &end) ||
+	    end >= mem->mem.mem->size)
+		return NV_ERR_INVALID_LIMIT;
+	nvstub_object_depend(obj, mem);
+	return NV_OK;
+}
+
 /* src/nvidia/src/kernel/rmapi/resource_list.h, for the classes simulated */
 static const struct nvstub_class nvstub_classes[] = {
 	{
@@ -536,6 +574,11 @@ static const struct nvstub_class nvstub_classes[] = {
 		.parents = { HOPPER_CHANNEL_GPFIFO_A },
 		.construct = nvstub_engine_object_construct,
 	}, {
+		.hclass = NV01_CONTEXT_DMA,
+		.params_size = sizeof(struct nv_context_dma_allocation_params),
+		.flags = NVSTUB_CLS_REQUIRED | NVSTUB_CLS_ANY_PARENT,
+		.construct = nvstub_ctxdma_construct,
+	}, {
 		.hclass = FERMI_VASPACE_A,
 		.params_size = NVSTUB_PARAMS_VASPACE,
 		.flags = NVSTUB_CLS_REQUIRED | NVSTUB_CLS_COPYABLE,
@@ -567,6 +610,8 @@ static bool nvstub_parent_allowed(const struct nvstub_class *cls,
 {
 	unsigned int i;
 
+	if (cls->flags & NVSTUB_CLS_ANY_PARENT)
+		return true;
 	for (i = 0; i < ARRAY_SIZE(cls->parents) && cls->parents[i]; i++)
 		if (cls->parents[i] == parent->hclass)
 			return true;
@@ -953,6 +998,67 @@ u32 nvstub_rm_alloc_kernel(struct nvstub_call *call, u32 h_client,
 		return NV_ERR_INVALID_CLASS;
 	return nvstub_alloc_locked(call, cls, h_client, h_parent, h_object,
 				   h_class, params);
+}
+
+/*
+ * RM_ALLOC_CONTEXT_DMA2 (RmDeprecatedAllocContextDma, 535 to 595): an
+ * allocation of the class the caller names -- whatever it is -- in client
+ * hObjectParent, under the parent of hMemory (asked as
+ * NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO would: an invalidated handle
+ * answers too), with NV_CONTEXT_DMA_ALLOCATION_PARAMS made of the fields
+ * as its params, kernel memory.  RM passes 32 bytes whatever the class
+ * reads (its own stack beyond them); the stub gives a class that reads
+ * more zeros.  When hMemory is NV01_MEMORY_SYSTEM_DYNAMIC, RM makes an
+ * NV01_MEMORY_VIRTUAL of [offset, limit] instead, which the stub does not
+ * simulate: NV_ERR_NOT_SUPPORTED.  The status is RM's answer; the ioctl
+ * succeeds.
+ */
+u32 nvstub_esc_alloc_context_dma(struct nvstub_call *call,
+				 struct nvos39_parameters *p)
+{
+	struct nv_context_dma_allocation_params *a;
+	const struct nvstub_class *cls;
+	struct nvstub_object *mem;
+	struct nvstub_client *c;
+	u32 status, h = p->h_object_new;
+
+	a = kzalloc(NVSTUB_ALLOC_PARAMS_MAX, GFP_KERNEL);
+	if (!a)
+		return NV_ERR_NO_MEMORY;
+	a->h_subdevice = p->h_subdevice;
+	a->flags = p->flags;
+	a->h_memory = p->h_memory;
+	a->offset = p->offset;
+	a->limit = p->limit;
+	mutex_lock(&nvstub_rm_lock);
+	status = nvstub_client_get(call, p->h_object_parent, &c);
+	if (status)
+		goto out;
+	mem = nvstub_object_find_any(c, p->h_memory);
+	if (!mem) {
+		status = NV_ERR_OBJECT_NOT_FOUND;
+		goto out;
+	}
+	if (mem->hclass == NV01_MEMORY_SYSTEM_DYNAMIC) {
+		status = NV_ERR_NOT_SUPPORTED;
+		goto out;
+	}
+	/* the caller's privilege: no class only RM allocates */
+	cls = nvstub_class_find(p->h_class);
+	if (!cls || (cls->flags & NVSTUB_CLS_INTERNAL) ||
+	    cls->hclass == NV01_ROOT_CLIENT) {
+		status = NV_ERR_INVALID_CLASS;
+		goto out;
+	}
+	status = nvstub_alloc_locked(call, cls, p->h_object_parent,
+				     mem->parent ? mem->parent->handle : 0,
+				     &h, p->h_class, a);
+	if (!status)
+		p->h_object_new = h;
+out:
+	mutex_unlock(&nvstub_rm_lock);
+	kfree(a);
+	return status;
 }
 
 /*

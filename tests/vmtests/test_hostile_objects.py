@@ -754,3 +754,32 @@ sys.stdin.readline()
         assert got == {"status": abi.NV_ERR_INSUFFICIENT_PERMISSIONS}
     finally:
         assert child.finish() == 0
+
+
+def test_rm_alloc_context_dma2_makes_only_context_dmas_in_a_slice(sl):
+    """Class 26: RM_ALLOC_CONTEXT_DMA2 (NVOS39) is an RM_ALLOC by another
+    door -- RM makes the class the caller names, whatever it is, under
+    hMemory's parent (RmDeprecatedAllocContextDma; docs/nvstub.md).
+    Through a slice's control file it makes context DMAs only, on xpu's
+    copy: a usermode object asked for this way is refused
+    (NV_ERR_NOT_SUPPORTED) and RM made nothing (its handle is free to
+    allocate after), while a context DMA on the tenant's memory is made as
+    on the bare driver.  Before, RM made the usermode object, which xpu
+    never recorded: its doorbell mappings were never gated and counted
+    towards no bound."""
+    run_in(sl, """
+u = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
+p = rm.alloc_context_dma(u, hclass=abi.HOPPER_USERMODE_A, hnew=0xCAFE0100,
+                         check=False)
+assert p.status == abi.NV_ERR_NOT_SUPPORTED, abi.status_name(p.status)
+# RM made nothing under the handle (else INSERT_DUPLICATE_NAME)
+rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A, hnew=0xCAFE0100)
+rm.free(0xCAFE0100)
+# the honest call: a window of the tenant's memory, RM's checks as ever
+p = rm.alloc_context_dma(mem.handle, limit=2 * 4096, check=False)
+assert p.status == abi.NV_ERR_INVALID_LIMIT, abi.status_name(p.status)
+p = rm.alloc_context_dma(mem.handle, offset=4096, limit=4095,
+                         hnew=0xCAFE0101, hparent=dev.hdevice)
+rm.free(0xCAFE0101)
+rm.free(u)
+""")

@@ -638,6 +638,63 @@ def test_rm_alloc_memory_makes_system_memory(ctl, dev0):
     rm.ctl.rm_free(rm.handle, dev0.hdevice, 0xCAFE0003)
 
 
+CTXDMA_RW = abi.NVOS03_FLAGS_HASH_TABLE_DISABLE << abi.NVOS03_FLAGS_HASH_TABLE_SHIFT
+
+
+def test_rm_alloc_context_dma2_makes_the_class_it_is_told(ctl, dev0):
+    """RmDeprecatedAllocContextDma: RM_ALLOC_CONTEXT_DMA2 (NVOS39) is an
+    RM_ALLOC, in client hObjectParent, under the parent of hMemory, of the
+    class hClass names -- whatever it is -- with the fields as its
+    NV_CONTEXT_DMA_ALLOCATION_PARAMS.  A context DMA (ctxdmaConstruct) is
+    a window [offset, offset + limit] inside hMemory, NVOS03 flags checked
+    (HASH_TABLE_ENABLE is refused); a missing hMemory is
+    NV_ERR_OBJECT_NOT_FOUND.  Any other class is made all the same: a
+    usermode object under the subdevice, from a handle under it.  Control
+    node only (NV_CTL_DEVICE_ONLY), its size exact."""
+    rm = dev0.client
+    mem = dev0.alloc_sysmem(2 * 4096)
+    for kw, st in (({"flags": 0}, abi.NV_ERR_INVALID_FLAGS),
+                   ({"flags": CTXDMA_RW | 3}, abi.NV_ERR_INVALID_FLAGS),
+                   ({"limit": 2 * 4096}, abi.NV_ERR_INVALID_LIMIT),
+                   ({"offset": 4096, "limit": 4096}, abi.NV_ERR_INVALID_LIMIT),
+                   ({"offset": 1 << 63, "limit": 1 << 63},
+                    abi.NV_ERR_INVALID_LIMIT),
+                   ({"hsubdevice": 0xBAD},
+                    abi.NV_ERR_INVALID_OBJECT_HANDLE)):
+        p = rm.alloc_context_dma(mem.handle, hnew=0xCAFE0010, check=False, **kw)
+        assert p.status == st, (kw, abi.status_name(p.status))
+    p = rm.alloc_context_dma(0xBAD, check=False)
+    assert p.status == abi.NV_ERR_OBJECT_NOT_FOUND, abi.status_name(p.status)
+    rm.alloc_context_dma(mem.handle, offset=4096, limit=4095,
+                         hsubdevice=dev0.hsubdevice, hnew=0xCAFE0010,
+                         hparent=dev0.hdevice)
+    assert nvtest.handle_info(rm, 0xCAFE0010, nvtest.HANDLE_CLASSID) == (
+        abi.NV_OK, abi.NV01_CONTEXT_DMA)
+    assert nvtest.handle_info(rm, 0xCAFE0010, nvtest.HANDLE_PARENT) == (
+        abi.NV_OK, dev0.hdevice)
+    # a dependant of the memory: freed with it, its handle kept
+    rm.free(mem.handle)
+    nvtest.assert_invalidated(rm, 0xCAFE0010, abi.NV01_CONTEXT_DMA,
+                              dev0.hdevice)
+    rm.free(0xCAFE0010)
+    # the class the caller names, under hMemory's parent
+    u = rm.alloc(dev0.hsubdevice, abi.HOPPER_USERMODE_A)
+    rm.alloc_context_dma(u, hclass=abi.HOPPER_USERMODE_A, hnew=0xCAFE0011,
+                         hparent=dev0.hsubdevice)
+    assert nvtest.handle_info(rm, 0xCAFE0011, nvtest.HANDLE_CLASSID) == (
+        abi.NV_OK, abi.HOPPER_USERMODE_A)
+    assert nvtest.handle_info(rm, 0xCAFE0011, nvtest.HANDLE_PARENT) == (
+        abi.NV_OK, dev0.hsubdevice)
+    rm.free(0xCAFE0011)
+    rm.free(u)
+    p = abi.NVOS39_PARAMETERS()
+    for bad in (55, 57):
+        assert ctl.escape_raw(abi.NV_ESC_RM_ALLOC_CONTEXT_DMA2, p,
+                              size=bad) == -errno.EINVAL
+    assert dev0.gpu.escape_raw(abi.NV_ESC_RM_ALLOC_CONTEXT_DMA2,
+                               p) == -errno.EINVAL
+
+
 # --- RM_MAP_MEMORY / RM_UNMAP_MEMORY / mmap in detail
 
 
