@@ -370,7 +370,8 @@ def test_the_runtime_gives_a_fresh_slice_that_goes_with_the_container(
     limit = 512 * MIB
     before = slice_names(xpud)
     p = podman.popen(*podman.run_args("-i", "--runtime", runtime, "-e",
-                                      "XPU_MEMORY=512MiB"),
+                                      "XPU_MEMORY=512MiB", "-e",
+                                      "XPU_HOST_MEMORY=1GiB"),
                      "python3", CLIENT)
     try:
         line = p.stdout.readline()
@@ -379,6 +380,8 @@ def test_the_runtime_gives_a_fresh_slice_that_goes_with_the_container(
         [s] = [s for s in xpud.call("list") if s["name"] not in before]
         assert s["name"].startswith("ctr-") and s["owner"]
         assert s["memory_limit_bytes"] == limit
+        assert s["host_memory_limit_bytes"] == 1 << 30
+        assert kernel_slices()[s["name"]].host_memory_limit == 1 << 30
         assert seen["heap_total"] == limit
         assert ask(p, f"alloc {limit}") == {"ok": True}
         assert ask(p, f"alloc {MIB}") == {

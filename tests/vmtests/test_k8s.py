@@ -58,7 +58,7 @@ def k8s(tmp_path, nodedir):
             [sys.executable, "-m", "xpu.k8s.main", "--xpud-socket", x.socket,
              "--memory-unit", f"{UNIT >> 20}MiB", "--apiserver", api.url,
              "node", "--node-name", "node0", "--no-agent", "--dra",
-             "--gc-grace", "1",
+             "--gc-grace", "1", "--host-memory", "1GiB",
              "--device-plugin-dir", str(d / "device-plugins"),
              "--pod-resources-socket", str(d / "pod-resources.sock"),
              "--plugins-dir", str(d / "plugins"),
@@ -115,6 +115,7 @@ def test_device_plugin_gives_a_container_its_slice(k8s):
     k = kernel_slices()[s["name"]]
     assert k.memory_limit == 2 * UNIT
     assert k.compute_share == 200          # 20 %, in tenths
+    assert k.host_memory_limit == 1 << 30  # the node's --host-memory
     assert s["gpu_minor"] == 0             # binpack on idle GPUs: GPU 0
     p, seen = run_container(resp)
     try:
@@ -207,7 +208,12 @@ def test_dra_prepare_twice_unprepare(k8s):
         "status": {"allocation": {"devices": {"results": [{
             "request": "gpu", "driver": "xpu.dev", "pool": "node0",
             "device": "gpu-0", "shareID": "s1",
-            "consumedCapacity": {"memory": "256Mi", "compute": "30"}}]}}}}
+            "consumedCapacity": {"memory": "256Mi", "compute": "30"}}],
+            # Tighter than the node's --host-memory 1GiB: taken.
+            "config": [{"source": "FromClaim", "opaque": {
+                "driver": "xpu.dev", "parameters": {
+                    "apiVersion": "xpu.dev/v1alpha1", "kind": "SliceConfig",
+                    "hostMemory": "512Mi"}}}]}}}}
     info = dra.find_and_register(WAIT)
     assert info.name == "xpu.dev"
     wait_for(lambda: api.slices, WAIT, "the ResourceSlice")
@@ -217,7 +223,8 @@ def test_dra_prepare_twice_unprepare(k8s):
     assert first.claims[uid].error == ""
     [s] = x.call("list")
     k = kernel_slices()[s["name"]]
-    assert (k.memory_limit, k.compute_share) == (256 * MIB, 300)
+    assert (k.memory_limit, k.compute_share, k.host_memory_limit) == (
+        256 * MIB, 300, 512 * MIB)
     assert list(first.claims[uid].devices[0].cdi_device_ids) == [
         f"xpu.dev/slice={s['name']}"]
     assert dra.prepare(("ns", "c1", uid)) == first

@@ -126,11 +126,15 @@ def print_gpus(out: TextIO, gpus: list) -> None:
 
 
 def print_slices(out: TextIO, slices: list) -> None:
-    _table(out, ("NAME", "GPU", "MEMORY", "USED", "COMPUTE", "WEIGHT",
-                 "PRIORITY", "STATE"),
+    # HOST: system memory the driver allocated for it, /its bound (as top).
+    _table(out, ("NAME", "GPU", "MEMORY", "USED", "HOST", "COMPUTE",
+                 "WEIGHT", "PRIORITY", "STATE"),
            [(s["name"], _gpu_label(s), _size(s["memory_limit_bytes"]),
-             _size(s["memory_used_bytes"]), f"{s['compute_share']}%",
-             s["weight"], s["priority"], s["state"])
+             _size(s["memory_used_bytes"]),
+             _host_memory_text(s.get("host_memory_used_bytes"),
+                               s.get("host_memory_limit_bytes")),
+             f"{s['compute_share']}%", s["weight"], s["priority"],
+             s["state"])
             for s in slices])
 
 

@@ -34,6 +34,9 @@
     [container_runtime]     # xpu-container-runtime (reads this file too)
     oci_runtime = ""        # "": crun if found, else runc
     socket = "/run/xpu/xpud.sock"
+    host_memory = "0"       # the bound on system memory of the slices it
+                            # makes, and the most XPU_HOST_MEMORY may ask;
+                            # "0" (the default): none
 
 Every error names the file, the line and the field: ``PATH:LINE: FIELD: what
 is wrong``.  Unknown tables and keys are errors too, so that a misspelt key
@@ -68,7 +71,7 @@ _METRICS_KEYS = ("enabled", "listen")
 DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_METRICS_PORT = 9400
 _CDI_KEYS = ("vendor", "spec_dir", "hook", "nvidia_spec")
-_RUNTIME_KEYS = ("oci_runtime", "socket")
+_RUNTIME_KEYS = ("oci_runtime", "socket", "host_memory")
 _TOP_KEYS = ("defaults", "gpu", "slice", "metrics", "cdi",
              "container_runtime")
 
@@ -135,10 +138,12 @@ class CdiConfig:
 @dataclass(frozen=True)
 class RuntimeConfig:
     """The [container_runtime] table, read by xpu-container-runtime:
-    oci_runtime "" is crun when found, else runc."""
+    oci_runtime "" is crun when found, else runc; host_memory_limit_bytes
+    the host bound of the slices it makes (0: none)."""
 
     oci_runtime: str = ""
     socket: str = DEFAULT_SOCKET
+    host_memory_limit_bytes: int = model.NO_HOST_MEMORY_LIMIT
 
 
 @dataclass(frozen=True)
@@ -341,7 +346,11 @@ class _Checker:
 
         return RuntimeConfig(
             oci_runtime=get("oci_runtime", _program),
-            socket=get("socket", lambda v: _path(v, empty_ok=False)))
+            socket=get("socket", lambda v: _path(v, empty_ok=False)),
+            host_memory_limit_bytes=self.value(
+                doc, "container_runtime", None, "container_runtime",
+                "host_memory", lambda v: model.check_host_memory(_size(v)),
+                base.host_memory_limit_bytes))
 
     def array(self, doc: dict, name: str) -> list:
         value = doc.get(name, [])

@@ -109,6 +109,30 @@ def test_allocate_shares_makes_a_slice(plugins, test_kubelet):
     assert m.state.error is None
 
 
+@pytest.mark.parametrize("host_memory", [0, 4 * GIB])
+def test_allocate_gives_the_nodes_host_bound(plugins, test_kubelet,
+                                             host_memory):
+    xpud, start = plugins
+    start(host_memory=host_memory)
+    registered(test_kubelet)
+    test_kubelet.admit("ns", "p", {"c": {"xpu.dev/xpu-memory": 2}})
+    [s] = xpud.service.op_list()
+    assert s["host_memory_limit_bytes"] == host_memory
+    [k] = xpud.backend.slices.values()
+    assert k.spec.host_memory_limit_bytes == host_memory
+
+
+def test_a_whole_slice_keeps_its_own_host_bound(plugins, test_kubelet):
+    xpud, start = plugins
+    xpud.service.op_create("train", 1, 512 * MIB,
+                           host_memory_limit_bytes=GIB)
+    start(host_memory=4 * GIB)
+    registered(test_kubelet)
+    test_kubelet.admit("ns", "p", {"c": {"xpu.dev/slice": 1}})
+    [s] = xpud.service.op_list()
+    assert s["host_memory_limit_bytes"] == GIB
+
+
 def test_binpack_and_spread(plugins, test_kubelet):
     xpud, start = plugins
     start(policy=node.SPREAD)

@@ -22,13 +22,27 @@ def test_bad_input_is_one_line(capsys):
              "argument --listen: '8888' is not HOST:PORT"),
             (["--policy", "pack", "node"], "argument --policy: invalid"),
             (["node", "--gc-grace", "-1"],
-             "argument --gc-grace: '-1' is not a number of seconds")]:
+             "argument --gc-grace: '-1' is not a number of seconds"),
+            (["node", "--host-memory", "16G"],
+             "argument --host-memory: '16G' is ambiguous"),
+            (["node", "--host-memory", "512KiB"],
+             "argument --host-memory: 512KiB is below the smallest bound"),
+            (["node", "--host-memory=-1Gi"],
+             "argument --host-memory: '-1Gi' is not a size")]:
         try:
             main.main(argv)
         except SystemExit as e:
             assert e.code == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and text in err, err
+
+
+def test_host_memory():
+    p = main.build_parser()
+    assert p.parse_args(["node"]).host_memory == 0    # none by default
+    assert p.parse_args(["node", "--host-memory", "16Gi"]).host_memory == \
+        16 << 30
+    assert p.parse_args(["node", "--host-memory", "0"]).host_memory == 0
 
 
 def test_xpud_unreachable(capsys, tmpdir_short):
@@ -48,11 +62,17 @@ def test_node_serves_until_stopped(make_xpud, test_kubelet, kubelet_dirs,
         "--node-name", "n0",
         "--device-plugin-dir", str(kubelet_dirs / "device-plugins"),
         "--pod-resources-socket", str(kubelet_dirs / "pod-resources.sock"),
-        "--agent-listen", "127.0.0.1:0",
+        "--agent-listen", "127.0.0.1:0", "--host-memory", "2GiB",
         "--state-dir", str(kubelet_dirs / "state")], stop)))
     t.start()
     try:
-        wait_for(lambda: len(test_kubelet.plugins) == 3, what="registration")
+        wait_for(lambda: len(test_kubelet.plugins) == 3 and all(
+            p.updates for p in test_kubelet.plugins.values()),
+            what="registration")
+        # The node's --host-memory reaches the slices it makes.
+        test_kubelet.admit("ns", "p", {"c": {"xpu.dev/xpu-memory": 2}})
+        [s] = x.service.op_list()
+        assert s["host_memory_limit_bytes"] == 2 << 30
     finally:
         stop.set()
         t.join(timeout=30)

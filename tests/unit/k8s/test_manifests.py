@@ -13,7 +13,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 import yaml
-from xpu.k8s import main, resources
+from xpu.k8s import dra, main, resources
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy" / "kubernetes"
 VERSIONS = ("1.34.0", "1.37.0")
@@ -105,3 +105,19 @@ def test_commands_parse():
     assert {"/run/xpu", "/var/lib/kubelet/device-plugins",
             "/var/lib/kubelet/pod-resources", "/var/lib/kubelet/plugins",
             "/var/lib/kubelet/plugins_registry"} <= mounts
+
+
+def test_opaque_configs_are_the_drivers():
+    """Each opaque config of xpu.dev in the manifests is one Prepare
+    accepts (a SliceConfig, in the schema dra.slice_config reads)."""
+    configs = []
+    for _, d in objects():
+        spec = d.get("spec", {})
+        spec = spec.get("spec", spec)  # a ResourceClaimTemplate's
+        configs += (spec.get("devices") or {}).get("config") or []
+        configs += spec.get("config") or []  # a DeviceClass's
+    ours = [c["opaque"]["parameters"] for c in configs
+            if c["opaque"]["driver"] == resources.DEFAULT_DRIVER]
+    assert ours
+    for p in ours:
+        assert dra.slice_config(p, resources.DEFAULT_DRIVER) == 8 << 30

@@ -47,6 +47,41 @@ def test_a_new_slice_and_its_limits():
         .memory_limit_bytes == 2 * GIB
 
 
+def test_a_host_memory_bound():
+    assert oci.request(["XPU_MEMORY=1GiB"]).host_memory_limit_bytes is None
+    r = oci.request(["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY=16GiB"])
+    assert r == oci.Request(memory_limit_bytes=GIB,
+                            host_memory_limit_bytes=16 * GIB)
+    assert oci.request(["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY=0"]) \
+        .host_memory_limit_bytes == 0
+    assert oci.request(["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY=1.5Gi"]) \
+        .host_memory_limit_bytes == 3 * GIB // 2
+
+
+@pytest.mark.parametrize("env, ceiling, bound", [
+    (["XPU_MEMORY=1GiB"], 0, 0),
+    (["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY=8GiB"], 0, 8 * GIB),
+    (["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY=0"], 0, 0),
+    (["XPU_MEMORY=1GiB"], 16 * GIB, 16 * GIB),
+    (["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY=8GiB"], 16 * GIB, 8 * GIB),
+    (["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY=16GiB"], 16 * GIB, 16 * GIB),
+])
+def test_the_host_bound_of_a_new_slice(env, ceiling, bound):
+    assert runtime.host_bound(oci.request(env), ceiling) == bound
+
+
+@pytest.mark.parametrize("value, what", [("32GiB", "32GiB"),
+                                         ("0", "0 (no bound)")])
+def test_a_looser_host_bound_than_the_hosts_is_refused(value, what):
+    req = oci.request(["XPU_MEMORY=1GiB", f"XPU_HOST_MEMORY={value}"])
+    with pytest.raises(XpuError) as e:
+        runtime.host_bound(req, 16 * GIB)
+    assert str(e.value) == (
+        f"XPU_HOST_MEMORY={what} is looser than this host's bound for "
+        "containers, 16GiB ([container_runtime] host_memory): ask at most "
+        "that, or leave XPU_HOST_MEMORY out (the container is not started)")
+
+
 @pytest.mark.parametrize("env, message", [
     (["XPU_MEMORY=512MB"], ("XPU_MEMORY=512MB: '512MB' is ambiguous (MB may "
      "mean powers of 1000 or of 1024): write 512MiB for binary units, or "
@@ -71,7 +106,24 @@ def test_a_new_slice_and_its_limits():
      "its memory limit (XPU_MEMORY=8GiB), or name an existing slice with "
      "XPU_SLICE")),
     (["XPU_MEMROY=1GiB"], ("unknown variable XPU_MEMROY: xpu reads "
-     "XPU_MEMORY, XPU_COMPUTE, XPU_GPU, XPU_PRIORITY, XPU_SLICE")),
+     "XPU_MEMORY, XPU_COMPUTE, XPU_GPU, XPU_PRIORITY, XPU_HOST_MEMORY, "
+     "XPU_SLICE")),
+    (["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY=16GB"], ("XPU_HOST_MEMORY=16GB: "
+     "'16GB' is ambiguous (GB may mean powers of 1000 or of 1024)")),
+    (["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY=-1GiB"], ("XPU_HOST_MEMORY=-1GiB: "
+     "'-1GiB' is not a size")),
+    (["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY=4096"], ("XPU_HOST_MEMORY=4096: "
+     "4KiB is below the smallest bound, 1MiB (0 is no bound; sizes without "
+     "a unit are bytes: did you mean MiB?)")),
+    (["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY=16777216TiB"],
+     ("XPU_HOST_MEMORY=16777216TiB: 18446744073709551616 bytes is out of "
+      "range (0 to 2^64-1)")),
+    (["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY= "],
+     "XPU_HOST_MEMORY is empty: give it a value or leave it out"),
+    (["XPU_HOST_MEMORY=8GiB"], ("XPU_HOST_MEMORY without XPU_MEMORY: a new "
+     "slice needs its memory limit")),
+    (["XPU_SLICE=a", "XPU_HOST_MEMORY=8GiB"], ("XPU_SLICE=a joins an "
+     "existing slice, whose limits are its own: leave out XPU_HOST_MEMORY")),
 ])
 def test_bad_values_are_refused_in_one_line(env, message):
     with pytest.raises(oci.RequestError) as e:
@@ -271,11 +323,14 @@ def bundle(tmp_path, env):
     return b
 
 
-def run_create(socket, b, cid="0123456789abcdef" * 4, command="create"):
+def run_create(socket, b, cid="0123456789abcdef" * 4, command="create",
+               host_memory=0):
     argv = ["--root", "/run/crun", command, "--bundle", str(b), "--pid-file",
             str(b / "pid"), cid]
     rt = runtime.Runtime(runtime.parse(argv),
-                         config.RuntimeConfig(socket=socket), "/x/me")
+                         config.RuntimeConfig(
+                             socket=socket,
+                             host_memory_limit_bytes=host_memory), "/x/me")
     rt.create()
     return rt
 
@@ -311,6 +366,23 @@ def test_create_makes_an_ephemeral_slice_and_rewrites_config(xpud, tmp_path,
     assert svc.op_list() == [] and backend.slices == {}
 
 
+@pytest.mark.parametrize("env, host_memory, bound", [
+    ([], 0, 0),
+    (["XPU_HOST_MEMORY=8GiB"], 0, 8 * GIB),
+    ([], 16 * GIB, 16 * GIB),
+    (["XPU_HOST_MEMORY=2GiB"], 16 * GIB, 2 * GIB),
+])
+def test_create_gives_the_slice_its_host_bound(xpud, tmp_path, backend, env,
+                                               host_memory, bound):
+    socket, svc = xpud
+    b = bundle(tmp_path, ["XPU_MEMORY=512MiB", *env])
+    run_create(socket, b, host_memory=host_memory)
+    [s] = svc.op_list()
+    assert s["host_memory_limit_bytes"] == bound
+    [k] = backend.slices.values()
+    assert k.spec.host_memory_limit_bytes == bound
+
+
 def test_create_joins_an_existing_slice(xpud, tmp_path, backend):
     socket, svc = xpud
     svc.op_create(name="train", gpu=1, memory_limit_bytes=GIB)
@@ -330,6 +402,12 @@ def test_create_joins_an_existing_slice(xpud, tmp_path, backend):
     (["XPU_MEMORY=512MB"], "XPU_MEMORY=512MB: '512MB' is ambiguous"),
     (["XPU_MEMORY=1TiB"], "xpud refused: GPU 0 ("),
     (["XPU_SLICE=nope"], "xpud refused: no slice 'nope'"),
+    (["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY=1MB"],
+     "XPU_HOST_MEMORY=1MB: '1MB' is ambiguous"),
+    (["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY=0"],
+     "XPU_HOST_MEMORY=0 (no bound) is looser than this host's bound"),
+    (["XPU_MEMORY=1GiB", "XPU_HOST_MEMORY=64GiB"],
+     "XPU_HOST_MEMORY=64GiB is looser than this host's bound"),
 ])
 def test_a_refused_create_leaves_nothing(xpud, tmp_path, backend, env,
                                          message):
@@ -337,7 +415,7 @@ def test_a_refused_create_leaves_nothing(xpud, tmp_path, backend, env,
     b = bundle(tmp_path, env)
     text = (b / "config.json").read_text()
     with pytest.raises(XpuError) as e:
-        run_create(socket, b)
+        run_create(socket, b, host_memory=16 * GIB)
     assert str(e.value).startswith(message), str(e.value)
     assert "\n" not in str(e.value)
     assert (b / "config.json").read_text() == text

@@ -446,6 +446,11 @@ def test_the_cdi_and_runtime_tables():
                      'socket = "/run/x.sock"\n')
     assert c.cdi == CdiConfig("example.com", "/etc/cdi", "/opt/h", "none")
     assert c.container_runtime == config.RuntimeConfig("runc", "/run/x.sock")
+    assert c.container_runtime.host_memory_limit_bytes == 0  # none
+    c = config.parse('[container_runtime]\nhost_memory = "16GiB"\n')
+    assert c.container_runtime.host_memory_limit_bytes == 16 << 30
+    c = config.parse('[container_runtime]\nhost_memory = 0\n')
+    assert c.container_runtime.host_memory_limit_bytes == 0
 
 
 @pytest.mark.parametrize("text, message", [
@@ -466,6 +471,21 @@ def test_the_cdi_and_runtime_tables():
     ('[container_runtime]\nsocket = ""\n',
      ("/etc/xpu/xpud.toml:2: container_runtime.socket: '' is not an "
      "absolute path")),
+    ('[container_runtime]\nhost_memory = "16GB"\n',
+     ("/etc/xpu/xpud.toml:2: container_runtime.host_memory: '16GB' is "
+     "ambiguous")),
+    ('[container_runtime]\nhost_memory = "512KiB"\n',
+     ("/etc/xpu/xpud.toml:2: container_runtime.host_memory: 512KiB is below "
+     "the smallest bound, 1MiB")),
+    ('[container_runtime]\nhost_memory = -1\n',
+     ("/etc/xpu/xpud.toml:2: container_runtime.host_memory: -1 bytes is out "
+     "of range")),
+    ('[container_runtime]\nhost_memory = 1.5\n',
+     ("/etc/xpu/xpud.toml:2: container_runtime.host_memory: 1.5 is not a "
+     "size")),
+    ('[container_runtime]\nhost_mem = "1GiB"\n',
+     ("/etc/xpu/xpud.toml:2: container_runtime.host_mem: unknown key "
+     "(known: oci_runtime, socket, host_memory)")),
 ])
 def test_bad_cdi_and_runtime_settings(text, message):
     from xpu import config

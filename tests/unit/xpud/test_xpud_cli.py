@@ -3,6 +3,7 @@
 against a real server in this process on the in-memory FakeBackend."""
 
 import dataclasses
+import io
 import json
 import os
 import re
@@ -187,13 +188,14 @@ def test_gpus(with_config):
 def test_list_and_show(with_config):
     assert with_config("create", "infer", "--gpu", UUID0, "--memory",
                        "1.5GiB", "--compute", "12.5%", "--weight", "300",
-                       "--priority", "high")[0] == 0
+                       "--priority", "high", "--host-memory", "2GiB")[0] == 0
     status, out, err = with_config("list")
     assert (status, err) == (0, "")
+    # HOST: what the driver allocated, /the bound when there is one.
     assert out.splitlines() == [
-        "NAME   GPU  MEMORY  USED  COMPUTE  WEIGHT  PRIORITY  STATE",
-        "infer  0    1.5GiB  0B    12.5%    300     high      ready",
-        "train  1    8GiB    0B    50%      100     normal    ready"]
+        "NAME   GPU  MEMORY  USED  HOST     COMPUTE  WEIGHT  PRIORITY  STATE",
+        "infer  0    1.5GiB  0B    0B/2GiB  12.5%    300     high      ready",
+        "train  1    8GiB    0B    0B       50%      100     normal    ready"]
     status, out, _ = with_config("list", "-o", "json")
     slices = json.loads(out)
     assert [s["name"] for s in slices] == ["infer", "train"]
@@ -212,6 +214,23 @@ def test_list_and_show(with_config):
     assert json.loads(out)["gpu_uuid"] == UUID1
 
 
+def test_list_shows_the_host_memory_held_and_its_bound():
+    base = {"gpu_index": 0, "memory_limit_bytes": GIB,
+            "memory_used_bytes": 0, "compute_share": 0, "weight": 100,
+            "priority": "normal", "state": "ready"}
+    out = io.StringIO()
+    cli.print_slices(out, [
+        dict(base, name="a", host_memory_used_bytes=300 * 2**20,
+             host_memory_limit_bytes=2 * GIB),
+        dict(base, name="b", host_memory_used_bytes=300 * 2**20,
+             host_memory_limit_bytes=0),
+        # Not in the kernel (pending): nothing held to show, its bound is.
+        dict(base, name="c", memory_used_bytes=None, state="pending",
+             host_memory_used_bytes=None, host_memory_limit_bytes=GIB)])
+    assert [line.split()[4] for line in out.getvalue().splitlines()] == [
+        "HOST", "300MiB/2GiB", "300MiB", "-/1GiB"]
+
+
 def test_json_fields_are_the_documented_ones(with_config):
     text = (TOP / "docs" / "api.md").read_text()
     _, out, _ = with_config("show", "train", "-o", "json")
@@ -223,8 +242,8 @@ def test_json_fields_are_the_documented_ones(with_config):
 
 
 def test_an_empty_list(xpuctl):
-    assert xpuctl("list") == (0, ("NAME  GPU  MEMORY  USED  COMPUTE  WEIGHT  "
-                                  "PRIORITY  STATE\n"), "")
+    assert xpuctl("list") == (0, ("NAME  GPU  MEMORY  USED  HOST  COMPUTE  "
+                                  "WEIGHT  PRIORITY  STATE\n"), "")
     assert xpuctl("list", "-o", "json") == (0, "[]\n", "")
 
 

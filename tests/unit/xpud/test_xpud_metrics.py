@@ -494,7 +494,9 @@ def test_the_dashboard_queries_only_what_xpud_exports():
                  "xpu_slice_compute_share_ratio",
                  "xpu_slice_gated_seconds_total",
                  "xpu_slice_runnable_seconds_total",
-                 "xpu_slice_denied_allocations_total", "xpu_up"):
+                 "xpu_slice_denied_allocations_total", "xpu_up",
+                 "xpu_slice_host_memory_used_bytes",
+                 "xpu_slice_host_memory_limit_bytes"):
         assert name in used, name
     # Labels it groups or filters by are ours.
     labels = set()
@@ -503,6 +505,26 @@ def test_the_dashboard_queries_only_what_xpud_exports():
             labels |= {x.strip() for x in group.split(",") if x.strip()}
         labels |= set(re.findall(r"(\w+)\s*=~?\s*\"", e))
     assert labels <= SLICE_LABELS, labels - SLICE_LABELS
+
+
+def test_the_dashboards_panels_fit_together():
+    """Grafana keys panels by id and lays them on a 24-column grid: the
+    ids are unique and no two panels overlap."""
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids)), ids
+    cells = {}
+    for p in panels:
+        g = p["gridPos"]
+        assert g["w"] > 0 and g["h"] > 0 and 0 <= g["x"] <= g["x"] + g["w"] \
+            <= 24, (p["title"], g)
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, (p["title"], cells.get((x, y)))
+                cells[(x, y)] = p["title"]
+    # Each panel lies under its row, in the order of the list.
+    ys = [p["gridPos"]["y"] for p in panels]
+    assert ys == sorted(ys), ys
 
 
 def test_the_docs_list_every_metric():

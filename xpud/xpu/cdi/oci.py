@@ -11,12 +11,14 @@ The variables (docs/containers.md):
     XPU_COMPUTE=PCT        its compute share, 0 to 100 in steps of 0.1
     XPU_GPU=UUID|INDEX     its GPU (default: the one with most memory left)
     XPU_PRIORITY=CLASS     low, normal or high
+    XPU_HOST_MEMORY=SIZE   its bound on the system memory the driver
+                           allocates for it (pinned host pages); 0: none
     XPU_SLICE=NAME         join the existing slice NAME instead
 
 Any other XPU_ variable is refused, so that a misspelt one never leaves a
 container running without its slice; so is a slice asked for twice (a
-name and a size), and XPU_COMPUTE, XPU_GPU or XPU_PRIORITY without
-XPU_MEMORY.
+name and a size), and XPU_COMPUTE, XPU_GPU, XPU_PRIORITY or
+XPU_HOST_MEMORY without XPU_MEMORY.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ from dataclasses import dataclass
 from .. import model, sizes
 from ..errors import XpuError
 
-VARIABLES = ("XPU_MEMORY", "XPU_COMPUTE", "XPU_GPU", "XPU_PRIORITY",
-             "XPU_SLICE")
+# What a new slice takes, then the name of an existing one.
+LIMITS = ("XPU_MEMORY", "XPU_COMPUTE", "XPU_GPU", "XPU_PRIORITY",
+          "XPU_HOST_MEMORY")
+VARIABLES = LIMITS + ("XPU_SLICE",)
 
 
 class RequestError(XpuError):
@@ -49,6 +53,8 @@ class Request:
     compute_share: float | int | None = None   # percent, as the API takes
     gpu: model.GpuRef | None = None
     priority: str | None = None
+    # None: not asked (the runtime's default applies); 0: no bound.
+    host_memory_limit_bytes: int | None = None
 
 
 def environment(env: Sequence[str]) -> dict[str, str]:
@@ -95,8 +101,9 @@ def request(env: Sequence[str]) -> Request | None:
     gpu = value("XPU_GPU", model.parse_gpu_ref)
     priority = value("XPU_PRIORITY",
                      lambda t: model.check_choice(t, model.PRIORITIES))
-    others = [n for n in ("XPU_MEMORY", "XPU_COMPUTE", "XPU_GPU",
-                          "XPU_PRIORITY") if n in vars]
+    host = value("XPU_HOST_MEMORY",
+                 lambda t: model.check_host_memory(sizes.parse_size(t)))
+    others = [n for n in LIMITS if n in vars]
     if name is not None:
         if others:
             raise RequestError(
@@ -110,7 +117,7 @@ def request(env: Sequence[str]) -> Request | None:
             "limit (XPU_MEMORY=8GiB), or name an existing slice with "
             "XPU_SLICE")
     return Request(memory_limit_bytes=memory, compute_share=compute,
-                   gpu=gpu, priority=priority)
+                   gpu=gpu, priority=priority, host_memory_limit_bytes=host)
 
 
 # -- applying CDI edits --------------------------------------------------------

@@ -27,7 +27,9 @@ delete       Releases the container's ephemeral slices (best effort: xpud
 
 Settings: the [container_runtime] table of xpud's configuration file
 (/etc/xpu/xpud.toml, or the file $XPU_CONFIG names): oci_runtime (default:
-crun when found, else runc) and socket (xpud's, /run/xpu/xpud.sock).
+crun when found, else runc), socket (xpud's, /run/xpu/xpud.sock) and
+host_memory (the bound on system memory the driver allocates for each
+slice it makes, and the loosest XPU_HOST_MEMORY may ask; default 0: none).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import config as xpu_config
+from .. import sizes
 from ..api import ApiError
 from ..client import Client
 from ..errors import XpuError
@@ -195,6 +198,23 @@ def pick_gpu(gpus: list, memory: int):
     return best["gpu_uuid"]
 
 
+def host_bound(req: oci.Request, ceiling: int) -> int:
+    """The host bound of the new slice REQ asks for (0: none): its
+    XPU_HOST_MEMORY, else CEILING ([container_runtime] host_memory).  A
+    container may ask a tighter bound than CEILING, never a looser one."""
+    asked = req.host_memory_limit_bytes
+    if req.slice is not None or asked is None:
+        return ceiling
+    if ceiling and not 0 < asked <= ceiling:
+        what = sizes.format_size(asked) if asked else "0 (no bound)"
+        raise RuntimeError_(
+            f"XPU_HOST_MEMORY={what} is looser than this host's bound for "
+            f"containers, {sizes.format_size(ceiling)} ([container_runtime] "
+            "host_memory): ask at most that, or leave XPU_HOST_MEMORY out "
+            "(the container is not started)")
+    return asked
+
+
 def write_json(path: str, doc: dict) -> None:
     """Replace PATH with DOC atomically, keeping its mode."""
     d = os.path.dirname(path) or "."
@@ -258,6 +278,7 @@ class Runtime:
                 from None
         if req is None:
             return
+        host = host_bound(req, self.settings.host_memory_limit_bytes)
         made = None
         try:
             with self.client() as c:
@@ -272,6 +293,8 @@ class Runtime:
                     extra = {k: v for k, v in (
                         ("compute_share", req.compute_share),
                         ("priority", req.priority)) if v is not None}
+                    if host:
+                        extra["host_memory_limit_bytes"] = host
                     c.call("create", name=target, gpu=gpu,
                            memory_limit_bytes=req.memory_limit_bytes,
                            owner=container, owner_pid=os.getpid(), **extra)
@@ -355,10 +378,11 @@ USAGE = f"""usage: {PROG} [RUNTIME OPTIONS] COMMAND [OPTIONS] CONTAINER
 
 An OCI runtime for podman --runtime, Docker's "runtimes" and containerd's
 BinaryName: a container whose environment sets XPU_MEMORY=SIZE (with
-XPU_COMPUTE=PCT, XPU_GPU=UUID|INDEX, XPU_PRIORITY=low|normal|high), or
-XPU_SLICE=NAME, gets that slice; everything else passes to the real
-runtime (crun, else runc; [container_runtime] oci_runtime in
-/etc/xpu/xpud.toml or the file $XPU_CONFIG names).  See containers.md.
+XPU_COMPUTE=PCT, XPU_GPU=UUID|INDEX, XPU_PRIORITY=low|normal|high,
+XPU_HOST_MEMORY=SIZE), or XPU_SLICE=NAME, gets that slice; everything
+else passes to the real runtime (crun, else runc; [container_runtime]
+oci_runtime in /etc/xpu/xpud.toml or the file $XPU_CONFIG names).  See
+containers.md.
 """
 
 

@@ -10,7 +10,8 @@
 A container's xpu-memory devices name one GPU (GetPreferredAllocation picks
 them so: the GPU the extender booked for a request of that size, else by
 policy among those xpud has room on); Allocate makes a slice of that size
-there, named k8s-<hash of the device IDs>, and returns its
+there, named k8s-<hash of the device IDs>, with the node's host-memory
+bound (xpu-k8s node --host-memory; none by default), and returns its
 CDI device (cdi_devices, kubelet >= 1.28) and, for older kubelets, the same
 nodes as device specs (/dev/nvidia<minor>, /dev/nvidiactl) and env.  kubelet
 never says which container an Allocate is for, and asks each resource
@@ -38,6 +39,7 @@ from concurrent import futures
 
 import grpc
 
+from .. import model
 from . import kubelet, node, resources
 from ._proto import deviceplugin_v1beta1_pb2 as dp
 from ._proto import deviceplugin_v1beta1_pb2_grpc as dp_grpc
@@ -53,7 +55,8 @@ class Config:
                  pod_resources: str = kubelet.POD_RESOURCES_SOCKET,
                  memory_unit: int = resources.DEFAULT_MEMORY_UNIT,
                  policy: str = node.BINPACK, poll_s: float = 5.0,
-                 gc_grace_s: float = 30.0, dev_dir: str = "/dev"):
+                 gc_grace_s: float = 30.0, dev_dir: str = "/dev",
+                 host_memory: int = model.NO_HOST_MEMORY_LIMIT):
         self.xpud_socket = xpud_socket
         self.names = names
         self.plugin_dir = plugin_dir
@@ -63,6 +66,8 @@ class Config:
         self.poll_s = poll_s
         self.gc_grace_s = gc_grace_s
         self.dev_dir = dev_dir
+        # The host bound of each slice it makes (0: none).
+        self.host_memory = host_memory
 
 
 class State:
@@ -315,8 +320,11 @@ class MemoryPlugin(Plugin):
             # Another GPU then, if one has room: kubelet's count of this
             # GPU's devices is not xpud's truth (memory used outside).
             gpu = node.pick(gpus, memory, 0, self.cfg.policy)
+        extra = {}
+        if self.cfg.host_memory:
+            extra["host_memory_limit_bytes"] = self.cfg.host_memory
         s = node.ask(self.cfg.xpud_socket, "create", name=name,
-                     gpu=gpu.uuid, memory_limit_bytes=memory)
+                     gpu=gpu.uuid, memory_limit_bytes=memory, **extra)
         log.info("made slice '%s' (%d MiB on GPU %d) for devices %s", name,
                  memory >> 20, gpu.index, _short(ids))
         self.m.reservations.allocated(gpu.uuid, memory, name)

@@ -20,6 +20,22 @@ was prepared is checkpointed in a file (atomic replace) before Prepare
 answers, so a second Prepare answers the same without making anything, and
 after a restart of the plugin too; slices are named dra-<claim UID>-<n>, so
 that one made just before a crash is found again.
+
+A slice's bound on system memory (class 25, docs/memory.md) is the node's
+(xpu-k8s node --host-memory; none by default), or what an opaque config of
+the claim or its DeviceClass asks for the request it serves:
+
+    config:
+    - requests: [gpu]            # optional: every request when absent
+      opaque:
+        driver: xpu.dev
+        parameters: {apiVersion: xpu.dev/v1alpha1, kind: SliceConfig,
+                     hostMemory: 16Gi}       # a quantity; "0": none
+
+A claim's config wins over its class's.  A bound looser than the node's
+(larger, or 0 where the node has one) is refused, as is a config of this
+driver that is not a SliceConfig or names an unknown field: Prepare fails,
+and makes nothing.
 """
 
 from __future__ import annotations
@@ -34,7 +50,7 @@ from decimal import Decimal
 
 import grpc
 
-from .. import sizes
+from .. import model, sizes
 from . import kubelet, node, resources
 from ._proto import dra_v1_pb2 as dra
 from ._proto import dra_v1_pb2_grpc as dra_grpc
@@ -48,8 +64,99 @@ DRA_SERVICE = "v1.DRAPlugin"
 API = "/apis/resource.k8s.io/v1"
 
 
+# The opaque parameters this driver reads (claims' and DeviceClasses'
+# config): apiVersion DRIVER/CONFIG_VERSION, kind CONFIG_KIND.
+CONFIG_VERSION = "v1alpha1"
+CONFIG_KIND = "SliceConfig"
+_CONFIG_FIELDS = ("apiVersion", "kind", "hostMemory")
+
+
 def device_name(index: int) -> str:
     return f"gpu-{index}"
+
+
+def host_memory_quantity(value) -> int:
+    """A SliceConfig's hostMemory, a Kubernetes quantity ("16Gi",
+    "17179869184"; "0": none), in bytes.  Raises TypeError, ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(f"hostMemory {value!r} is not a quantity: write a "
+                        "string such as \"16Gi\", or \"0\" for none")
+    try:
+        q = resources.parse_quantity(value)
+        if q != q.to_integral_value():
+            raise ValueError("it is not a whole number of bytes")
+        return model.check_host_memory(int(q))
+    except ValueError as e:
+        raise ValueError(f"hostMemory '{value}': {e}") from None
+
+
+def slice_config(parameters, driver: str) -> int | None:
+    """The host bound (bytes; 0: none) opaque PARAMETERS of DRIVER ask
+    for, or None when they name none.  Raises TypeError,
+    ValueError."""
+    version = f"{driver}/{CONFIG_VERSION}"
+    if not isinstance(parameters, dict):
+        raise TypeError(f"the parameters of {driver} are not an object: "
+                        f"write apiVersion: {version}, kind: {CONFIG_KIND}")
+    got = (parameters.get("apiVersion"), parameters.get("kind"))
+    if got != (version, CONFIG_KIND):
+        raise ValueError(f"the parameters of {driver} are apiVersion "
+                         f"{got[0]!r}, kind {got[1]!r}: it reads apiVersion "
+                         f"{version}, kind {CONFIG_KIND}")
+    unknown = sorted(set(parameters) - set(_CONFIG_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r} in {CONFIG_KIND} "
+                         "(known: hostMemory)")
+    if "hostMemory" not in parameters:
+        return None
+    return host_memory_quantity(parameters["hostMemory"])
+
+
+def host_bounds(allocation: dict, driver: str, requests,
+                node_bound: int) -> dict[str, int]:
+    """The host bound (bytes; 0: none) of each of REQUESTS (results'
+    request names) from ALLOCATION's opaque configs of DRIVER: the claim's
+    over the class's, else NODE_BOUND.  A bound looser than NODE_BOUND
+    raises ValueError, as does a config that is not a SliceConfig."""
+    configs = []
+    for c in (allocation.get("devices") or {}).get("config") or []:
+        opaque = c.get("opaque") or {}
+        if opaque.get("driver") != driver:
+            continue
+        source = "claim" if c.get("source") == "FromClaim" else "class"
+        try:
+            bound = slice_config(opaque.get("parameters"), driver)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"the {source}'s config: {e}") from None
+        configs.append((source == "claim", c.get("requests") or [], bound))
+    configs.sort(key=lambda c: c[0])  # the class's first: the claim's win
+    out = {}
+    for req in requests:
+        asked = None
+        for _, names, bound in configs:
+            # A subrequest (firstAvailable) is "request/subrequest".
+            if names and req not in names and req.split("/")[0] not in names:
+                continue
+            if bound is not None:
+                asked = bound
+        if asked is None:
+            asked = node_bound
+        elif node_bound and not 0 < asked <= node_bound:
+            what = sizes.format_size(asked) if asked else "0 (none)"
+            raise ValueError(
+                f"request {req} asks hostMemory {what}, looser than this "
+                f"node's bound, {sizes.format_size(node_bound)} (xpu-k8s "
+                "node --host-memory): ask at most that, or leave hostMemory "
+                "out")
+        out[req] = asked
+    return out
+
+
+def loosest(bounds) -> int:
+    """The bound of one slice serving requests of BOUNDS: the largest; 0
+    (none) when one has none."""
+    bounds = list(bounds)
+    return 0 if 0 in bounds else max(bounds)
 
 
 def resource_slice(driver: str, node_name: str, gpus: list[node.Gpu],
@@ -140,8 +247,12 @@ class Driver(dra_grpc.DRAPluginServicer, reg_grpc.RegistrationServicer):
                  names: resources.Names,
                  driver: str = resources.DEFAULT_DRIVER,
                  plugins_dir: str = kubelet.PLUGINS_DIR,
-                 registry_dir: str = kubelet.PLUGINS_REGISTRY_DIR):
+                 registry_dir: str = kubelet.PLUGINS_REGISTRY_DIR,
+                 host_memory: int = model.NO_HOST_MEMORY_LIMIT):
         self.node_name = node_name
+        # The host bound of a slice whose claim asks none, and the loosest
+        # a claim may ask (0: none).
+        self.host_memory = host_memory
         self.xpud_socket = xpud_socket
         self.api = api
         self.names = names
@@ -265,9 +376,17 @@ class Driver(dra_grpc.DRAPluginServicer, reg_grpc.RegistrationServicer):
             raise ValueError(f"claim {c.namespace}/{c.name} has no device of "
                              f"{self.driver} on node {self.node_name} "
                              "allocated")
+        try:
+            bounds = host_bounds(alloc, self.driver,
+                                 sorted({r.get("request", "")
+                                         for r in results}),
+                                 self.host_memory)
+        except ValueError as e:
+            raise ValueError(f"claim {c.namespace}/{c.name}: {e}") from None
         gpus, slices = node.snapshot(self.xpud_socket)
         by_name = {device_name(g.index): g for g in gpus}
         want: dict[str, list] = {}   # device -> [memory, compute]
+        hosts: dict[str, list] = {}  # device -> its requests' host bounds
         for r in results:
             g = by_name.get(r.get("device"))
             if g is None:
@@ -284,6 +403,8 @@ class Driver(dra_grpc.DRAPluginServicer, reg_grpc.RegistrationServicer):
             w = want.setdefault(r["device"], [Decimal(0), Decimal(0)])
             w[0] += mem
             w[1] += cpt
+            hosts.setdefault(r["device"], []).append(
+                bounds[r.get("request", "")])
         made: dict[str, str] = {}
         try:
             for i, (dev, (mem, cpt)) in enumerate(sorted(want.items())):
@@ -293,9 +414,13 @@ class Driver(dra_grpc.DRAPluginServicer, reg_grpc.RegistrationServicer):
                     made[dev] = name  # made before a crash
                     continue
                 memory = -(-int(mem) // sizes.MIB) * sizes.MIB
+                extra = {}
+                host = loosest(hosts[dev])
+                if host:
+                    extra["host_memory_limit_bytes"] = host
                 node.ask(self.xpud_socket, "create", name=name, gpu=g.uuid,
                          memory_limit_bytes=max(memory, sizes.MIB),
-                         compute_share=float(cpt))
+                         compute_share=float(cpt), **extra)
                 made[dev] = name
                 log.info("made slice '%s' on GPU %d for claim %s/%s", name,
                          g.index, c.namespace, c.name)

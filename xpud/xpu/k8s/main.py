@@ -23,7 +23,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from .. import __version__, api, cmdline
+from .. import __version__, api, cmdline, model, sizes
 from ..errors import UsageError, XpuError
 from ..signals import SignalRelay
 from . import agent, deviceplugin, dra, extender, kubelet, node, resources
@@ -61,6 +61,13 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"'{text}' is not a number of seconds from 0 to 86400")
     return v
+
+
+def _host_memory(text: str) -> int:
+    try:
+        return model.check_host_memory(sizes.parse_size(text))
+    except (TypeError, ValueError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _vendor(text: str) -> str:
@@ -104,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how long a pod's slice outlives the pod (kubelet "
                    "records an allocation just after Allocate; default "
                    "%(default)s)")
+    n.add_argument("--host-memory", type=_host_memory, default=0,
+                   metavar="SIZE",
+                   help="the bound on the system memory the driver "
+                   "allocates for each slice made here (pinned host pages; "
+                   "8GiB, 16Gi), and the loosest a DRA claim may ask; 0 "
+                   "(the default): none")
     n.add_argument("--no-device-plugin", action="store_true",
                    help="serve no device plugin (a DRA-only node)")
     n.add_argument("--agent-listen", type=_hostport, default="0.0.0.0:9402",
@@ -186,7 +199,7 @@ def run_node(args, stop: threading.Event) -> int:
             m = deviceplugin.Manager(deviceplugin.Config(
                 args.xpud_socket, names, args.device_plugin_dir,
                 args.pod_resources_socket, args.memory_unit, args.policy,
-                gc_grace_s=args.gc_grace), res)
+                gc_grace_s=args.gc_grace, host_memory=args.host_memory), res)
             try:
                 m.start()
             except ValueError as e:
@@ -206,7 +219,8 @@ def run_node(args, stop: threading.Event) -> int:
         if args.dra:
             d = dra.Driver(args.node_name, args.xpud_socket, _api(args),
                            names, names.vendor, args.plugins_dir,
-                           args.plugins_registry_dir)
+                           args.plugins_registry_dir,
+                           host_memory=args.host_memory)
             d.start()
             parts.append(d)
             try:
