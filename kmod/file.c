@@ -23,6 +23,7 @@
 #include <linux/uaccess.h>
 
 #include "file.h"
+#include "handles.h"
 #include "ledger.h"
 #include "mem.h"
 #include "nvabi.h"
@@ -99,6 +100,7 @@ int xpu_file_open(struct inode *inode, struct file *file)
 	hash_init(xf->memrecs);
 	xpu_callpages_init(&xf->callpages);
 	mutex_init(&xf->call_lock);
+	INIT_LIST_HEAD(&xf->hnd_clients);
 	xf->slice = slice;
 	xf->gpu = gpu;
 	xf->opener = get_pid(task_tgid(current));
@@ -134,6 +136,8 @@ int xpu_file_release(struct inode *inode, struct file *file)
 	spin_unlock(&xpu_files_lock);
 	if (xf->slice) {
 		xpu_sched_file_release(xf);
+		/* RM freed the clients made through it */
+		xpu_handles_file_release(xf);
 		/* Closing a control file freed its clients: read usage anew. */
 		if (!xf->gpu) {
 			xpu_mem_file_release(xf);
@@ -176,6 +180,7 @@ void xpu_file_exit(void)
 		hash_del(&xf->hash);
 		if (xf->slice) {
 			xpu_sched_file_release(xf);
+			xpu_handles_file_release(xf);
 			if (!xf->gpu) {
 				xpu_mem_file_release(xf);
 				xpu_ledger_file_exit(xf);

@@ -12,6 +12,7 @@
 #include "events.h"
 #include "file.h"
 #include "hook.h"
+#include "handles.h"
 #include "ledger.h"
 #include "rmapi.h"
 #include "sched.h"
@@ -22,9 +23,12 @@ static int __init xpu_init(void)
 {
 	int ret;
 
-	ret = xpu_events_init();
+	ret = xpu_handles_module_init();
 	if (ret)
 		return ret;
+	ret = xpu_events_init();
+	if (ret)
+		goto err_handles;
 	ret = xpu_rm_init();
 	if (ret)
 		goto err_events;
@@ -63,6 +67,8 @@ err_rm:
 	xpu_rm_exit();
 err_events:
 	xpu_events_exit();
+err_handles:
+	xpu_handles_module_exit();
 	return ret;
 }
 
@@ -76,6 +82,7 @@ static void __exit xpu_exit(void)
 	xpu_ledger_exit();
 	xpu_rm_exit();
 	xpu_events_exit();
+	xpu_handles_module_exit();
 }
 
 module_init(xpu_init);

@@ -39,6 +39,7 @@
 #include "callpage.h"
 #include "events.h"
 #include "file.h"
+#include "handles.h"
 #include "hostmem.h"
 #include "ledger.h"
 #include "mem.h"
@@ -955,6 +956,24 @@ static u32 xpu_mem_host_record(struct xpu_file *xf, struct file *file,
 				NV_ERR_NO_MEMORY;
 }
 
+/*
+ * RM made the object of SITE on E (its status NV_OK on xpu's copy): its
+ * handle goes on record (handles.c), from SPARE.  A client's handle is the
+ * one RM wrote into hObjectNew.
+ */
+static void xpu_mem_handle_made(struct xpu_file *xf, struct list_head *spare,
+				const struct xpu_escape *e,
+				const struct xpu_alloc_site *site)
+{
+	u32 hc, hp, ho;
+
+	xpu_escape_handles(e, site, &hc, &hp, &ho);
+	if (site->client)
+		xpu_handles_add(xf, spare, ho, 0, ho);
+	else if (ho)
+		xpu_handles_add(xf, spare, hc, hp, ho);
+}
+
 static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 			   unsigned int cmd, struct xpu_escape *e, u64 want,
 			   const struct xpu_alloc_site *site)
@@ -962,6 +981,7 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	struct xpu_slice *slice = xf->slice;
 	u32 hc, hp, ho, st;
 	u64 grown, before;
+	LIST_HEAD(spare);
 	bool cheated;
 	long ret;
 
@@ -975,6 +995,12 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 		mutex_unlock(&slice->mem_lock);
 		/* The driver's own failure: the call succeeds, status says why. */
 		return xpu_escape_status(e, site, NV_ERR_NO_MEMORY);
+	}
+	/* a handle it may make: past the slice's bound, RM is not called */
+	st = xpu_handles_reserve(slice, &spare, 1);
+	if (st) {
+		mutex_unlock(&slice->mem_lock);
+		return xpu_escape_status(e, site, st);
 	}
 	/*
 	 * Whatever the driver returns -- a failed copy-back into the caller's
@@ -997,11 +1023,12 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 		}
 	}
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {
-		if (grown || want) {
-			st = xpu_mem_record(xf, file, e, site, grown, want);
-			if (st)
-				ret = xpu_escape_status(e, site, st);
-		}
+		st = grown || want ?
+		     xpu_mem_record(xf, file, e, site, grown, want) : NV_OK;
+		if (st)
+			ret = xpu_escape_status(e, site, st);
+		else if (xpu_escape_u32(e, site->status) == NV_OK)
+			xpu_mem_handle_made(xf, &spare, e, site);
 		goto out;
 	}
 
@@ -1024,6 +1051,7 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	xpu_mem_unrecorded(xf, slice->used > before ? slice->used - before : 0,
 			   "holds memory past the limit and hid it");
 out:
+	xpu_handles_cancel(slice, &spare);
 	mutex_unlock(&slice->mem_lock);
 	return ret;
 }
@@ -1490,6 +1518,9 @@ static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
 	 * never stand for another object of the handle it names)
 	 */
 	xpu_sched_rm_free(xf, hc, ho);
+	/* a missing handle is NV_OK too: its record, if any, was stale */
+	if (st == NV_OK)
+		xpu_handles_freed(slice, hc, ho);
 	mutex_unlock(&slice->mem_lock);
 	return xpu_put_status(status, st);
 }
@@ -1725,6 +1756,7 @@ long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
 	struct xpu_slice *slice = xf->slice;
 	const struct nvos55_parameters *q;
 	struct xpu_escape e;
+	LIST_HEAD(spare);
 	bool cheated;
 	u32 cls, st;
 	long ret;
@@ -1739,6 +1771,11 @@ long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
 	e.u.p55.status = NV_ERR_GENERIC;
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
+	st = xpu_handles_reserve(slice, &spare, 1);
+	if (st) {
+		ret = xpu_escape_status(&e, &site, st);
+		goto out;
+	}
 	ret = xpu_escape_call(xf, file, cmd, &e, &site, &cheated, NULL);
 	if (cheated) {
 		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
@@ -1758,10 +1795,14 @@ long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
 			xpu_free_as_caller(xf, file, q->h_client, q->h_parent,
 					   q->h_object);
 			ret = xpu_escape_status(&e, &site, st);
+		} else {
+			xpu_handles_add(xf, &spare, q->h_client, q->h_parent,
+					q->h_object);
 		}
 	}
 	xpu_refresh_locked(slice);
 out:
+	xpu_handles_cancel(slice, &spare);
 	mutex_unlock(&slice->mem_lock);
 	return ret;
 }
@@ -1921,7 +1962,8 @@ static u32 xpu_xport_check(struct xpu_file *xf, u32 hc, u32 *h, u32 n,
  * caller left it.  NV_OK or that status.
  */
 static u32 xpu_xport_record(struct xpu_file *xf, struct file *file, u32 hc,
-			    u32 hp, u32 *h, u32 n, const unsigned long *named)
+			    u32 hp, u32 *h, u32 n, const unsigned long *named,
+			    struct list_head *spare)
 {
 	u32 i, cls, st = NV_OK;
 
@@ -1932,8 +1974,13 @@ static u32 xpu_xport_record(struct xpu_file *xf, struct file *file, u32 hc,
 		else if (xpu_sched_tracks_class(cls))
 			st = xpu_sched_rm_dup(xf, hc, h[i], cls, 0, 0);
 	}
-	if (!st)
+	if (!st) {
+		/* what RM made goes on record (a handle of 0 it did not) */
+		for (i = 0; i < n; i++)
+			if (h[i] && xpu_rm_object_class(hc, h[i]))
+				xpu_handles_add(xf, spare, hc, hp, h[i]);
 		return NV_OK;
+	}
 	for (i = 0; i < n; i++) {
 		if (!h[i] || !xpu_rm_object_class(hc, h[i]))
 			continue;
@@ -1953,6 +2000,7 @@ static long xpu_mem_xport(struct xpu_file *xf, struct file *file,
 	struct nvos54_parameters p;
 	u32 n = 1, hp = 0, st;
 	bool moved, import = x->parent;
+	LIST_HEAD(spare);
 	u8 *params;
 	u16 count;
 	u32 *h;
@@ -1979,6 +2027,8 @@ static long xpu_mem_xport(struct xpu_file *xf, struct file *file,
 	}
 	/* only an import names handles: at most 128 */
 	st = xpu_xport_check(xf, p.h_client, h, n, import, named);
+	if (!st && import)
+		st = xpu_handles_reserve(slice, &spare, n);
 	if (st) {
 		ret = xpu_put_status(&up->status, st);
 		goto out;
@@ -1991,7 +2041,8 @@ static long xpu_mem_xport(struct xpu_file *xf, struct file *file,
 	}
 	if (import) {
 		/* RM's answer: the handles xpu named, whatever the status says */
-		st = xpu_xport_record(xf, file, p.h_client, hp, h, n, named);
+		st = xpu_xport_record(xf, file, p.h_client, hp, h, n, named,
+				      &spare);
 		if (st)
 			p.status = st;
 		xpu_refresh_locked(slice);
@@ -2002,6 +2053,7 @@ static long xpu_mem_xport(struct xpu_file *xf, struct file *file,
 	if (copy_to_user(up, &p, sizeof(p)))
 		ret = -EFAULT;
 out:
+	xpu_handles_cancel(slice, &spare);
 	mutex_unlock(&slice->mem_lock);
 	kfree(params);
 	return ret;
@@ -2028,8 +2080,12 @@ out:
 long xpu_mem_alloc_context_dma(struct xpu_file *xf, struct file *file,
 			       unsigned int cmd, unsigned long arg)
 {
+	struct xpu_slice *slice = xf->slice;
+	const struct nvos39_parameters *q;
 	struct xpu_escape e;
+	LIST_HEAD(spare);
 	long ret;
+	u32 st;
 
 	if (!xf->slice || xf->gpu ||
 	    _IOC_SIZE(cmd) != sizeof(struct nvos39_parameters))
@@ -2041,7 +2097,26 @@ long xpu_mem_alloc_context_dma(struct xpu_file *xf, struct file *file,
 		return xpu_put_status(e.uarg +
 				      offsetof(struct nvos39_parameters, status),
 				      NV_ERR_NOT_SUPPORTED);
-	return xpu_escape_plain(xf, file, cmd, &e, false);
+	if (mutex_lock_killable(&slice->mem_lock))
+		return -EINTR;
+	st = xpu_handles_reserve(slice, &spare, 1);
+	if (st) {
+		ret = xpu_put_status(e.uarg + offsetof(struct nvos39_parameters,
+						       status), st);
+		goto out;
+	}
+	ret = xpu_escape_plain_locked(xf, file, cmd, &e, false);
+	/* RM's answer on xpu's copy; the parent is hMemory's, RM's to say */
+	q = &e.u.p39;
+	if (q->status == NV_OK && q->h_object_new)
+		xpu_handles_add(xf, &spare, q->h_object_parent,
+				xpu_rm_object_parent(q->h_object_parent,
+						     q->h_object_new),
+				q->h_object_new);
+out:
+	xpu_handles_cancel(slice, &spare);
+	mutex_unlock(&slice->mem_lock);
+	return ret;
 }
 
 /*
@@ -2074,14 +2149,16 @@ long xpu_mem_alloc_memory(struct xpu_file *xf, struct file *file,
 	if (ret)
 		return ret;
 	q = &e.u.p02.params;
+	/* every class makes a handle, which xpu names when the caller does not */
+	site.record = true;
+	/* RM writes the status of every call it is asked for; a refusal not */
+	e.u.p02.params.status = NV_ERR_GENERIC;
 	if (q->h_class == NV01_MEMORY_SYSTEM) {
 		site.host = true;
-		site.record = true;
 		site.host_want = q->limit < U64_MAX - PAGE_SIZE ?
 				 PAGE_ALIGN(q->limit + 1) : U64_MAX;
-		return xpu_admit_call(xf, file, cmd, &e, 0, &site);
 	}
-	ret = xpu_escape_plain(xf, file, cmd, &e, false);
+	ret = xpu_admit_call(xf, file, cmd, &e, 0, &site);
 	if (ret || q->h_class != NV01_MEMORY_LOCAL_USER || q->status != NV_OK)
 		return ret;
 	if (put_user(READ_ONCE(xf->slice->memory_limit) - 1, &up->params.limit))

@@ -43,6 +43,7 @@
 #include <linux/wait.h>
 
 #include "file.h"
+#include "handles.h"
 #include "mem.h"
 #include "nvabi.h"
 #include "rmapi.h"
@@ -819,7 +820,9 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	int kind;
 	bool known, in_tsg, locked = false;
 	struct xpu_rec *r;
+	LIST_HEAD(spare);
 	long ret;
+	u32 st;
 
 	xpu_escape_alloc_args(e, &hc_pre, &hp_pre, &ho_pre);
 	kind = xpu_rec_kind(h_class);
@@ -844,6 +847,10 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	}
 	if (!xpu_recs_room(s, slice, kind, h_class))
 		return xpu_escape_alloc_status(e, NV_ERR_INSUFFICIENT_RESOURCES);
+	/* its handle, within the slice's bound (handles.c) */
+	st = xpu_handles_reserve(slice, &spare, 1);
+	if (st)
+		return xpu_escape_alloc_status(e, st);
 	/* the parent is a claim: RM's decides the charge after the call */
 	spin_lock(&s->list_lock);
 	in_tsg = kind == XPU_REC_CHAN &&
@@ -851,12 +858,13 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	spin_unlock(&s->list_lock);
 	reserved = xpu_rec_charge(kind, in_tsg, pinned);
 	ret = reserved ? xpu_mem_charge(slice, reserved) : 0;
-	if (ret > 0)
-		return xpu_escape_alloc_status(e, ret);
-	if (ret)
-		return ret;
+	if (ret) {
+		xpu_handles_cancel(slice, &spare);
+		return ret > 0 ? xpu_escape_alloc_status(e, ret) : ret;
+	}
 	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
 	if (!r) {
+		xpu_handles_cancel(slice, &spare);
 		xpu_recs_uncharge(slice, reserved);
 		return -ENOMEM;
 	}
@@ -895,6 +903,7 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	/* RM's class and parent decide the kind and the charge, not the struct */
 	kind = xpu_rec_kind(cls);
 	hp = xpu_rm_object_parent(hc, ho);
+	xpu_handles_add(xf, &spare, hc, hp ? hp : hp_pre, ho);
 	charge = xpu_rec_charge(kind, kind == XPU_REC_CHAN &&
 				xpu_rm_object_class(hc, hp) ==
 				KEPLER_CHANNEL_GROUP_A, pinned);
@@ -910,11 +919,12 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	mutex_unlock(&slice->mem_lock);
 	locked = false;
 	if (!known)
-		return ret;
+		return ret;	/* SPARE is spent */
 	/* RM never makes a live handle twice */
 	if (!res.drv_ret)
 		cheat = "named an object it made before";
 out:
+	xpu_handles_cancel(slice, &spare);
 	if (locked)
 		mutex_unlock(&slice->mem_lock);
 	xpu_recs_uncharge(slice, reserved);

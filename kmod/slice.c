@@ -20,6 +20,7 @@
 
 #include "events.h"
 #include "file.h"
+#include "handles.h"
 #include "mem.h"
 #include "nvabi.h"
 #include "rmapi.h"
@@ -93,6 +94,7 @@ static void xpu_slice_release(struct kref *ref)
 	struct xpu_slice *slice = container_of(ref, struct xpu_slice, ref);
 
 	xpu_mem_slice_release(slice);
+	xpu_handles_destroy(slice);
 	kfree(slice);
 }
 
@@ -152,6 +154,7 @@ static void xpu_slice_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 	xpu_mem_fill(slice, out);
 	xpu_sched_fill(slice, out);
 	out->open_files = atomic_read(&slice->open_files);
+	out->rm_handles = xpu_handles_count(slice);
 }
 
 int xpu_slice_ioc_create(struct xpu_slice_info *arg)
@@ -178,6 +181,11 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 	INIT_LIST_HEAD(&slice->members);
 	INIT_LIST_HEAD(&slice->held);
 	INIT_LIST_HEAD(&slice->hostmem);
+	ret = xpu_handles_init(slice);
+	if (ret) {
+		kfree(slice);
+		return ret;
+	}
 	memcpy(slice->name, arg->name, XPU_NAME_LEN);
 	slice->memory_limit = arg->memory_limit;
 	slice->host_limit = arg->host_memory_limit;
@@ -222,6 +230,7 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 
 err_unlock:
 	mutex_unlock(&xpu_lock);
+	xpu_handles_destroy(slice);
 	kfree(slice);
 	return ret;
 }

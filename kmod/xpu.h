@@ -9,6 +9,7 @@
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/rhashtable-types.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
@@ -27,6 +28,12 @@
  */
 #define XPU_MAX_MEMRECS		65536
 #define XPU_MEMREC_BITS		6	/* buckets per control file, log2 */
+/*
+ * RM handles one slice's clients may hold (handles.c; the module parameter
+ * max_handles): twice the video-memory objects, for the clients, devices,
+ * channels and the rest CUDA makes beside them.
+ */
+#define XPU_MAX_HANDLES		(2 * XPU_MAX_MEMRECS)
 
 /*
  * A GPU of the driver.  Found at load through the kernel RM API and the
@@ -137,6 +144,14 @@ struct xpu_slice {
 	u64 host_used;
 	struct list_head hostmem;
 	u32 nr_hostmem;
+	/*
+	 * The RM handles of the slice's clients (handles.c), by client and
+	 * handle, in trees that follow RM's parents; nr_handles counts them
+	 * and the calls in flight that may make one.
+	 */
+	struct rhashtable handles;
+	struct mutex handles_lock;	/* the trees; taken under mem_lock */
+	atomic_t nr_handles;
 
 	atomic_t open_files;
 
@@ -225,6 +240,8 @@ struct xpu_file {
 	struct xpu_callpages callpages;
 	struct mutex call_lock;		/* unsliced control files: their pages */
 	u32 handle_gen;			/* handles xpu chose for RM (mem.c) */
+	/* the records of the RM clients made through it (handles.c) */
+	struct list_head hnd_clients;
 };
 
 /* Protects the slice list, node and cgroup bindings, GPU settings. */

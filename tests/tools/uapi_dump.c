@@ -193,6 +193,7 @@ int main(void)
 	FIELD(xpu_slice_info, channels);
 	FIELD(xpu_slice_info, host_memory_limit);
 	FIELD(xpu_slice_info, host_memory_used);
+	FIELD(xpu_slice_info, rm_handles);
 	FIELD(xpu_slice_info, reserved);
 	struct_end();
 

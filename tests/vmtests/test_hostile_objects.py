@@ -100,7 +100,10 @@ def sl(admin, nodedir):
     # room for 40 TSGs' charges (2 MiB each): these tests are about records
     s = Slice(admin, nodedir, name="objects", limit=256 * MiB)
     yield s
-    assert s.get().channels == 0
+    got = s.get()
+    # every file of the slice is closed: RM freed every client, and xpu's
+    # records of their handles went with them
+    assert (got.channels, got.rm_handles) == (0, 0), got
     s.destroy()
     assert nvtest.heap_used(0) == heap0
 
@@ -783,3 +786,86 @@ p = rm.alloc_context_dma(mem.handle, offset=4096, limit=4095,
 rm.free(0xCAFE0101)
 rm.free(u)
 """)
+
+
+MAX_HANDLES = "/sys/module/xpu/parameters/max_handles"
+
+
+@pytest.fixture
+def max_handles():
+    """Sets xpu.ko's max_handles for the test, and puts it back."""
+    with open(MAX_HANDLES) as f:
+        old = f.read().strip()
+
+    def set_(n):
+        with open(MAX_HANDLES, "w") as f:
+            f.write(str(n))
+    yield set_
+    set_(old)
+
+
+def test_a_slice_s_rm_handles_are_counted_and_bounded(sl, max_handles):
+    """RM objects a slice holds: every RM client and object costs NVIDIA's
+    driver kernel memory charged to no cgroup, and RM caps neither.  xpu.ko
+    counts the handles of the slice's clients (slice info rm_handles) and
+    refuses a call past max_handles with NV_ERR_INSUFFICIENT_RESOURCES, RM
+    not called, through every call that makes one: RM_ALLOC (memory, a
+    client, a TSG), RM_VID_HEAP_CONTROL, RM_DUP_OBJECT and
+    RM_ALLOC_CONTEXT_DMA2.  The count follows RM's frees: an object's free
+    gives its handle back, a device's free its subtree's, a client's free
+    all of its, and a control file's close all of its clients'
+    (the fixture: 0 after).  Before, a tenant made objects without
+    bound (the stub stops at 2^18 of all; RM never does)."""
+    max_handles(64)
+    run_in(sl, """
+from xpu import ctl as xpu_ctl
+def handles():
+    with xpu_ctl.Ctl() as a:
+        return a.slice_get(SLICE).rm_handles
+PCI = abi.NVOS32_ATTR_LOCATION_PCI
+base = handles()
+# this client, its device and subdevice, and the prelude's memory
+assert base == 4, base
+made = []
+while True:
+    p = rm.alloc_raw(dev.hdevice, abi.NV01_MEMORY_SYSTEM,
+                     dev.memory_params(4096, location=PCI))
+    if p.status != abi.NV_OK:
+        break
+    made.append(p.hObjectNew)
+assert p.status == abi.NV_ERR_INSUFFICIENT_RESOURCES, abi.status_name(p.status)
+assert base + len(made) == 64 == handles(), (base, len(made))
+# every door that makes a handle is held to the bound
+REFUSED = abi.NV_ERR_INSUFFICIENT_RESOURCES
+assert ctl.rm_alloc(0, 0, abi.NV01_ROOT_CLIENT, check=False).status == REFUSED
+assert rm.alloc_raw(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+                    abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                        engineType=abi.NV2080_ENGINE_TYPE_GR0)).status == REFUSED
+assert dev.heap_alloc_raw(4096, location=PCI).status == REFUSED
+assert ctl.rm_dup(rm.handle, dev.hdevice, rm.handle, mem.handle,
+                  check=False).status == REFUSED
+assert rm.alloc_context_dma(mem.handle, limit=4095,
+                            check=False).status == REFUSED
+assert handles() == 64
+# a free gives its handle back
+rm.free(made.pop())
+assert handles() == 63
+h = rm.alloc(dev.hdevice, abi.NV01_MEMORY_SYSTEM,
+             dev.memory_params(4096, location=PCI))
+made.append(h)
+# a context DMA and a duplicate count, and go with what they hang on
+for h in made[:8]:
+    rm.free(h)
+del made[:8]
+ctx = rm.alloc_context_dma(mem.handle, limit=4095, hparent=dev.hdevice)
+d = rm.dup(dev.hdevice, mem.handle)
+assert handles() == 64 - 8 + 2
+# another client of the slice counts, and its free gives all of it back
+with client.RmClient(ctl) as other:
+    other.device(0, gpu_file=gpu)
+    assert handles() == 64 - 8 + 2 + 3
+assert handles() == 64 - 8 + 2
+# a device's free takes its subtree: only this client is left
+rm.free(dev.hdevice)
+assert handles() == 1, handles()
+""".replace("SLICE", str(sl.id)))

@@ -148,6 +148,7 @@ class SliceInfo:
     channels: int = 0          # GPU channels of the slice's clients
     host_memory_limit: int = 0  # bytes of RM's system memory; 0: no bound
     host_memory_used: int = 0   # RM's system memory the slice holds
+    rm_handles: int = 0         # RM handles of the slice's clients
 
     @classmethod
     def from_struct(cls, s: uapi.XpuSliceInfo) -> SliceInfo:
@@ -162,7 +163,8 @@ class SliceInfo:
                    gate_faults=s.gate_faults,
                    share_obtained=s.share_obtained, channels=s.channels,
                    host_memory_limit=s.host_memory_limit,
-                   host_memory_used=s.host_memory_used)
+                   host_memory_used=s.host_memory_used,
+                   rm_handles=s.rm_handles)
 
 
 # -- building arguments (pure) ------------------------------------------------

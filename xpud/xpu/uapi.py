@@ -172,7 +172,8 @@ class XpuSliceInfo(ctypes.Structure):
         ("channels", _u32),
         ("host_memory_limit", _u64),
         ("host_memory_used", _u64),
-        ("reserved", _u64),
+        ("rm_handles", _u32),
+        ("reserved", _u32),
     ]
 
 

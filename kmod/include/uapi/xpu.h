@@ -230,7 +230,13 @@ struct xpu_slice_info {
 	 */
 	__u64	host_memory_limit;
 	__u64	host_memory_used;
-	__u64	reserved;
+	/*
+	 * RM handles (clients and objects) the slice's clients hold now, as
+	 * xpu follows them; bounded by xpu.ko's max_handles parameter
+	 * (docs/security.md, "RM objects a slice holds").
+	 */
+	__u32	rm_handles;
+	__u32	reserved;
 };
 
 #define XPU_SLICE_CREATE_FLAGS_ALL	0

@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The RM handles a slice's clients hold, counted and bounded per slice.
+ *
+ * Every RM client and object costs NVIDIA's driver kernel memory charged to
+ * no cgroup, and RM caps neither the clients a file makes nor the objects
+ * in a client (docs/security.md).  No control lists a client's handles, so
+ * xpu mirrors them: every call that makes a handle in a slice's client is
+ * made on xpu's copy of the caller's struct under the slice's mem_lock
+ * (RM_ALLOC, RM_VID_HEAP_CONTROL, RM_ALLOC_MEMORY, RM_ALLOC_CONTEXT_DMA2,
+ * RM_DUP_OBJECT, the import controls), so the handle RM made, and its
+ * parent, are read where no thread of the caller's can rewrite them.  A
+ * record goes on each, in a tree that follows RM's parents: RM takes a
+ * handle only with an RM_FREE of it, of an ancestor or of its client, or
+ * with the control file its client was made through (a dependant that is
+ * not a descendant is only invalidated and keeps its handle,
+ * docs/nvstub.md), and each of those takes the records of the subtree.
+ * Where xpu cannot tell -- a parent it has no record of (a handle RM made
+ * for itself), a free by offset -- a record stays until its client goes:
+ * an over-count, never an escape.  Handles RM makes for itself inside a
+ * tenant's client (a TSG's context, a channel's TSG) come with objects
+ * that are counted, so they are bounded with them.
+ *
+ * The bound is the module parameter max_handles, for every slice; a call
+ * past it is refused NV_ERR_INSUFFICIENT_RESOURCES, RM not called.  The
+ * count holds the records and the calls in flight that may make one, so
+ * no race of the slice's threads passes it.  Records are charged to the
+ * caller's memory cgroup.
+ */
+#include <linux/moduleparam.h>
+#include <linux/rhashtable.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+
+#include "handles.h"
+#include "nvabi.h"
+#include "xpu.h"
+
+static unsigned int max_handles = XPU_MAX_HANDLES;
+module_param(max_handles, uint, 0644);
+MODULE_PARM_DESC(max_handles,
+		 "RM handles (clients and objects) one slice's clients may hold");
+
+struct xpu_hnd {
+	struct rhash_head node;		/* in slice->handles, by key */
+	u64 key;			/* client << 32 | handle */
+	struct xpu_hnd *parent;		/* NULL for a client */
+	/* a client's: in its control file's clients; else in parent->kids */
+	struct list_head sib;
+	struct list_head kids;
+	bool hashed;
+};
+
+static const struct rhashtable_params xpu_hnd_params = {
+	.key_len = sizeof(u64),
+	.key_offset = offsetof(struct xpu_hnd, key),
+	.head_offset = offsetof(struct xpu_hnd, node),
+	.automatic_shrinking = true,
+};
+
+static struct kmem_cache *xpu_hnd_cache;
+
+static u64 xpu_hnd_key(u32 hc, u32 h)
+{
+	return (u64)hc << 32 | h;
+}
+
+int xpu_handles_init(struct xpu_slice *slice)
+{
+	mutex_init(&slice->handles_lock);
+	atomic_set(&slice->nr_handles, 0);
+	return rhashtable_init(&slice->handles, &xpu_hnd_params);
+}
+
+/* Every file of the slice is gone, and with them every record. */
+void xpu_handles_destroy(struct xpu_slice *slice)
+{
+	WARN_ON_ONCE(atomic_read(&slice->nr_handles));
+	rhashtable_destroy(&slice->handles);
+}
+
+u32 xpu_handles_reserve(struct xpu_slice *slice, struct list_head *spare,
+			u32 n)
+{
+	struct xpu_hnd *r;
+	u32 i;
+
+	INIT_LIST_HEAD(spare);
+	if (atomic_add_return(n, &slice->nr_handles) >
+	    READ_ONCE(max_handles)) {
+		atomic_sub(n, &slice->nr_handles);
+		return NV_ERR_INSUFFICIENT_RESOURCES;
+	}
+	for (i = 0; i < n; i++) {
+		r = kmem_cache_zalloc(xpu_hnd_cache, GFP_KERNEL_ACCOUNT);
+		if (!r) {
+			atomic_sub(n - i, &slice->nr_handles);
+			xpu_handles_cancel(slice, spare);
+			return NV_ERR_NO_MEMORY;
+		}
+		INIT_LIST_HEAD(&r->kids);
+		list_add(&r->sib, spare);
+	}
+	return NV_OK;
+}
+
+void xpu_handles_cancel(struct xpu_slice *slice, struct list_head *spare)
+{
+	struct xpu_hnd *r, *tmp;
+
+	list_for_each_entry_safe(r, tmp, spare, sib) {
+		list_del(&r->sib);
+		kmem_cache_free(xpu_hnd_cache, r);
+		atomic_dec(&slice->nr_handles);
+	}
+}
+
+static struct xpu_hnd *xpu_hnd_find(struct xpu_slice *slice, u32 hc, u32 h)
+{
+	u64 key = xpu_hnd_key(hc, h);
+
+	lockdep_assert_held(&slice->handles_lock);
+	return rhashtable_lookup_fast(&slice->handles, &key, xpu_hnd_params);
+}
+
+static u32 xpu_hnd_drop_tree(struct xpu_slice *slice, struct xpu_hnd *root);
+
+void xpu_handles_add(struct xpu_file *xf, struct list_head *spare, u32 hc,
+		     u32 hp, u32 h)
+{
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_hnd *r, *client, *parent, *old;
+	u32 gone = 1;
+
+	if (WARN_ON_ONCE(list_empty(spare)))
+		return;
+	r = list_first_entry(spare, struct xpu_hnd, sib);
+	list_del_init(&r->sib);
+	r->key = xpu_hnd_key(hc, h);
+	mutex_lock(&slice->handles_lock);
+	/*
+	 * RM never makes a live handle twice: a record of the handle is of an
+	 * object RM took out of xpu's sight (a free by offset), and goes
+	 */
+	old = xpu_hnd_find(slice, hc, h);
+	if (old)
+		atomic_sub(xpu_hnd_drop_tree(slice, old), &slice->nr_handles);
+	if (h == hc) {
+		/* a client: its control file's, freed with it by RM */
+		list_add(&r->sib, &xf->hnd_clients);
+	} else {
+		client = xpu_hnd_find(slice, hc, hc);
+		if (!client)
+			goto drop;	/* no client of the slice's: not its */
+		parent = hp == hc ? client : xpu_hnd_find(slice, hc, hp);
+		/* a parent xpu has no record of: it goes with the client */
+		r->parent = parent ?: client;
+		list_add(&r->sib, &r->parent->kids);
+	}
+	/* a record whose hashing fails (memory) goes with its client */
+	r->hashed = !rhashtable_insert_fast(&slice->handles, &r->node,
+					    xpu_hnd_params);
+	mutex_unlock(&slice->handles_lock);
+	return;
+drop:
+	mutex_unlock(&slice->handles_lock);
+	kmem_cache_free(xpu_hnd_cache, r);
+	atomic_sub(gone, &slice->nr_handles);
+}
+
+/* R and everything under it, leaves first: how many went. */
+static u32 xpu_hnd_drop_tree(struct xpu_slice *slice, struct xpu_hnd *root)
+{
+	struct xpu_hnd *n = root, *up;
+	u32 gone = 0;
+
+	lockdep_assert_held(&slice->handles_lock);
+	list_del(&root->sib);
+	for (;;) {
+		while (!list_empty(&n->kids))
+			n = list_first_entry(&n->kids, struct xpu_hnd, sib);
+		up = n->parent;
+		if (n != root)
+			list_del(&n->sib);
+		if (n->hashed)
+			rhashtable_remove_fast(&slice->handles, &n->node,
+					       xpu_hnd_params);
+		kmem_cache_free(xpu_hnd_cache, n);
+		if (!(++gone % 1024))
+			cond_resched();
+		if (n == root)
+			return gone;
+		n = up;
+	}
+}
+
+void xpu_handles_freed(struct xpu_slice *slice, u32 hc, u32 h)
+{
+	struct xpu_hnd *r;
+	u32 gone = 0;
+
+	mutex_lock(&slice->handles_lock);
+	r = xpu_hnd_find(slice, hc, h);
+	if (r)
+		gone = xpu_hnd_drop_tree(slice, r);
+	mutex_unlock(&slice->handles_lock);
+	atomic_sub(gone, &slice->nr_handles);
+}
+
+void xpu_handles_file_release(struct xpu_file *xf)
+{
+	struct xpu_slice *slice = xf->slice;
+	u32 gone = 0;
+
+	mutex_lock(&slice->handles_lock);
+	while (!list_empty(&xf->hnd_clients))
+		gone += xpu_hnd_drop_tree(slice,
+					  list_first_entry(&xf->hnd_clients,
+							   struct xpu_hnd, sib));
+	mutex_unlock(&slice->handles_lock);
+	atomic_sub(gone, &slice->nr_handles);
+}
+
+u32 xpu_handles_count(struct xpu_slice *slice)
+{
+	return atomic_read(&slice->nr_handles);
+}
+
+int xpu_handles_module_init(void)
+{
+	xpu_hnd_cache = KMEM_CACHE(xpu_hnd, SLAB_ACCOUNT);
+	return xpu_hnd_cache ? 0 : -ENOMEM;
+}
+
+void xpu_handles_module_exit(void)
+{
+	kmem_cache_destroy(xpu_hnd_cache);
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The RM handles a slice's clients hold, counted and bounded per slice
+ * (docs/security.md, "RM objects a slice holds").
+ */
+#ifndef XPU_HANDLES_H
+#define XPU_HANDLES_H
+
+#include <linux/list.h>
+#include <linux/types.h>
+
+struct xpu_file;
+struct xpu_slice;
+
+int xpu_handles_init(struct xpu_slice *slice);
+void xpu_handles_destroy(struct xpu_slice *slice);
+
+/*
+ * Room for N more handles in SLICE, and a record for each on SPARE, before
+ * the call that makes them: NV_OK, NV_ERR_INSUFFICIENT_RESOURCES past the
+ * bound, NV_ERR_NO_MEMORY.  What the call did not use goes back with
+ * xpu_handles_cancel().
+ */
+u32 xpu_handles_reserve(struct xpu_slice *slice, struct list_head *spare,
+			u32 n);
+void xpu_handles_cancel(struct xpu_slice *slice, struct list_head *spare);
+/*
+ * RM made H in client HC under HP, through XF's slice: a record from SPARE
+ * goes on it.  A client (H == HC) is XF's.
+ */
+void xpu_handles_add(struct xpu_file *xf, struct list_head *spare, u32 hc,
+		     u32 hp, u32 h);
+/* RM freed H of client HC, and its descendants (all of it for a client). */
+void xpu_handles_freed(struct xpu_slice *slice, u32 hc, u32 h);
+/* XF, a control file, is gone, and RM freed the clients made through it. */
+void xpu_handles_file_release(struct xpu_file *xf);
+u32 xpu_handles_count(struct xpu_slice *slice);
+int xpu_handles_module_init(void);
+void xpu_handles_module_exit(void);
+
+#endif
