@@ -110,6 +110,11 @@ class KernelSlice:
     # System memory the driver allocated for its clients (pinned host
     # pages), as xpu.ko charges it; its bound is spec.host_memory_limit_bytes.
     host_memory_used_bytes: int | None = None
+    # RM handles (clients and objects) the slice's clients hold, as xpu.ko
+    # counts them, and xpu.ko's bound on them, the same for every slice
+    # (the module parameter max_handles; None when it cannot be read).
+    rm_handles: int | None = None
+    rm_handles_limit: int | None = None
 
 
 class Backend(abc.ABC):

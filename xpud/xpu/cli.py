@@ -150,6 +150,10 @@ def print_slice(out: TextIO, s: dict) -> None:
                     f"{_size(s['memory_used_bytes'])} used")),
         ("host memory", (f"{_host_limit(s.get('host_memory_limit_bytes'))}, "
                          f"{_size(s.get('host_memory_used_bytes'))} used")),
+        # RM's clients and objects the slice's clients hold / xpu.ko's
+        # bound on them (max_handles).
+        ("RM handles", (f"{_dash(s.get('rm_handles'))} / "
+                        f"{_dash(s.get('rm_handles_limit'))}")),
         ("compute", f"{s['compute_share']}%"),
         ("weight", s["weight"]),
         ("priority", s["priority"]),

@@ -23,6 +23,10 @@ was down, or an id freed and reused).
 The kernel cannot list a slice's node and cgroup bindings, so the cgroups a
 KernelSlice reports are those this process bound (re-binding is idempotent in
 the kernel; the service binds every desired cgroup at each pass).
+
+xpu.ko's bound on the RM handles of a slice's clients is not in the slice
+interface: it is the module parameter max_handles, the same for every slice,
+read from sysfs (read_max_handles) beside each slice's count.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_NODE_DIR = "/dev"
 DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
+DEFAULT_MAX_HANDLES_PATH = "/sys/module/xpu/parameters/max_handles"
 NODE_MODE = 0o660
 
 MODES = {"shared": uapi.XPU_MODE_SHARED, "exclusive": uapi.XPU_MODE_EXCLUSIVE}
@@ -101,6 +106,17 @@ def slice_spec(info: ctl.SliceInfo, gpu_uuid: str) -> SliceSpec:
                      info.host_memory_limit)
 
 
+def read_max_handles(path: str = DEFAULT_MAX_HANDLES_PATH) -> int | None:
+    """xpu.ko's bound on the RM handles (clients and objects) of each
+    slice's clients, its module parameter max_handles; None when PATH
+    cannot be read (xpu.ko not loaded, or one without the parameter)."""
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def node_names(id: int) -> tuple[str, str]:
     """The file names of slice ID's nodes: the GPU node, the control
     node."""
@@ -115,12 +131,14 @@ class KernelBackend(Backend):
     def __init__(self, inventory: Inventory, device: str = ctl.DEFAULT_PATH,
                  node_dir: str = DEFAULT_NODE_DIR,
                  cgroup_root: str = DEFAULT_CGROUP_ROOT,
-                 node_group: str = api.SOCKET_GROUP):
+                 node_group: str = api.SOCKET_GROUP,
+                 max_handles_path: str = DEFAULT_MAX_HANDLES_PATH):
         self.inventory = inventory
         self.device = device
         self.node_dir = node_dir
         self.cgroup_root = cgroup_root.rstrip("/") or "/"
         self.node_group = node_group
+        self.max_handles_path = max_handles_path
         # slice id -> (its name, the cgroups this process bound to it)
         self._bound: dict[int, tuple[str, set[str]]] = {}
 
@@ -166,7 +184,11 @@ class KernelBackend(Backend):
     def _node_paths(self, id: int) -> tuple[str, str]:
         return tuple(os.path.join(self.node_dir, n) for n in node_names(id))
 
-    def _kernel_slice(self, info: ctl.SliceInfo, gpu_uuid: str) -> KernelSlice:
+    def _max_handles(self) -> int | None:
+        return read_max_handles(self.max_handles_path)
+
+    def _kernel_slice(self, info: ctl.SliceInfo, gpu_uuid: str,
+                      max_handles: int | None) -> KernelSlice:
         nodes = []
         for path, minor in zip(self._node_paths(info.id),
                                (info.gpu_minor, ctl.NV_CTL_MINOR)):
@@ -180,7 +202,9 @@ class KernelBackend(Backend):
                            id=info.id, processes=info.processes,
                            denied_allocs=info.denied_allocs,
                            share_obtained=info.share_obtained,
-                           host_memory_used_bytes=info.host_memory_used)
+                           host_memory_used_bytes=info.host_memory_used,
+                           rm_handles=info.rm_handles,
+                           rm_handles_limit=max_handles)
 
     def _group(self) -> int:
         try:
@@ -250,16 +274,19 @@ class KernelBackend(Backend):
             if live.get(id) != self._bound[id][0]:
                 del self._bound[id]
         self._sweep_nodes(set(live))
-        return [self._kernel_slice(s, uuids.get(s.gpu_minor) or "")
+        max_handles = self._max_handles()
+        return [self._kernel_slice(s, uuids.get(s.gpu_minor) or "",
+                                   max_handles)
                 for s in infos]
 
     def read_usage(self) -> usage.KernelRead:
-        # Its own open of the device, nothing of self's but the path: safe
-        # beside a reconcile in another thread.
+        # Its own open of the device (and read of max_handles), nothing of
+        # self's but the paths: safe beside a reconcile in another thread.
         with self._ctl() as c:
             gpus = c.gpu_list()
             slices = c.slices()
-        return usage.KernelRead(time.time(), tuple(gpus), tuple(slices))
+        return usage.KernelRead(time.time(), tuple(gpus), tuple(slices),
+                                self._max_handles())
 
     def create_slice(self, spec: SliceSpec) -> KernelSlice:
         with self._ctl() as c:
@@ -272,7 +299,7 @@ class KernelBackend(Backend):
         # Files left under the new id are another slice's (destroyed while
         # xpud was down): never this one's.
         self._remove_nodes(info.id)
-        return self._kernel_slice(info, spec.gpu_uuid)
+        return self._kernel_slice(info, spec.gpu_uuid, self._max_handles())
 
     def update_slice(self, spec: SliceSpec) -> KernelSlice:
         with self._ctl() as c:
@@ -297,7 +324,7 @@ class KernelBackend(Backend):
                 if why is None:
                     raise
                 raise why from e
-        return self._kernel_slice(info, spec.gpu_uuid)
+        return self._kernel_slice(info, spec.gpu_uuid, self._max_handles())
 
     def destroy_slice(self, name: str, force: bool = False) -> None:
         with self._ctl() as c:
@@ -473,7 +500,8 @@ def _set_owner(path: str, gid: int) -> None:
 
 def select(inventory: Inventory, device: str = ctl.DEFAULT_PATH,
            node_dir: str = DEFAULT_NODE_DIR,
-           cgroup_root: str = DEFAULT_CGROUP_ROOT) -> Backend:
+           cgroup_root: str = DEFAULT_CGROUP_ROOT,
+           max_handles_path: str = DEFAULT_MAX_HANDLES_PATH) -> Backend:
     """KernelBackend when DEVICE exists and speaks the slice interface,
     else NullBackend; one log line says which, and why."""
     if not os.path.exists(device):
@@ -497,4 +525,5 @@ def select(inventory: Inventory, device: str = ctl.DEFAULT_PATH,
     else:
         log.info("kernel backend: xpu.ko through %s, slice nodes in %s",
                  device, node_dir)
-    return KernelBackend(inventory, device, node_dir, cgroup_root)
+    return KernelBackend(inventory, device, node_dir, cgroup_root,
+                         max_handles_path=max_handles_path)

@@ -914,6 +914,8 @@ class Service:
             "host_memory_limit_bytes": d.host_memory_limit_bytes,
             "host_memory_used_bytes": (k.host_memory_used_bytes
                                        if k else None),
+            "rm_handles": k.rm_handles if k else None,
+            "rm_handles_limit": k.rm_handles_limit if k else None,
             "compute_share": sizes.share_percent(d.compute_share),
             "weight": d.weight,
             "priority": d.priority,

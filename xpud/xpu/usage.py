@@ -25,11 +25,13 @@ NS = 1_000_000_000
 @dataclass(frozen=True)
 class KernelRead:
     """One read of xpu.ko: its GPUs and its slices, at TIME (seconds since
-    the epoch)."""
+    the epoch), and its bound on each slice's RM handles (the module
+    parameter max_handles; None when it cannot be read)."""
 
     time: float
     gpus: tuple[ctl.GpuInfo, ...]
     slices: tuple[ctl.SliceInfo, ...]
+    rm_handles_limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,11 @@ class SliceUsage:
     # pages), as xpu.ko charges it, and its bound (0: none).
     host_memory_used_bytes: int = 0
     host_memory_limit_bytes: int = 0
+    # RM handles (clients and objects) its clients hold, as xpu.ko counts
+    # them, and xpu.ko's bound on them (max_handles, the same for every
+    # slice; None when it cannot be read).
+    rm_handles: int = 0
+    rm_handles_limit: int | None = None
 
     def to_api(self) -> dict:
         """The `top` op's fields (docs/api.md, Usage); shares in percent,
@@ -94,6 +101,8 @@ class SliceUsage:
             "memory_peak_bytes": self.memory_peak_bytes,
             "host_memory_used_bytes": self.host_memory_used_bytes,
             "host_memory_limit_bytes": self.host_memory_limit_bytes,
+            "rm_handles": self.rm_handles,
+            "rm_handles_limit": self.rm_handles_limit,
             "denied_allocs": self.denied_allocs,
             "killed": self.killed,
             "compute_share": sizes.share_percent(self.compute_share),
@@ -155,7 +164,9 @@ def figures(read: KernelRead, gpus: Sequence[model.Gpu]) -> Usage:
             processes=s.processes, open_files=s.open_files,
             channels=s.channels,
             host_memory_used_bytes=s.host_memory_used,
-            host_memory_limit_bytes=s.host_memory_limit))
+            host_memory_limit_bytes=s.host_memory_limit,
+            rm_handles=s.rm_handles,
+            rm_handles_limit=read.rm_handles_limit))
     ordered = sorted(by_minor.values(),
                      key=lambda g: (g.index is None, g.index or 0, g.minor))
     return Usage(read.time, tuple(ordered), tuple(out))

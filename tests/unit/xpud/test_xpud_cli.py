@@ -231,6 +231,44 @@ def test_list_shows_the_host_memory_held_and_its_bound():
         "HOST", "300MiB/2GiB", "300MiB", "-/1GiB"]
 
 
+def test_show_shows_the_rm_handles_and_their_bound(xpuctl, served):
+    _, svc = served
+    xpuctl("create", "a", "--gpu", "0", "--memory", "1GiB")
+    k = svc.backend.slices["a"]
+    svc.backend.slices["a"] = dataclasses.replace(k, rm_handles=57)
+    _, out, _ = xpuctl("show", "a")
+    lines = out.splitlines()
+    # After the host memory, in the same column.
+    assert lines[lines.index("host memory: no limit, 0B used") + 1] == \
+        "RM handles:  57 / 131072"
+    got = json.loads(xpuctl("show", "a", "-o", "json")[1])
+    assert (got["rm_handles"], got["rm_handles_limit"]) == (57, 131072)
+    [t] = json.loads(xpuctl("top", "--once", "-o", "json")[1])["slices"]
+    assert (t["rm_handles"], t["rm_handles_limit"]) == (57, 131072)
+
+
+def test_show_without_rm_handles_figures():
+    base = {"name": "a", "origin": "api", "gpu_index": 0,
+            "gpu_uuid": UUID0, "gpu_minor": 0, "memory_limit_bytes": GIB,
+            "memory_used_bytes": 0, "host_memory_limit_bytes": 0,
+            "host_memory_used_bytes": 0, "compute_share": 0, "weight": 100,
+            "priority": "normal", "cgroups": [], "nodes": [],
+            "state": "ready"}
+
+    def line(**kw):
+        out = io.StringIO()
+        cli.print_slice(out, dict(base, **kw))
+        return next(x for x in out.getvalue().splitlines()
+                    if x.startswith("RM handles:"))
+
+    # max_handles cannot be read: the count alone.
+    assert line(rm_handles=3, rm_handles_limit=None) == "RM handles:  3 / -"
+    # Not in the kernel (pending), or an older xpud: nothing to show.
+    assert line(rm_handles=None, rm_handles_limit=None) == \
+        "RM handles:  - / -"
+    assert line() == "RM handles:  - / -"
+
+
 def test_json_fields_are_the_documented_ones(with_config):
     text = (TOP / "docs" / "api.md").read_text()
     _, out, _ = with_config("show", "train", "-o", "json")

@@ -352,6 +352,7 @@ class FakeXpu:
             setattr(a, k, s[k])
         a.memory_used = s.get("memory_used", 0)
         a.host_memory_used = s.get("host_memory_used", 0)
+        a.rm_handles = s.get("rm_handles", 0)
         a.open_files = self.open_files.get(id, 0)
 
     def create(self, a):
@@ -495,9 +496,12 @@ def nodes(tmp_path):
 def kb(fake, tmp_path, nodes):
     cg = tmp_path / "cgroup"
     (cg / "jobs" / "a").mkdir(parents=True)
+    # /sys/module/xpu/parameters/max_handles, as the kernel writes it.
+    (tmp_path / "max_handles").write_text("131072\n")
     return kernel.KernelBackend(ListInventory(inv_gpus()),
                                 str(tmp_path / "xpuctl"), str(nodes),
-                                str(cg), node_group="no-such-group-xpu")
+                                str(cg), node_group="no-such-group-xpu",
+                                max_handles_path=str(tmp_path / "max_handles"))
 
 
 def can_mknod(path):
@@ -670,6 +674,40 @@ def test_a_host_memory_limit_below_use_is_busy(kb, fake):
     assert "host-memory" not in str(e.value)
 
 
+def test_read_max_handles(tmp_path):
+    path = tmp_path / "max_handles"
+    path.write_text("131072\n")
+    assert kernel.read_max_handles(str(path)) == 131072
+    path.write_text("64\n")  # root wrote another bound
+    assert kernel.read_max_handles(str(path)) == 64
+    path.write_text("")
+    assert kernel.read_max_handles(str(path)) is None
+    # An xpu.ko without the parameter, or none loaded.
+    assert kernel.read_max_handles(str(tmp_path / "none")) is None
+    assert kernel.DEFAULT_MAX_HANDLES_PATH == \
+        "/sys/module/xpu/parameters/max_handles"
+
+
+def test_rm_handles_and_their_bound(kb, fake, tmp_path):
+    k = kb.create_slice(spec("a"))
+    assert (k.rm_handles, k.rm_handles_limit) == (0, 131072)
+    fake.slices[0]["rm_handles"] = 57
+    [got] = kb.list_slices()
+    assert (got.rm_handles, got.rm_handles_limit) == (57, 131072)
+    read = kb.read_usage()
+    assert read.rm_handles_limit == 131072
+    assert [s.rm_handles for s in read.slices] == [57]
+    # The bound is read again each time: root may change it.
+    (tmp_path / "max_handles").write_text("4096\n")
+    assert kb.update_slice(spec("a", weight=5)).rm_handles_limit == 4096
+    assert kb.read_usage().rm_handles_limit == 4096
+    # Not readable: None, the count still there.
+    (tmp_path / "max_handles").unlink()
+    [got] = kb.list_slices()
+    assert (got.rm_handles, got.rm_handles_limit) == (57, None)
+    assert kb.read_usage().rm_handles_limit is None
+
+
 def test_kernel_refusals_become_backend_errors(kb, fake):
     kb.create_slice(spec("a"))
     with pytest.raises(backend.Exists) as e:
@@ -780,6 +818,12 @@ def test_the_service_passes_the_host_memory_limit(kb, fake, tmp_path,
     [u] = svc.op_top()["slices"]
     assert (u["host_memory_used_bytes"], u["host_memory_limit_bytes"]) == (
         3 * GIB, 4 * GIB)
+    # RM handles, and xpu.ko's bound on them, the same way.
+    fake.slices[0]["rm_handles"] = 12
+    assert (svc.op_show("a")["rm_handles"],
+            svc.op_show("a")["rm_handles_limit"]) == (12, 131072)
+    [u] = svc.op_top()["slices"]
+    assert (u["rm_handles"], u["rm_handles_limit"]) == (12, 131072)
     with pytest.raises(api.ApiError) as e:
         svc.op_set(name="a", host_memory_limit_bytes=2 * GIB)
     assert e.value.code == "busy"

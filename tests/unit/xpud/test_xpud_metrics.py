@@ -27,7 +27,7 @@ from xpu.backend import BackendError
 from xpu.config import MetricsConfig
 from xpu.metrics import MetricsServer
 from xpu.sizes import GIB, MIB
-from xpud_fakes import UUID0, UUID1
+from xpud_fakes import MAX_HANDLES, UUID0, UUID1
 
 TOP = Path(__file__).resolve().parents[3]
 DASHBOARD = TOP / "deploy" / "grafana" / "xpu-dashboard.json"
@@ -40,6 +40,8 @@ EXPECTED = {
     "xpu_slice_memory_peak_bytes": "gauge",
     "xpu_slice_host_memory_limit_bytes": "gauge",
     "xpu_slice_host_memory_used_bytes": "gauge",
+    "xpu_slice_rm_handles": "gauge",
+    "xpu_slice_rm_handles_limit": "gauge",
     "xpu_slice_denied_allocations": "counter",
     "xpu_slice_killed_processes": "counter",
     "xpu_slice_compute_share_ratio": "gauge",
@@ -115,7 +117,7 @@ def two_slices(make_service):
     k = b.slices["a"]
     b.slices["a"] = dataclasses.replace(
         k, memory_used_bytes=256 * MIB, processes=2, denied_allocs=3,
-        share_obtained=248, host_memory_used_bytes=96 * MIB)
+        share_obtained=248, host_memory_used_bytes=96 * MIB, rm_handles=57)
     b.usage["a"] = {"memory_peak": 768 * MIB, "killed": 1,
                     "run_ns": 1_500_000_000, "gated_ns": 2_250_000_000,
                     "runnable_ns": 3_750_000_000}
@@ -161,6 +163,9 @@ def test_names_types_labels_and_values(two_slices, exporter):
         "a": 4 * GIB, "b": 0}
     assert samples(fams, "xpu_slice_host_memory_used_bytes") == {
         "a": 96 * MIB, "b": 0}
+    assert samples(fams, "xpu_slice_rm_handles") == {"a": 57, "b": 0}
+    assert samples(fams, "xpu_slice_rm_handles_limit") == {
+        "a": MAX_HANDLES, "b": MAX_HANDLES}
     assert samples(fams, "xpu_slice_denied_allocations") == {"a": 3, "b": 0}
     assert samples(fams, "xpu_slice_killed_processes") == {"a": 1, "b": 0}
     assert samples(fams, "xpu_slice_compute_share_ratio") == {
@@ -200,6 +205,8 @@ def test_top_and_metrics_are_one_source(two_slices, exporter):
             s["host_memory_limit_bytes"]
         assert got("xpu_slice_host_memory_used_bytes") == \
             s["host_memory_used_bytes"]
+        assert got("xpu_slice_rm_handles") == s["rm_handles"]
+        assert got("xpu_slice_rm_handles_limit") == s["rm_handles_limit"]
         assert got("xpu_slice_denied_allocations") == s["denied_allocs"]
         assert got("xpu_slice_compute_share_ratio") == pytest.approx(
             s["compute_share"] / 100)
@@ -247,6 +254,19 @@ def test_a_scrape_never_waits_for_the_service(two_slices, exporter):
     finally:
         release.set()
         t.join()
+
+
+def test_an_unreadable_rm_handles_bound_has_no_series(two_slices, exporter):
+    """max_handles not readable (an xpu.ko without it): no figure, so no
+    sample; the family stays, and the slices' counts come."""
+    two_slices.backend.max_handles = None
+    m = exporter(two_slices)
+    fams = parse(scrape_text(m.address))
+    assert fams["xpu_slice_rm_handles_limit"].samples == []
+    assert fams["xpu_slice_rm_handles_limit"].documentation
+    assert samples(fams, "xpu_slice_rm_handles") == {"a": 57, "b": 0}
+    assert samples(fams, "xpu_slice_memory_used_bytes") == {
+        "a": 256 * MIB, "b": 0}
 
 
 def test_kernel_unreadable(two_slices, exporter, caplog):
@@ -496,7 +516,8 @@ def test_the_dashboard_queries_only_what_xpud_exports():
                  "xpu_slice_runnable_seconds_total",
                  "xpu_slice_denied_allocations_total", "xpu_up",
                  "xpu_slice_host_memory_used_bytes",
-                 "xpu_slice_host_memory_limit_bytes"):
+                 "xpu_slice_host_memory_limit_bytes",
+                 "xpu_slice_rm_handles", "xpu_slice_rm_handles_limit"):
         assert name in used, name
     # Labels it groups or filters by are ours.
     labels = set()

@@ -13,7 +13,7 @@ from xpu.backend import NOT_YET, BackendError, NullBackend
 from xpu.service import Service
 from xpu.sizes import GIB, MIB
 from xpu.state import StateStore
-from xpud_fakes import UUID0, UUID1, FakeBackend
+from xpud_fakes import MAX_HANDLES, UUID0, UUID1, FakeBackend
 
 CONFIG = """\
 [[gpu]]
@@ -66,7 +66,8 @@ def test_create_saves_then_applies(make_service, backend, tmp_path):
         "name": "a", "origin": "api", "gpu_uuid": UUID1, "gpu_index": 1,
         "gpu_minor": 1, "memory_limit_bytes": 2 * GIB,
         "memory_used_bytes": 0, "host_memory_limit_bytes": 0,
-        "host_memory_used_bytes": 0, "compute_share": 12.5, "weight": 300,
+        "host_memory_used_bytes": 0, "rm_handles": 0,
+        "rm_handles_limit": MAX_HANDLES, "compute_share": 12.5, "weight": 300,
         "priority": "low", "cgroups": [], "transient_cgroups": [],
         "owner": None, "nodes": ["/dev/xpu0", "/dev/xpu0-ctl"],
         "id": None, "gpu_node": "/dev/xpu0", "ctl_node": "/dev/xpu0-ctl",
@@ -173,6 +174,34 @@ def test_set_changes_in_place(make_service, backend, tmp_path):
     assert state_doc(tmp_path)["slices"][0]["memory_limit_bytes"] == 2 * GIB
     with pytest.raises(ApiError, match="^set: nothing to change"):
         svc.op_set(name="a")
+
+
+def test_rm_handles_and_their_bound(make_service, backend):
+    svc = make_service()
+    s = svc.op_create(name="a", gpu=0, memory_limit_bytes=GIB)
+    assert (s["rm_handles"], s["rm_handles_limit"]) == (0, MAX_HANDLES)
+    # What the kernel counts is shown, by show and list, and by top.
+    backend.slices["a"] = dataclasses.replace(backend.slices["a"],
+                                              rm_handles=57)
+    assert (svc.op_show("a")["rm_handles"],
+            svc.op_show("a")["rm_handles_limit"]) == (57, MAX_HANDLES)
+    assert [v["rm_handles"] for v in svc.op_list()] == [57]
+    [t] = svc.op_top()["slices"]
+    assert (t["rm_handles"], t["rm_handles_limit"]) == (57, MAX_HANDLES)
+    # The bound cannot be read (an xpu.ko without max_handles): null.
+    backend.max_handles = None
+    backend.slices["a"] = dataclasses.replace(backend.slices["a"],
+                                              rm_handles_limit=None)
+    assert svc.op_show("a")["rm_handles_limit"] is None
+    [t] = svc.op_top()["slices"]
+    assert (t["rm_handles"], t["rm_handles_limit"]) == (57, None)
+
+
+def test_a_pending_slice_has_no_rm_handles(make_service, backend):
+    svc = make_service(CONFIG.replace("gpu = 1\nmemory", "gpu = 5\nmemory"))
+    [s] = svc.op_list()
+    assert s["state"] == "pending"
+    assert (s["rm_handles"], s["rm_handles_limit"]) == (None, None)
 
 
 def test_host_memory_limit(make_service, backend, tmp_path):

@@ -17,6 +17,7 @@ from xpu.usage import KernelRead
 
 UUID0 = "GPU-00000000-1111-2222-3333-444444444444"
 UUID1 = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+MAX_HANDLES = 131072  # xpu.ko's default max_handles (XPU_MAX_HANDLES)
 
 
 def two_gpus() -> list[model.Gpu]:
@@ -42,6 +43,8 @@ class FakeBackend(Backend):
         # fields of ctl.SliceInfo (memory_peak, gated_ns, ...).
         self.usage: dict[str, dict] = {}
         self.read_time = 1700000000.0
+        # The module parameter max_handles; None: it cannot be read.
+        self.max_handles: int | None = MAX_HANDLES
 
     def _call(self, name, *args):
         self.calls.append((name,) + args)
@@ -68,8 +71,9 @@ class FakeBackend(Backend):
         self._call("create_slice", spec)
         if spec.name in self.slices:
             raise BackendError(f"slice '{spec.name}' exists")
-        self.slices[spec.name] = KernelSlice(spec, memory_used_bytes=0,
-                                             host_memory_used_bytes=0)
+        self.slices[spec.name] = KernelSlice(
+            spec, memory_used_bytes=0, host_memory_used_bytes=0,
+            rm_handles=0, rm_handles_limit=self.max_handles)
         return self.slices[spec.name]
 
     def update_slice(self, spec):
@@ -128,7 +132,8 @@ class FakeBackend(Backend):
                       "processes": k.processes or 0,
                       "denied_allocs": k.denied_allocs or 0,
                       "share_obtained": k.share_obtained or 0,
-                      "host_memory_used": k.host_memory_used_bytes or 0}
+                      "host_memory_used": k.host_memory_used_bytes or 0,
+                      "rm_handles": k.rm_handles or 0}
             fields.update(self.usage.get(spec.name, {}))
             infos.append(ctl.SliceInfo(
                 id=k.id if k.id is not None else i, name=spec.name,
@@ -146,7 +151,8 @@ class FakeBackend(Backend):
                 driver_version="580.126.20",
                 memory_total=g.memory_total_bytes or 0,
                 memory_sliced=sum(s.memory_limit for s in mine)))
-        return KernelRead(self.read_time, tuple(gpus), tuple(infos))
+        return KernelRead(self.read_time, tuple(gpus), tuple(infos),
+                          self.max_handles)
 
     def changes(self):
         """The calls that change the kernel, in order."""

@@ -42,7 +42,9 @@ class Metric:
     name: str          # as scraped: a counter's ends in _total
     kind: str          # GAUGE or COUNTER
     help: str
-    value: Callable    # the figure, from a SliceUsage, a GpuUsage, or None
+    # The figure, from a SliceUsage, a GpuUsage, or None; a figure of None
+    # (not known) is left out of the family.
+    value: Callable
 
 
 SLICE = (
@@ -64,6 +66,15 @@ SLICE = (
            "System memory the driver allocated for the slice's clients "
            "(pinned host pages), as xpu.ko charges it.",
            lambda s: s.host_memory_used_bytes),
+    Metric("xpu_slice_rm_handles", GAUGE,
+           "RM handles (clients and objects) the slice's clients hold, as "
+           "xpu.ko counts them.",
+           lambda s: s.rm_handles),
+    Metric("xpu_slice_rm_handles_limit", GAUGE,
+           "xpu.ko's bound on the RM handles of the slice's clients (the "
+           "module parameter max_handles, the same for every slice); a "
+           "call past it is refused. Absent when it cannot be read.",
+           lambda s: s.rm_handles_limit),
     Metric("xpu_slice_denied_allocations_total", COUNTER,
            "Allocations refused at the slice's video-memory limit or "
            "host-memory bound.",
@@ -225,8 +236,11 @@ class XpuCollector(Collector):
         for m in SLICE:
             fam = _family(m, SLICE_LABELS + extra)
             for s in slices:
-                fam.add_metric(gpu_labels(s.gpu, self.hostname) + [s.name]
-                               + list(who.get(s.name, blank)), m.value(s))
+                value = m.value(s)
+                if value is not None:
+                    fam.add_metric(gpu_labels(s.gpu, self.hostname)
+                                   + [s.name] + list(who.get(s.name, blank)),
+                                   value)
             yield fam
         for m in GPU:
             fam = _family(m, GPU_LABELS)
