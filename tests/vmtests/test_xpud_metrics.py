@@ -157,6 +157,8 @@ def test_metrics_agree_with_the_kernel_xpuctl_and_the_stub(
         top = {s["name"]: s for s in json.loads(r.stdout)["slices"]}
         kernel = kernel_slices()
         assert kernel[CPU] == k_cpu
+        with open("/sys/module/xpu/parameters/max_handles") as f:
+            max_handles = int(f.read())
 
         def got(name, key):
             return values[(name, key)][0]
@@ -185,6 +187,11 @@ def test_metrics_agree_with_the_kernel_xpuctl_and_the_stub(
                     ("xpu_slice_runnable_seconds_total", k.runnable_ns,
                      "runnable_seconds")):
                 assert got(metric, n) == ns / 1e9 == t[field], metric
+            # RM's handles of the slice's clients, and xpu.ko's bound
+            assert got("xpu_slice_rm_handles", n) == k.rm_handles \
+                == s["rm_handles"] == t["rm_handles"]
+            assert got("xpu_slice_rm_handles_limit", n) == max_handles \
+                == s["rm_handles_limit"] == t["rm_handles_limit"]
             labels = values[("xpu_slice_memory_used_bytes", n)][1]
             assert labels["slice"] == n and labels["gpu"] == "0"
 
@@ -193,6 +200,8 @@ def test_metrics_agree_with_the_kernel_xpuctl_and_the_stub(
         assert got("xpu_slice_memory_peak_bytes", MEM) >= used0 + 32 * MIB
         assert got("xpu_slice_denied_allocations_total", MEM) >= 1
         assert got("xpu_slice_processes", MEM) >= 1
+        # its client, device, subdevice and memory at least
+        assert got("xpu_slice_rm_handles", MEM) >= 4
         assert got("xpu_slice_memory_limit_bytes", MEM) == 64 * MIB
         assert got("xpu_slice_compute_share_ratio", MEM) == 0.25
         # CPU: held back most of the time it wanted the GPU (30 %, fixed),
