@@ -12,9 +12,10 @@
  * parent, are read where no thread of the caller's can rewrite them.  A
  * record goes on each, in a tree that follows RM's parents: RM takes a
  * handle only with an RM_FREE of it, of an ancestor or of its client, or
- * with the control file its client was made through (a dependant that is
- * not a descendant is only invalidated and keeps its handle,
- * docs/nvstub.md), and each of those takes the records of the subtree.
+ * with the control file its client was made through (an object that
+ * depends on another without descending from it is only invalidated when
+ * that one goes, and keeps its handle: docs/nvstub.md), and each of those
+ * takes the records of the subtree.
  * Where xpu cannot tell -- a parent it has no record of (a handle RM made
  * for itself), a free by offset -- a record stays until its client goes:
  * an over-count, never an escape.  Handles RM makes for itself inside a
