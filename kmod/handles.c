@@ -131,7 +131,6 @@ void xpu_handles_add(struct xpu_file *xf, struct list_head *spare, u32 hc,
 {
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_hnd *r, *client, *parent, *old;
-	u32 gone = 1;
 
 	if (WARN_ON_ONCE(list_empty(spare)))
 		return;
@@ -166,7 +165,7 @@ void xpu_handles_add(struct xpu_file *xf, struct list_head *spare, u32 hc,
 drop:
 	mutex_unlock(&slice->handles_lock);
 	kmem_cache_free(xpu_hnd_cache, r);
-	atomic_sub(gone, &slice->nr_handles);
+	atomic_dec(&slice->nr_handles);
 }
 
 /* R and everything under it, leaves first: how many went. */

@@ -1965,20 +1965,22 @@ static u32 xpu_xport_record(struct xpu_file *xf, struct file *file, u32 hc,
 			    u32 hp, u32 *h, u32 n, const unsigned long *named,
 			    struct list_head *spare)
 {
+	DECLARE_BITMAP(made, NV0000_CTRL_OS_UNIX_IMPORT_OBJECTS_TO_FD_MAX_OBJECTS) = { 0 };
 	u32 i, cls, st = NV_OK;
 
 	for (i = 0; i < n && !st; i++) {
 		cls = xpu_rm_object_class(hc, h[i]);
+		if (cls)
+			__set_bit(i, made);
 		if (!cls && test_bit(i, named))
 			h[i] = 0;
 		else if (xpu_sched_tracks_class(cls))
 			st = xpu_sched_rm_dup(xf, hc, h[i], cls, 0, 0);
 	}
 	if (!st) {
-		/* what RM made goes on record (a handle of 0 it did not) */
-		for (i = 0; i < n; i++)
-			if (h[i] && xpu_rm_object_class(hc, h[i]))
-				xpu_handles_add(xf, spare, hc, hp, h[i]);
+		/* what RM made goes on record, asked once above */
+		for_each_set_bit(i, made, n)
+			xpu_handles_add(xf, spare, hc, hp, h[i]);
 		return NV_OK;
 	}
 	for (i = 0; i < n; i++) {
@@ -2080,6 +2082,7 @@ out:
 long xpu_mem_alloc_context_dma(struct xpu_file *xf, struct file *file,
 			       unsigned int cmd, unsigned long arg)
 {
+	struct nvos39_parameters __user *up = (void __user *)arg;
 	struct xpu_slice *slice = xf->slice;
 	const struct nvos39_parameters *q;
 	struct xpu_escape e;
@@ -2087,22 +2090,18 @@ long xpu_mem_alloc_context_dma(struct xpu_file *xf, struct file *file,
 	long ret;
 	u32 st;
 
-	if (!xf->slice || xf->gpu ||
-	    _IOC_SIZE(cmd) != sizeof(struct nvos39_parameters))
+	if (!xf->slice || xf->gpu || _IOC_SIZE(cmd) != sizeof(*up))
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
-	ret = xpu_escape_copy(&e, arg, sizeof(struct nvos39_parameters));
+	ret = xpu_escape_copy(&e, arg, sizeof(*up));
 	if (ret)
 		return ret;
 	if (e.u.p39.h_class != NV01_CONTEXT_DMA)
-		return xpu_put_status(e.uarg +
-				      offsetof(struct nvos39_parameters, status),
-				      NV_ERR_NOT_SUPPORTED);
+		return xpu_put_status(&up->status, NV_ERR_NOT_SUPPORTED);
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
 	st = xpu_handles_reserve(slice, &spare, 1);
 	if (st) {
-		ret = xpu_put_status(e.uarg + offsetof(struct nvos39_parameters,
-						       status), st);
+		ret = xpu_put_status(&up->status, st);
 		goto out;
 	}
 	ret = xpu_escape_plain_locked(xf, file, cmd, &e, false);

@@ -1017,11 +1017,25 @@ u32 nvstub_esc_alloc_context_dma(struct nvstub_call *call,
 				 struct nvos39_parameters *p)
 {
 	struct nv_context_dma_allocation_params *a;
-	const struct nvstub_class *cls;
 	struct nvstub_object *mem;
 	struct nvstub_client *c;
-	u32 status, h = p->h_object_new;
+	u32 status, hparent = 0, h = p->h_object_new;
 
+	mutex_lock(&nvstub_rm_lock);
+	status = nvstub_client_get(call, p->h_object_parent, &c);
+	if (!status) {
+		mem = nvstub_object_find_any(c, p->h_memory);
+		if (!mem)
+			status = NV_ERR_OBJECT_NOT_FOUND;
+		else if (mem->hclass == NV01_MEMORY_SYSTEM_DYNAMIC)
+			status = NV_ERR_NOT_SUPPORTED;
+		else if (mem->parent)
+			hparent = mem->parent->handle;
+	}
+	mutex_unlock(&nvstub_rm_lock);
+	if (status)
+		return status;
+	/* room for what any class reads */
 	a = kzalloc(NVSTUB_ALLOC_PARAMS_MAX, GFP_KERNEL);
 	if (!a)
 		return NV_ERR_NO_MEMORY;
@@ -1030,33 +1044,11 @@ u32 nvstub_esc_alloc_context_dma(struct nvstub_call *call,
 	a->h_memory = p->h_memory;
 	a->offset = p->offset;
 	a->limit = p->limit;
-	mutex_lock(&nvstub_rm_lock);
-	status = nvstub_client_get(call, p->h_object_parent, &c);
-	if (status)
-		goto out;
-	mem = nvstub_object_find_any(c, p->h_memory);
-	if (!mem) {
-		status = NV_ERR_OBJECT_NOT_FOUND;
-		goto out;
-	}
-	if (mem->hclass == NV01_MEMORY_SYSTEM_DYNAMIC) {
-		status = NV_ERR_NOT_SUPPORTED;
-		goto out;
-	}
-	/* the caller's privilege: no class only RM allocates */
-	cls = nvstub_class_find(p->h_class);
-	if (!cls || (cls->flags & NVSTUB_CLS_INTERNAL) ||
-	    cls->hclass == NV01_ROOT_CLIENT) {
-		status = NV_ERR_INVALID_CLASS;
-		goto out;
-	}
-	status = nvstub_alloc_locked(call, cls, p->h_object_parent,
-				     mem->parent ? mem->parent->handle : 0,
-				     &h, p->h_class, a);
+	/* a second call, as RM's (the parent's query, then RmAlloc) */
+	status = nvstub_rm_alloc_kparams(call, p->h_object_parent, hparent, &h,
+					 p->h_class, a);
 	if (!status)
 		p->h_object_new = h;
-out:
-	mutex_unlock(&nvstub_rm_lock);
 	kfree(a);
 	return status;
 }
