@@ -76,18 +76,4 @@ static inline void release_fault_lock(struct vm_fault *vmf)
 	zap_vma_ptes(vma, address, size)
 #endif
 
-/*
- * A reference on FILE unless its count already reached zero (it is on its
- * way to release).  The count is f_ref, a file_ref_t, since 90ee6ed776c0
- * ("fs: port files to file_ref"), v6.13 (conftest.sh).
- */
-static inline bool xpu_get_file_unless_zero(struct file *file)
-{
-#ifdef XPU_HAVE_FILE_REF
-	return file_ref_get(&file->f_ref);
-#else
-	return atomic_long_inc_not_zero(&file->f_count);
-#endif
-}
-
 #endif /* XPU_COMPAT_H */

@@ -78,16 +78,6 @@ void xpu_conftest(struct vm_fault *vmf)
 	release_fault_lock(vmf);
 }' "$@"
 
-# struct file's count is f_ref, a file_ref_t, instead of the atomic_long_t
-# f_count: 90ee6ed776c0 ("fs: port files to file_ref"), v6.13.
-probe XPU_HAVE_FILE_REF '
-#include <linux/fs.h>
-bool xpu_conftest(struct file *file);
-bool xpu_conftest(struct file *file)
-{
-	return file_ref_get(&file->f_ref);
-}' "$@"
-
 # zap_vma_ptes() was renamed zap_special_vma_range() by 52a9e9cd181f
 # ("mm: rename zap_vma_ptes() to zap_special_vma_range()"), v7.1.
 probe XPU_HAVE_ZAP_SPECIAL_VMA_RANGE '

@@ -124,6 +124,9 @@ int xpu_file_release(struct inode *inode, struct file *file)
 	struct xpu_file *xf = xpu_file_lookup(file);
 	int ret;
 
+	/* no longer a doorbell file, and no zap left on its address_space */
+	if (xf)
+		xpu_sched_file_closing(xf);
 	/* a control file's clients go: the ledger stands by their memory */
 	if (xf && xf->slice && !xf->gpu)
 		ret = xpu_ledger_release(xf, xpu_drv.release, inode, file);
@@ -179,6 +182,7 @@ void xpu_file_exit(void)
 	hash_for_each_safe(xpu_files, bkt, tmp, xf, hash) {
 		hash_del(&xf->hash);
 		if (xf->slice) {
+			xpu_sched_file_closing(xf);
 			xpu_sched_file_release(xf);
 			xpu_handles_file_release(xf);
 			if (!xf->gpu) {

@@ -179,6 +179,7 @@ struct xpu_sched {
 	u64 last_step, last_sample;
 	struct mutex lock;		/* state changes; the slices list */
 	spinlock_t list_lock;		/* the slices' chans, uobjs, dbfiles */
+	wait_queue_head_t zap_wq;	/* a file's release waits its zap */
 	struct list_head slices;
 	u64 period_start;
 	bool held;			/* the last step gave a slice a turn */
@@ -425,17 +426,24 @@ static void xpu_gate_channels(struct xpu_sched *s, struct xpu_slice *slice,
 /*
  * Zap the doorbell PTEs of every file of SLICE, in every process: any file
  * left mapped is a doorbell that rings unseen.  unmap_mapping_range() sleeps,
- * so the files are taken a batch at a time under list_lock (a reference
- * each) and zapped outside it.  Files come and go meanwhile, so each pass has
- * a generation: a file taken is stamped with it and moved to the tail, and a
- * file listed during the pass is stamped when listed (its own mmap zaps what
- * it maps, xpu_sched_mmap()).  The files not yet taken are thus always at the
- * head, and the pass ends after at most the files listed at its start.
+ * so the files are taken a batch at a time under list_lock and zapped outside
+ * it.  A file taken is marked busy until its zap is done, and its release
+ * (xpu_sched_file_closing(), before the driver's) takes it off the list and
+ * waits for that, so its address_space outlives the zap without a reference
+ * on the file: a reference dropped here, in the scheduler's thread, would be
+ * the last whenever the tenant closed the file meanwhile, and would put the
+ * release off to a work item, leaving the file counted against the slice's
+ * XPU_MAX_DOORBELL_FILES after its close returned.  Files come and go
+ * meanwhile, so each pass has a generation: a file taken is stamped with it
+ * and moved to the tail, and a file listed during the pass is stamped when
+ * listed (its own mmap zaps what it maps, xpu_sched_mmap()).  The files not
+ * yet taken are thus always at the head, and the pass ends after at most the
+ * files listed at its start.
  */
 static void xpu_gate_zap(struct xpu_sched *s, struct xpu_slice *slice)
 {
-	struct file *files[XPU_ZAP_BATCH];
-	unsigned int n, seen, i;
+	struct xpu_file *files[XPU_ZAP_BATCH];
+	unsigned int n, i;
 	struct xpu_file *xf;
 	u64 gen;
 
@@ -445,26 +453,26 @@ static void xpu_gate_zap(struct xpu_sched *s, struct xpu_slice *slice)
 	spin_unlock(&s->list_lock);
 	do {
 		n = 0;
-		seen = 0;
 		spin_lock(&s->list_lock);
-		while (seen < XPU_ZAP_BATCH && !list_empty(&slice->dbfiles)) {
+		while (n < XPU_ZAP_BATCH && !list_empty(&slice->dbfiles)) {
 			xf = list_first_entry(&slice->dbfiles, struct xpu_file,
 					      db_link);
 			if (xf->zap_gen == gen)
 				break;
 			xf->zap_gen = gen;
+			xf->zapping = true;
 			list_move_tail(&xf->db_link, &slice->dbfiles);
-			seen++;
-			/* a file on its way to release has no count left */
-			if (xpu_get_file_unless_zero(xf->file))
-				files[n++] = xf->file;
+			files[n++] = xf;
 		}
 		spin_unlock(&s->list_lock);
 		for (i = 0; i < n; i++) {
-			unmap_mapping_range(files[i]->f_mapping, 0, 0, 1);
-			fput(files[i]);
+			unmap_mapping_range(files[i]->file->f_mapping, 0, 0, 1);
+			/* pairs with the acquire in xpu_sched_file_closing() */
+			smp_store_release(&files[i]->zapping, false);
 		}
-	} while (seen == XPU_ZAP_BATCH);
+		if (n)
+			wake_up_all(&s->zap_wq);
+	} while (n == XPU_ZAP_BATCH);
 }
 
 static void xpu_gate_set(struct xpu_sched *s, struct xpu_slice *slice,
@@ -1088,11 +1096,15 @@ void xpu_sched_reassert(struct xpu_slice *slice)
 	mutex_unlock(&s->lock);
 }
 
-/* A driver file goes: its doorbell mapping, and a control file's records. */
-void xpu_sched_file_release(struct xpu_file *xf)
+/*
+ * A driver file is being released, before the driver's release: it is no
+ * longer a doorbell file of its slice, and a zap pass that took it is done
+ * with its address_space when this returns (xpu_gate_zap(): one
+ * unmap_mapping_range() of a file no VMA maps any more, so short).
+ */
+void xpu_sched_file_closing(struct xpu_file *xf)
 {
 	struct xpu_slice *slice = xf->slice;
-	struct xpu_rec_match m = { .key = XPU_REC_CTL, .ctl = xf->file };
 	struct xpu_sched *s;
 
 	if (!slice)
@@ -1103,12 +1115,25 @@ void xpu_sched_file_release(struct xpu_file *xf)
 		list_del_init(&xf->db_link);
 		slice->nr_dbfiles--;
 	}
-	if (!xf->gpu) {
-		int k;
+	spin_unlock(&s->list_lock);
+	/* off the list: no pass takes it again, and the flag only falls */
+	wait_event(s->zap_wq, !smp_load_acquire(&xf->zapping));
+}
 
-		for (k = 0; k < XPU_REC_KINDS; k++)
-			xpu_recs_drop(slice, k, &m);
-	}
+/* A driver file has gone: a control file's records. */
+void xpu_sched_file_release(struct xpu_file *xf)
+{
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_rec_match m = { .key = XPU_REC_CTL, .ctl = xf->file };
+	struct xpu_sched *s;
+	int k;
+
+	if (!slice || xf->gpu)
+		return;
+	s = slice->gpu->sched;
+	spin_lock(&s->list_lock);
+	for (k = 0; k < XPU_REC_KINDS; k++)
+		xpu_recs_drop(slice, k, &m);
 	spin_unlock(&s->list_lock);
 }
 
@@ -1495,6 +1520,7 @@ int xpu_sched_init(void)
 			goto err;
 		s->gpu = &xpu_gpus[i];
 		init_waitqueue_head(&s->wq);
+		init_waitqueue_head(&s->zap_wq);
 		mutex_init(&s->lock);
 		spin_lock_init(&s->list_lock);
 		INIT_LIST_HEAD(&s->slices);

@@ -20,6 +20,7 @@ void xpu_sched_slice_add(struct xpu_slice *slice);
 void xpu_sched_slice_remove(struct xpu_slice *slice);
 void xpu_sched_kick(struct xpu_gpu *gpu);
 void xpu_sched_fill(struct xpu_slice *slice, struct xpu_slice_info *out);
+void xpu_sched_file_closing(struct xpu_file *xf);
 void xpu_sched_file_release(struct xpu_file *xf);
 int xpu_sched_mmap_prepare(struct file *file);
 void xpu_sched_mmap(struct file *file, struct vm_area_struct *vma);

@@ -214,6 +214,7 @@ struct xpu_file {
 	bool poisoned;			/* a caller cheated: refuse every escape */
 	struct list_head db_link;	/* in slice->dbfiles once mapped */
 	u64 zap_gen;			/* the zap pass that last took it */
+	bool zapping;			/* a zap pass works on its mapping */
 	/* control files: who called RM_ALLOC through it; slice->members_lock */
 	struct pid *creators[XPU_MAX_CREATORS];
 	u32 nr_creators;

@@ -23,6 +23,7 @@ import test_xpu_mem
 from nvclient import abi, client
 from nvclient.uvm import Uvm, gpu_uuid
 from test_xpu_mem import Slice
+from xpu import uapi
 
 pytestmark = pytest.mark.usefixtures("require_xpu")
 
@@ -261,6 +262,43 @@ maps.append(bell(h))
 for m in maps:
     m.close()
 """)
+
+
+def test_a_closed_doorbell_file_frees_its_place_at_once(sl, admin):
+    """The scheduler's thread zaps the doorbell PTEs of every file of an
+    idle slice each period.  Before, it took a reference on each file while
+    it zapped: a tenant's close meanwhile left that reference the last, and
+    the kernel put the file's release off to a work item, so the file was
+    still open, counted against the slice's 1024, after its close returned,
+    and the next mapping could be refused (seen once in CI, on 5.10).  Now
+    the zap holds no reference and a release waits for the zap of its own
+    file.  With 1024 doorbell files and a zap pass every millisecond, each
+    close is seen at once by the slice's count of open files, and the
+    mapping made next succeeds, 2000 times.  (Without the fix the count
+    was wrong at the second close; the mapping after it was refused 2 to
+    5 times in 3000.)"""
+    g = next(g for g in admin.gpu_list() if g.minor == 0)
+    admin.gpu_set(0, period_us=uapi.XPU_PERIOD_MIN_US)
+    try:
+        run_in(sl, """
+import resource
+from xpu import ctl as xpu_ctl
+resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
+h = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
+maps = [bell(h) for _ in range(1024)]
+refused(h)
+with xpu_ctl.Ctl() as a:
+    n = a.slice_get(SLICE).open_files
+    for i in range(2000):
+        maps.pop(0).close()
+        assert a.slice_get(SLICE).open_files == n - 1, i
+        maps.append(bell(h))
+refused(h)
+for m in maps:
+    m.close()
+""".replace("SLICE", str(sl.id)))
+    finally:
+        admin.gpu_set(0, period_us=g.period_us)
 
 
 def test_a_duplicated_usermode_object_is_a_doorbell(sl):
