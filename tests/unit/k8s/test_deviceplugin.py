@@ -12,6 +12,7 @@ import grpc
 import pytest
 from conftest import GIB, small_gpus
 from testkubelet import wait_for
+from xpu.cdi import oci
 from xpu.cdi import spec as cdi_spec
 from xpu.k8s import deviceplugin, node, resources
 
@@ -100,6 +101,12 @@ def test_allocate_shares_makes_a_slice(plugins, test_kubelet):
     assert memr.envs["XPU_SLICE"] == s["name"]
     sharesr = next(r for r in out["main"] if not r.cdi_devices)
     assert sharesr.envs["XPU_COMPUTE_SHARE"] == "25"
+    # What the container's environment gets from both plugins joins that
+    # slice under xpu-container-runtime too (a node whose default runtime
+    # it is): the plugins' other XPU_ variables describe, and ask nothing.
+    env = [f"{k}={v}" for r in out["main"] for k, v in r.envs.items()]
+    assert len(env) == 4
+    assert oci.request(env) == oci.Request(slice=s["name"])
     # Preferred allocation put all four memory devices on one GPU.
     ids = test_kubelet.pods[("ns", "pod-a")]["main"]["xpu.dev/xpu-memory"]
     assert len({i.split("-")[0] for i in ids}) == 1

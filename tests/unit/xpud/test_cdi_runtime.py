@@ -42,6 +42,10 @@ def test_a_new_slice_and_its_limits():
                             gpu=UUID1, priority="high")
     assert oci.request(["XPU_MEMORY=1GiB", "XPU_GPU=1"]).gpu == 1
     assert oci.request(["XPU_SLICE=train"]) == oci.Request(slice="train")
+    # What xpu's device plugin describes the slice with passes beside it.
+    assert oci.request(["XPU_SLICE=train", "XPU_MEMORY_LIMIT_BYTES=1024",
+                        "XPU_GPU_UUID=GPU-x", "XPU_COMPUTE_SHARE=25"]) == \
+        oci.Request(slice="train")
     # The last of a name wins, as for execve's callers.
     assert oci.request(["XPU_MEMORY=1GiB", "XPU_MEMORY=2GiB"]) \
         .memory_limit_bytes == 2 * GIB
@@ -124,6 +128,15 @@ def test_a_looser_host_bound_than_the_hosts_is_refused(value, what):
      "slice needs its memory limit")),
     (["XPU_SLICE=a", "XPU_HOST_MEMORY=8GiB"], ("XPU_SLICE=a joins an "
      "existing slice, whose limits are its own: leave out XPU_HOST_MEMORY")),
+    (["XPU_MEMORY_LIMIT_BYTES=1073741824"], ("XPU_MEMORY_LIMIT_BYTES "
+     "describes the slice xpu's device plugin gave a pod, beside XPU_SLICE, "
+     "and asks for nothing: ask for a new slice with XPU_MEMORY=SIZE, or "
+     "name one with XPU_SLICE")),
+    (["XPU_MEMORY=1GiB", "XPU_GPU_UUID=GPU-x"], ("XPU_GPU_UUID describes the "
+     "slice")),
+    (["XPU_SLICE=a", "XPU_GPU_UUID=GPU-x", "XPU_COMPUTE=5"], ("XPU_SLICE=a "
+     "joins an existing slice, whose limits are its own: leave out "
+     "XPU_COMPUTE")),
 ])
 def test_bad_values_are_refused_in_one_line(env, message):
     with pytest.raises(oci.RequestError) as e:

@@ -15,10 +15,12 @@ The variables (docs/containers.md):
                            allocates for it (pinned host pages); 0: none
     XPU_SLICE=NAME         join the existing slice NAME instead
 
-Any other XPU_ variable is refused, so that a misspelt one never leaves a
-container running without its slice; so is a slice asked for twice (a
-name and a size), and XPU_COMPUTE, XPU_GPU, XPU_PRIORITY or
-XPU_HOST_MEMORY without XPU_MEMORY.
+What xpu's device plugin sets beside XPU_SLICE to describe the slice it
+gave a pod's container (DESCRIPTIONS) asks for nothing and is let pass with
+XPU_SLICE.  Any other XPU_ variable is refused, so that a misspelt one never
+leaves a container running without its slice; so is a slice asked for twice
+(a name and a size), XPU_COMPUTE, XPU_GPU, XPU_PRIORITY or XPU_HOST_MEMORY
+without XPU_MEMORY, and a description without XPU_SLICE.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ from ..errors import XpuError
 LIMITS = ("XPU_MEMORY", "XPU_COMPUTE", "XPU_GPU", "XPU_PRIORITY",
           "XPU_HOST_MEMORY")
 VARIABLES = LIMITS + ("XPU_SLICE",)
+# What xpu's device plugin tells a container of the slice it was given,
+# beside XPU_SLICE (deviceplugin.py, docs/kubernetes.md), for its programs:
+# a pod's container must start under a runtime that reads XPU_ variables.
+DESCRIPTIONS = ("XPU_MEMORY_LIMIT_BYTES", "XPU_GPU_UUID", "XPU_COMPUTE_SHARE")
 
 
 class RequestError(XpuError):
@@ -75,7 +81,7 @@ def request(env: Sequence[str]) -> Request | None:
             if k.startswith("XPU_")}
     if not vars:
         return None
-    unknown = sorted(set(vars) - set(VARIABLES))
+    unknown = sorted(set(vars) - set(VARIABLES) - set(DESCRIPTIONS))
     if unknown:
         raise RequestError(
             f"unknown variable {unknown[0]}: xpu reads "
@@ -104,6 +110,12 @@ def request(env: Sequence[str]) -> Request | None:
     host = value("XPU_HOST_MEMORY",
                  lambda t: model.check_host_memory(sizes.parse_size(t)))
     others = [n for n in LIMITS if n in vars]
+    described = [n for n in DESCRIPTIONS if n in vars]
+    if described and name is None:
+        raise RequestError(
+            f"{described[0]} describes the slice xpu's device plugin gave a "
+            "pod, beside XPU_SLICE, and asks for nothing: ask for a new "
+            "slice with XPU_MEMORY=SIZE, or name one with XPU_SLICE")
     if name is not None:
         if others:
             raise RequestError(
