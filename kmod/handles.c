@@ -17,8 +17,9 @@
  * that one goes, and keeps its handle: docs/nvstub.md), and each of those
  * takes the records of the subtree.
  * Where xpu cannot tell -- a parent it has no record of (a handle RM made
- * for itself), a free by offset -- a record stays until its client goes:
- * an over-count, never an escape.  Handles RM makes for itself inside a
+ * for itself) -- a record stays until its client goes: an over-count,
+ * never an escape.  (RM frees no memory by offset: VID_HEAP's FREE needs
+ * the handle.)  Handles RM makes for itself inside a
  * tenant's client (a TSG's context, a channel's TSG) come with objects
  * that are counted, so they are bounded with them.
  *
@@ -52,6 +53,32 @@ struct xpu_hnd {
 	bool hashed;
 };
 
+/*
+ * An OS event of a slice's client (NV_ESC_ALLOC_OS_EVENT): RM keeps one
+ * for each (client, fd) in a list of the whole driver, tied to the file
+ * the call came through, and checks neither the client nor the fd
+ * (osapi.c allocate_os_event, 535 to 595).  RM takes it with a
+ * FREE_OS_EVENT of (client, fd) through any file, with an RM_FREE of the
+ * client, or with the close of its file; each drops the record here.
+ */
+struct xpu_osev {
+	struct list_head link;		/* in slice->osevents */
+	struct xpu_file *xf;		/* the file RM tied it to */
+	u32 hc, fd;
+};
+
+static unsigned int max_os_events = XPU_MAX_OS_EVENTS;
+module_param(max_os_events, uint, 0644);
+MODULE_PARM_DESC(max_os_events,
+		 "OS events (NV_ESC_ALLOC_OS_EVENT) one slice's clients may hold");
+
+static void xpu_osev_drop(struct xpu_slice *slice, struct xpu_osev *ev)
+{
+	list_del(&ev->link);
+	slice->nr_osevents--;
+	kfree(ev);
+}
+
 static const struct rhashtable_params xpu_hnd_params = {
 	.key_len = sizeof(u64),
 	.key_offset = offsetof(struct xpu_hnd, key),
@@ -70,6 +97,8 @@ int xpu_handles_init(struct xpu_slice *slice)
 {
 	mutex_init(&slice->handles_lock);
 	atomic_set(&slice->nr_handles, 0);
+	INIT_LIST_HEAD(&slice->osevents);
+	slice->nr_osevents = 0;
 	return rhashtable_init(&slice->handles, &xpu_hnd_params);
 }
 
@@ -77,6 +106,7 @@ int xpu_handles_init(struct xpu_slice *slice)
 void xpu_handles_destroy(struct xpu_slice *slice)
 {
 	WARN_ON_ONCE(atomic_read(&slice->nr_handles));
+	WARN_ON_ONCE(slice->nr_osevents);
 	rhashtable_destroy(&slice->handles);
 }
 
@@ -140,7 +170,7 @@ void xpu_handles_add(struct xpu_file *xf, struct list_head *spare, u32 hc,
 	mutex_lock(&slice->handles_lock);
 	/*
 	 * RM never makes a live handle twice: a record of the handle is of an
-	 * object RM took out of xpu's sight (a free by offset), and goes
+	 * object RM took out of xpu's sight, and goes
 	 */
 	old = xpu_hnd_find(slice, hc, h);
 	if (old)
@@ -210,15 +240,72 @@ void xpu_handles_freed(struct xpu_slice *slice, u32 hc, u32 h)
 void xpu_handles_file_release(struct xpu_file *xf)
 {
 	struct xpu_slice *slice = xf->slice;
+	struct xpu_osev *ev, *tmp;
 	u32 gone = 0;
 
 	mutex_lock(&slice->handles_lock);
+	/* RM took the OS events tied to the file (RmFreeUnusedClients) */
+	list_for_each_entry_safe(ev, tmp, &slice->osevents, link)
+		if (ev->xf == xf)
+			xpu_osev_drop(slice, ev);
 	while (!list_empty(&xf->hnd_clients))
 		gone += xpu_hnd_drop_tree(slice,
 					  list_first_entry(&xf->hnd_clients,
 							   struct xpu_hnd, sib));
 	mutex_unlock(&slice->handles_lock);
 	atomic_sub(gone, &slice->nr_handles);
+}
+
+u32 xpu_osevents_admit(struct xpu_slice *slice, u32 hc,
+		       struct xpu_osev **rec)
+{
+	u32 st = NV_OK;
+
+	if (rec) {
+		*rec = kzalloc(sizeof(**rec), GFP_KERNEL_ACCOUNT);
+		if (!*rec)
+			return NV_ERR_NO_MEMORY;
+	}
+	mutex_lock(&slice->handles_lock);
+	if (!xpu_hnd_find(slice, hc, hc))
+		st = NV_ERR_INVALID_CLIENT;
+	else if (rec && slice->nr_osevents >= READ_ONCE(max_os_events))
+		st = NV_ERR_INSUFFICIENT_RESOURCES;
+	mutex_unlock(&slice->handles_lock);
+	if (st && rec) {
+		kfree(*rec);
+		*rec = NULL;
+	}
+	return st;
+}
+
+void xpu_osevents_add(struct xpu_file *xf, struct xpu_osev *ev, u32 hc,
+		      u32 fd)
+{
+	struct xpu_slice *slice = xf->slice;
+
+	ev->xf = xf;
+	ev->hc = hc;
+	ev->fd = fd;
+	mutex_lock(&slice->handles_lock);
+	list_add(&ev->link, &slice->osevents);
+	slice->nr_osevents++;
+	mutex_unlock(&slice->handles_lock);
+}
+
+void xpu_osevents_freed(struct xpu_slice *slice, u32 hc, u32 fd, bool all)
+{
+	struct xpu_osev *ev, *tmp;
+
+	mutex_lock(&slice->handles_lock);
+	list_for_each_entry_safe(ev, tmp, &slice->osevents, link) {
+		if (ev->hc != hc || (!all && ev->fd != fd))
+			continue;
+		xpu_osev_drop(slice, ev);
+		if (!all)
+			break;
+	}
+	mutex_unlock(&slice->handles_lock);
 }
 
 u32 xpu_handles_count(struct xpu_slice *slice)

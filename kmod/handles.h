@@ -35,6 +35,21 @@ void xpu_handles_freed(struct xpu_slice *slice, u32 hc, u32 h);
 /* XF, a control file, is gone, and RM freed the clients made through it. */
 void xpu_handles_file_release(struct xpu_file *xf);
 u32 xpu_handles_count(struct xpu_slice *slice);
+/*
+ * OS events (NV_ESC_ALLOC_OS_EVENT, FREE_OS_EVENT) through a slice's files,
+ * under its mem_lock.  Whether the call may go to RM: HC must be a client
+ * of the slice's, and an allocation (REC not NULL: its record, made here,
+ * kfree()d if unused) must fit max_os_events; NV_OK or the status of the
+ * refusal.  Then what RM did: an allocation's record goes on; an RM_FREE of
+ * client HC that succeeded takes all its events (ALL), a FREE_OS_EVENT the
+ * one of FD.
+ */
+struct xpu_osev;
+u32 xpu_osevents_admit(struct xpu_slice *slice, u32 hc,
+		       struct xpu_osev **rec);
+void xpu_osevents_add(struct xpu_file *xf, struct xpu_osev *rec, u32 hc,
+		      u32 fd);
+void xpu_osevents_freed(struct xpu_slice *slice, u32 hc, u32 fd, bool all);
 int xpu_handles_module_init(void);
 void xpu_handles_module_exit(void);
 

@@ -514,6 +514,7 @@ struct xpu_escape {
 		struct nvos55_parameters p55;
 		struct nvos02_with_fd p02;
 		struct nvos39_parameters p39;
+		struct nv_ioctl_os_event osev;
 		u8 raw[sizeof(struct nvos32_parameters)];
 	} u;
 	/* RM_ALLOC: the params RM reads, copied from UPARAMS; none when 0 */
@@ -1494,10 +1495,11 @@ static void xpu_mem_freed(struct xpu_slice *slice, struct xpu_file *xf,
  * stands by (ledger.c); the status goes to STATUS in the caller's struct.
  * The slice's figure follows: by what went (xpu_mem_freed) when the ledger
  * found that no other handle held the memory (so no member's figure but
- * the owner's moved), else read anew for every member.
+ * the owner's moved), else read anew for every member.  RM_FREE (not
+ * VID_HEAP's FREE) of a client takes its OS events too (escape.c).
  */
 static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
-					u32 hc, u32 hp, u32 ho,
+					u32 hc, u32 hp, u32 ho, bool rm_free,
 					u32 __user *status)
 {
 	struct xpu_slice *slice = xf->slice;
@@ -1521,6 +1523,8 @@ static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
 	/* a missing handle is NV_OK too: its record, if any, was stale */
 	if (st == NV_OK)
 		xpu_handles_freed(slice, hc, ho);
+	if (st == NV_OK && rm_free && ho == hc)
+		xpu_osevents_freed(slice, hc, 0, true);
 	mutex_unlock(&slice->mem_lock);
 	return xpu_put_status(status, st);
 }
@@ -1707,7 +1711,7 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 			return xpu_escape_plain(xf, file, cmd, &e, true);
 		return xpu_mem_free_through_ledger(xf, file, q->h_root,
 						   q->h_object_parent,
-						   q->data.free.h_memory,
+						   q->data.free.h_memory, false,
 						   &p->status);
 	default:
 		return xpu_escape_plain(xf, file, cmd, &e, true);
@@ -1727,7 +1731,7 @@ long xpu_mem_rm_free(struct xpu_file *xf, struct file *file,
 		return -EFAULT;
 	return xpu_mem_free_through_ledger(xf, file, p.h_root,
 					   p.h_object_parent, p.h_object_old,
-					   &up->status);
+					   true, &up->status);
 }
 
 /*
@@ -2115,6 +2119,61 @@ long xpu_mem_alloc_context_dma(struct xpu_file *xf, struct file *file,
 out:
 	xpu_handles_cancel(slice, &spare);
 	mutex_unlock(&slice->mem_lock);
+	return ret;
+}
+
+/*
+ * NV_ESC_ALLOC_OS_EVENT and FREE_OS_EVENT through any file of a slice.  RM
+ * ties an OS event to (hClient, fd) in one list for the whole driver and
+ * checks neither (osapi.c allocate_os_event, free_os_event, 535 to 595):
+ * passed through, a tenant made events without bound -- kernel memory
+ * charged to no cgroup, and a longer walk under RM's spinlock for every
+ * event call of every tenant --, freed another tenant's events by naming
+ * its client, and took (client, fd) pairs before their owner did, so that
+ * the owner's allocation failed and its RM event objects (NV01_EVENT_OS_EVENT,
+ * bound by (hClient, fd): osUserHandleToKernelPtr) would post to the
+ * squatter's file (docs/security.md, class 27).  So a slice's call must
+ * name a client of the slice's (made through its control files, on xpu's
+ * record), NV_ERR_INVALID_CLIENT otherwise, and an allocation must fit
+ * max_os_events, NV_ERR_INSUFFICIENT_RESOURCES past it; RM is not called
+ * then.  The call is made on xpu's copy under mem_lock (no thread of the
+ * caller's renames the client after the check, and a client's free
+ * waits), and what RM did is recorded.
+ */
+long xpu_mem_os_event(struct xpu_file *xf, struct file *file,
+		      unsigned int cmd, unsigned long arg)
+{
+	bool alloc = _IOC_NR(cmd) == NV_ESC_ALLOC_OS_EVENT;
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_osev *rec = NULL;
+	struct xpu_escape e;
+	long ret;
+	u32 st;
+
+	if (!slice || _IOC_SIZE(cmd) != sizeof(e.u.osev))
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	ret = xpu_escape_copy(&e, arg, sizeof(e.u.osev));
+	if (ret)
+		return ret;
+	if (mutex_lock_killable(&slice->mem_lock))
+		return -EINTR;
+	st = xpu_osevents_admit(slice, e.u.osev.h_client, alloc ? &rec : NULL);
+	if (st) {
+		ret = xpu_put_status(e.uarg + NV_IOCTL_OS_EVENT_STATUS, st);
+		goto out;
+	}
+	ret = xpu_escape_plain_locked(xf, file, cmd, &e, false);
+	/* RM's answer, on xpu's copy */
+	if (e.u.osev.status == NV_OK && alloc) {
+		xpu_osevents_add(xf, rec, e.u.osev.h_client, e.u.osev.fd);
+		rec = NULL;
+	} else if (e.u.osev.status == NV_OK) {
+		xpu_osevents_freed(slice, e.u.osev.h_client, e.u.osev.fd,
+				   false);
+	}
+out:
+	mutex_unlock(&slice->mem_lock);
+	kfree(rec);
 	return ret;
 }
 

@@ -68,6 +68,7 @@
 #define NV_ERR_INVALID_CHANNEL		0x21
 #define NV_ERR_INVALID_CLASS		0x22
 #define NV_ERR_INVALID_CLIENT		0x23
+#define NV_ERR_INVALID_EVENT		0x28
 #define NV_ERR_INVALID_DEVICE		0x26
 #define NV_ERR_INVALID_FLAGS		0x29
 #define NV_ERR_INVALID_LIMIT		0x2E
@@ -227,6 +228,15 @@ struct nv_ioctl_wait_open_complete {
 /* nv-ioctl.h: alloc/free os event; nvos.h: NVOS41 (get event data) */
 #define NV_IOCTL_OS_EVENT_SIZE		16
 #define NV_IOCTL_OS_EVENT_STATUS	12
+
+/* nv-ioctl.h: nv_ioctl_alloc_os_event_t, nv_ioctl_free_os_event_t */
+struct nv_ioctl_os_event {
+	u32 h_client;
+	u32 h_device;
+	u32 fd;
+	u32 status;
+};
+
 #define NVOS41_SIZE			16
 #define NVOS41_STATUS			12
 

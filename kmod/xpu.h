@@ -34,6 +34,13 @@
  * channels and the rest CUDA makes beside them.
  */
 #define XPU_MAX_HANDLES		(2 * XPU_MAX_MEMRECS)
+/*
+ * OS events one slice's clients may hold (handles.c; the module parameter
+ * max_os_events).  RM keeps them in one list for the whole driver, walked
+ * under a spinlock by every event allocation, free and binding; CUDA
+ * makes a few a context.
+ */
+#define XPU_MAX_OS_EVENTS	1024
 
 /*
  * A GPU of the driver.  Found at load through the kernel RM API and the
@@ -152,6 +159,9 @@ struct xpu_slice {
 	struct rhashtable handles;
 	struct mutex handles_lock;	/* the trees; taken under mem_lock */
 	atomic_t nr_handles;
+	/* the OS events of its clients (handles.c), under handles_lock */
+	struct list_head osevents;
+	u32 nr_osevents;
 
 	atomic_t open_files;
 

@@ -22,6 +22,7 @@
 
 static int nvidia_open(struct inode *inode, struct file *filp);
 static int nvidia_close(struct inode *inode, struct file *filp);
+static void nvstub_free_os_events(struct nvstub_file *nf, u32 hc);
 static __poll_t nvidia_poll(struct file *filp, poll_table *wait);
 static long nvidia_unlocked_ioctl(struct file *filp, unsigned int cmd,
 				  unsigned long arg);
@@ -138,6 +139,7 @@ static int nvidia_close(struct inode *inode, struct file *filp)
 	struct nvstub_file *nf = filp->private_data;
 
 	nvstub_rm_free_clients_of(nf);
+	nvstub_free_os_events(nf, 0);
 	nvstub_export_release(nf);
 	nvstub_ctx_release(nf);
 
@@ -295,6 +297,82 @@ static void nvstub_put_status(void *buf, u32 off, u32 status)
 	memcpy(buf + off, &status, sizeof(status));
 }
 
+/*
+ * OS events (osapi.c allocate_os_event / free_os_event / free_os_events):
+ * one list for the whole driver, on the control device.  ALLOC_OS_EVENT
+ * ties (hClient, fd) to the file it was called on, any file, with neither
+ * checked: the client need not exist, nor be the caller's; the only rule is
+ * one event a (hClient, fd), looked for through the whole list, and any
+ * failure reads NV_ERR_INSUFFICIENT_RESOURCES.  FREE_OS_EVENT takes the
+ * event of (hClient, fd), whoever made it (NV_ERR_INVALID_EVENT if none).
+ * An RM_FREE of a client that succeeds takes every event of that handle
+ * (escape.c, rm_client_free_os_events), and a file's close the events tied
+ * to it (RmFreeUnusedClients).  No count bounds the list.  The stub posts
+ * no event (RM_GET_EVENT_DATA: NV_ERR_NOT_SUPPORTED).
+ */
+struct nvstub_os_event {
+	struct list_head link;
+	struct nvstub_file *nf;
+	u32 h_parent, fd;
+};
+
+static LIST_HEAD(nvstub_os_events);
+static DEFINE_SPINLOCK(nvstub_os_events_lock);
+
+static u32 nvstub_alloc_os_event(struct nvstub_file *nf, u32 hc, u32 fd)
+{
+	struct nvstub_os_event *ev = kmalloc(sizeof(*ev), GFP_KERNEL), *e;
+
+	if (!ev)
+		return NV_ERR_INSUFFICIENT_RESOURCES;
+	ev->nf = nf;
+	ev->h_parent = hc;
+	ev->fd = fd;
+	spin_lock(&nvstub_os_events_lock);
+	list_for_each_entry(e, &nvstub_os_events, link) {
+		if (e->h_parent == hc && e->fd == fd) {
+			spin_unlock(&nvstub_os_events_lock);
+			kfree(ev);
+			return NV_ERR_INSUFFICIENT_RESOURCES;
+		}
+	}
+	list_add(&ev->link, &nvstub_os_events);
+	spin_unlock(&nvstub_os_events_lock);
+	return NV_OK;
+}
+
+static u32 nvstub_free_os_event(u32 hc, u32 fd)
+{
+	struct nvstub_os_event *e;
+
+	spin_lock(&nvstub_os_events_lock);
+	list_for_each_entry(e, &nvstub_os_events, link) {
+		if (e->h_parent == hc && e->fd == fd) {
+			list_del(&e->link);
+			spin_unlock(&nvstub_os_events_lock);
+			kfree(e);
+			return NV_OK;
+		}
+	}
+	spin_unlock(&nvstub_os_events_lock);
+	return NV_ERR_INVALID_EVENT;
+}
+
+/* The events of client HC (NF NULL), or those tied to NF. */
+static void nvstub_free_os_events(struct nvstub_file *nf, u32 hc)
+{
+	struct nvstub_os_event *e, *n;
+	LIST_HEAD(gone);
+
+	spin_lock(&nvstub_os_events_lock);
+	list_for_each_entry_safe(e, n, &nvstub_os_events, link)
+		if (nf ? e->nf == nf : e->h_parent == hc)
+			list_move(&e->link, &gone);
+	spin_unlock(&nvstub_os_events_lock);
+	list_for_each_entry_safe(e, n, &gone, link)
+		kfree(e);
+}
+
 static u32 nvstub_esc_rm_free(struct nvstub_call *call, void *buf, u32 size)
 {
 	struct nvos00_parameters *p = buf;
@@ -302,6 +380,8 @@ static u32 nvstub_esc_rm_free(struct nvstub_call *call, void *buf, u32 size)
 	mutex_lock(&nvstub_rm_lock);
 	p->status = nvstub_rm_free(call, p->h_root, p->h_object_old);
 	mutex_unlock(&nvstub_rm_lock);
+	if (p->status == NV_OK && p->h_object_old == p->h_root)
+		nvstub_free_os_events(NULL, p->h_root);
 	return NV_OK;
 }
 
@@ -538,11 +618,16 @@ static u32 nvstub_rm_ioctl(struct nvstub_file *nf, u32 nr, void *buf, u32 size)
 
 	switch (nr) {	/* rm_ioctl(): the OS-event escapes */
 	case NV_ESC_ALLOC_OS_EVENT:
-	case NV_ESC_FREE_OS_EVENT:
+	case NV_ESC_FREE_OS_EVENT: {
+		struct nv_ioctl_os_event *p = buf;
+
 		if (size != NV_IOCTL_OS_EVENT_SIZE)
 			return NV_ERR_INVALID_ARGUMENT;
-		nvstub_put_status(buf, NV_IOCTL_OS_EVENT_STATUS, NV_ERR_NOT_SUPPORTED);
+		p->status = nr == NV_ESC_ALLOC_OS_EVENT ?
+			nvstub_alloc_os_event(nf, p->h_client, p->fd) :
+			nvstub_free_os_event(p->h_client, p->fd);
 		return NV_OK;
+	}
 	case NV_ESC_RM_GET_EVENT_DATA:
 		if (size != NVOS41_SIZE)
 			return NV_ERR_INVALID_ARGUMENT;

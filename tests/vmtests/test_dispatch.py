@@ -400,6 +400,42 @@ def test_os_event_escapes_check_size(ctl, nr):
     assert ctl.escape_raw(nr, p, size=20) == EINVAL
 
 
+def test_os_events_are_kept_as_rm_keeps_them(ctl, gpu0, rm):
+    """osapi.c (535 to 595): ALLOC_OS_EVENT ties a (hClient, fd) pair to
+    the file it came through, any file, checking neither -- a client that
+    does not exist is fine -- and refuses a pair twice, the whole driver
+    over, NV_ERR_INSUFFICIENT_RESOURCES; FREE_OS_EVENT frees a pair whoever
+    made it (NV_ERR_INVALID_EVENT if none); an RM_FREE of a client frees
+    the events of its handle, and a file's close the events tied to it.
+    Before session 33 the stub answered NOT_SUPPORTED (docs/security.md,
+    class 27)."""
+    A, F = abi.NV_ESC_ALLOC_OS_EVENT, abi.NV_ESC_FREE_OS_EVENT
+
+    def osev(f, nr, hc, fd):
+        p = abi.nv_ioctl_alloc_os_event_t(hClient=hc, fd=fd)
+        assert f.escape_raw(nr, p) == 0
+        return p.Status
+
+    nobody = 0x7e570001                 # no client has this handle
+    assert osev(gpu0, A, nobody, 3) == abi.NV_OK
+    assert osev(ctl, A, nobody, 3) == abi.NV_ERR_INSUFFICIENT_RESOURCES
+    assert osev(ctl, F, nobody, 3) == abi.NV_OK     # not its file's: freed
+    assert osev(gpu0, F, nobody, 3) == abi.NV_ERR_INVALID_EVENT
+    # an RM_FREE of a client takes the events of its handle
+    other = client.RmClient(ctl)
+    h = other.handle
+    assert osev(gpu0, A, h, 4) == abi.NV_OK
+    other.close()
+    assert osev(ctl, F, h, 4) == abi.NV_ERR_INVALID_EVENT
+    # a file's close takes the events tied to it, and only those
+    with client.GpuFile(0) as g:
+        assert osev(g, A, rm.handle, 5) == abi.NV_OK
+        assert osev(ctl, A, rm.handle, 6) == abi.NV_OK
+    assert osev(ctl, A, rm.handle, 5) == abi.NV_OK
+    assert osev(ctl, F, rm.handle, 5) == abi.NV_OK
+    assert osev(ctl, F, rm.handle, 6) == abi.NV_OK
+
+
 def test_query_device_intr_is_einval(ctl, gpu0):
     for f in (ctl, gpu0):
         assert ioctl_raw(f.fd, abi.nv_ioctl(abi.NV_ESC_QUERY_DEVICE_INTR, 8),

@@ -907,3 +907,120 @@ assert handles() == 64 - 8 + 2
 rm.free(dev.hdevice)
 assert handles() == 1, handles()
 """.replace("SLICE", str(sl.id)))
+
+
+MAX_OS_EVENTS = "/sys/module/xpu/parameters/max_os_events"
+
+
+@pytest.fixture
+def max_os_events():
+    """Sets xpu.ko's max_os_events for the test, and puts it back."""
+    with open(MAX_OS_EVENTS) as f:
+        old = f.read().strip()
+
+    def set_(n):
+        with open(MAX_OS_EVENTS, "w") as f:
+            f.write(str(n))
+    yield set_
+    set_(old)
+
+
+def test_os_events_name_only_the_slice_s_clients_and_are_bounded(
+        sl, admin, nodedir, max_os_events):
+    """Class 27: RM ties an OS event (NV_ESC_ALLOC_OS_EVENT) to a (hClient,
+    fd) pair in one list for the whole driver, checks neither (the client
+    need not exist, nor be the caller's), frees one by its pair through any
+    file, and bounds nothing (osapi.c, 535 to 595; the stub does as RM
+    since session 33).  Before, a tenant freed another slice's event by
+    naming its client, took the pairs of a client before its owner did (the
+    owner's allocation then failed, and its RM event objects would bind to
+    the squatter's event and post to the squatter's file), and made events
+    without end.  Now a slice's file names only a client of the slice's
+    (NV_ERR_INVALID_CLIENT, RM not called), through its control file or a
+    GPU file, and holds at most max_os_events of them
+    (NV_ERR_INSUFFICIENT_RESOURCES); the count follows FREE_OS_EVENT, the
+    RM_FREE of a client, and the close of the file an event is tied to."""
+    victim = Slice(admin, nodedir, name="victim", limit=64 * MiB)
+    max_os_events(8)
+    # another slice's tenant: a client and its event, then, once told, what
+    # became of them (a process is in one slice, so this is another one)
+    owner = subprocess.Popen([sys.executable, "-c", nvtest.CHILD_PRELUDE + """
+A, F = abi.NV_ESC_ALLOC_OS_EVENT, abi.NV_ESC_FREE_OS_EVENT
+
+def osev(f, nr, hc, fd):
+    p = abi.nv_ioctl_alloc_os_event_t(hClient=hc, fd=fd)
+    assert f.escape_raw(nr, p) == 0
+    return p.Status
+
+vctl = client.Ctl(VCTL)
+vrm = client.RmClient(vctl)
+assert osev(vctl, A, vrm.handle, 7) == abi.NV_OK
+assert osev(vctl, A, vrm.handle, 7) == abi.NV_ERR_INSUFFICIENT_RESOURCES
+print(vrm.handle, flush=True)
+sys.stdin.readline()
+report(again=osev(vctl, A, vrm.handle, 8),     # its pair still free
+       free=osev(vctl, F, vrm.handle, 7),      # its event still there
+       gone=osev(vctl, F, vrm.handle, 7))
+""".replace("VCTL", repr(victim.ctl_node))], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True, cwd="/")
+    try:
+        vhc = int(owner.stdout.readline())
+        run_in(sl, """
+A, F = abi.NV_ESC_ALLOC_OS_EVENT, abi.NV_ESC_FREE_OS_EVENT
+OK, FULL = abi.NV_OK, abi.NV_ERR_INSUFFICIENT_RESOURCES
+NOT_OURS = abi.NV_ERR_INVALID_CLIENT
+
+def osev(f, nr, hc, fd):
+    p = abi.nv_ioctl_alloc_os_event_t(hClient=hc, fd=fd)
+    assert f.escape_raw(nr, p) == 0
+    return p.Status
+
+# this slice cannot free another slice's event, take its client's pairs,
+# or name a client to come, through its control file or a GPU file
+for f in (ctl, gpu):
+    assert osev(f, F, VHC, 7) == NOT_OURS
+    assert osev(f, A, VHC, 8) == NOT_OURS
+    assert osev(f, A, rm.handle + 1, 8) == NOT_OURS   # the next client
+    assert osev(f, A, 0, 8) == NOT_OURS
+
+# its own clients: at most 8 events, through any of its files
+fds = list(range(100, 108))
+for fd in fds[:4]:
+    assert osev(ctl, A, rm.handle, fd) == OK
+for fd in fds[4:]:
+    assert osev(gpu, A, rm.handle, fd) == OK
+assert osev(ctl, A, rm.handle, 200) == FULL
+assert osev(gpu, A, rm.handle, 200) == FULL
+# a free gives its place back, through any file
+assert osev(gpu, F, rm.handle, fds[0]) == OK
+assert osev(ctl, A, rm.handle, 200) == OK
+assert osev(ctl, A, rm.handle, 201) == FULL
+# the close of the file an event is tied to takes it (RM's rule)
+g2 = client.GpuFile(0, GPU)
+assert osev(ctl, F, rm.handle, 200) == OK
+assert osev(g2, A, rm.handle, 300) == OK
+assert osev(ctl, A, rm.handle, 301) == FULL
+g2.close()
+assert osev(ctl, A, rm.handle, 300) == OK        # RM freed the pair
+assert osev(ctl, A, rm.handle, 301) == FULL
+# an RM_FREE of a client takes its events
+for fd in fds[1:]:
+    assert osev(ctl, F, rm.handle, fd) == OK
+other = client.RmClient(ctl)
+for fd in fds[1:]:
+    assert osev(ctl, A, other.handle, fd) == OK
+assert osev(ctl, A, rm.handle, 400) == FULL
+other.close()
+for fd in fds[1:]:
+    assert osev(ctl, A, rm.handle, fd) == OK
+assert osev(ctl, A, rm.handle, 400) == FULL
+""".replace("VHC", str(vhc)))
+        out, _ = owner.communicate("go\n", timeout=60)
+        assert owner.returncode == 0
+        assert json.loads(out) == {"again": 0, "free": 0,
+                                   "gone": abi.NV_ERR_INVALID_EVENT}
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        victim.destroy()
