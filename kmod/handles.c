@@ -256,6 +256,16 @@ void xpu_handles_file_release(struct xpu_file *xf)
 	atomic_sub(gone, &slice->nr_handles);
 }
 
+bool xpu_handles_is_client(struct xpu_slice *slice, u32 hc)
+{
+	bool ours;
+
+	mutex_lock(&slice->handles_lock);
+	ours = hc && xpu_hnd_find(slice, hc, hc);
+	mutex_unlock(&slice->handles_lock);
+	return ours;
+}
+
 u32 xpu_osevents_admit(struct xpu_slice *slice, u32 hc,
 		       struct xpu_osev **rec)
 {
@@ -267,7 +277,7 @@ u32 xpu_osevents_admit(struct xpu_slice *slice, u32 hc,
 			return NV_ERR_NO_MEMORY;
 	}
 	mutex_lock(&slice->handles_lock);
-	if (!xpu_hnd_find(slice, hc, hc))
+	if (!hc || !xpu_hnd_find(slice, hc, hc))
 		st = NV_ERR_INVALID_CLIENT;
 	else if (rec && slice->nr_osevents >= READ_ONCE(max_os_events))
 		st = NV_ERR_INSUFFICIENT_RESOURCES;

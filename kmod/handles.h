@@ -35,6 +35,8 @@ void xpu_handles_freed(struct xpu_slice *slice, u32 hc, u32 h);
 /* XF, a control file, is gone, and RM freed the clients made through it. */
 void xpu_handles_file_release(struct xpu_file *xf);
 u32 xpu_handles_count(struct xpu_slice *slice);
+/* Whether HC is a client made through SLICE's control files. */
+bool xpu_handles_is_client(struct xpu_slice *slice, u32 hc);
 /*
  * OS events (NV_ESC_ALLOC_OS_EVENT, FREE_OS_EVENT) through a slice's files,
  * under its mem_lock.  Whether the call may go to RM: HC must be a client

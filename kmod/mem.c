@@ -2178,6 +2178,68 @@ out:
 }
 
 /*
+ * NV_ESC_EXPORT_TO_DMABUF_FD (GPU files): the driver makes a dma-buf of the
+ * video memory handles[] names in client hClient, duplicated with kernel
+ * privilege into a client of its own, and checks only that the client
+ * exists and that the handles are video memory of this GPU
+ * (nv-dmabuf.c nv_dma_buf_create, osapi.c RmDmabufVerifyMemHandle, 535 to
+ * 595): whose the client is, it never asks.  Passed through, a slice's
+ * tenant could export another tenant's memory -- and map it (580's
+ * bAllowMmap), or keep it alive and charged to its owner after the owner
+ * freed it (docs/security.md, class 28).  So a slice's call must name a
+ * client of the slice's, NV_ERR_INVALID_CLIENT otherwise, RM not called;
+ * it is made on xpu's copy of the struct (the client RM reads is the one
+ * xpu checked), under mem_lock, and RM's answer -- the new fd, the status
+ * -- goes back whole, as the driver's copy-back would.  A struct of a size
+ * no driver has goes to the driver, which refuses it.
+ */
+long xpu_mem_export_dmabuf(struct xpu_file *xf, struct file *file,
+			   unsigned int cmd, unsigned long arg)
+{
+	struct xpu_slice *slice = xf->slice;
+	size_t size = _IOC_SIZE(cmd);
+	struct xpu_callpage *cp;
+	unsigned long addr;
+	void *copy;
+	bool stayed;
+	long ret;
+	u32 hc;
+
+	if (!slice || !xf->gpu || (size != NV_EXPORT_DMABUF_SIZE_535 &&
+				   size != NV_EXPORT_DMABUF_SIZE_570))
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	copy = memdup_user((void __user *)arg, size);
+	if (IS_ERR(copy))
+		return PTR_ERR(copy);
+	memcpy(&hc, copy + NV_EXPORT_DMABUF_H_CLIENT, sizeof(hc));
+	if (mutex_lock_killable(&slice->mem_lock)) {
+		kfree(copy);
+		return -EINTR;
+	}
+	if (!xpu_handles_is_client(slice, hc)) {
+		ret = xpu_put_status((u32 __user *)(arg + size - 8),
+				     NV_ERR_INVALID_CLIENT);
+		goto out;
+	}
+	cp = xpu_callpage_map(&xf->callpages, copy, size, &addr);
+	if (IS_ERR(cp)) {
+		ret = PTR_ERR(cp);
+		goto out;
+	}
+	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
+	stayed = xpu_callpage_done(cp, copy, size);
+	if (!stayed)
+		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
+				   "moved the page of a call xpu made for it");
+	else if (!ret && copy_to_user((void __user *)arg, copy, size))
+		ret = -EFAULT;
+out:
+	mutex_unlock(&slice->mem_lock);
+	kfree(copy);
+	return ret;
+}
+
+/*
  * RM_ALLOC_MEMORY (NVOS02, RM's deprecated API, on a GPU file) of a slice,
  * made on xpu's copy of the struct, so that the class and size RM reads
  * are the ones xpu read.  NV01_MEMORY_SYSTEM is system memory RM allocates

@@ -229,6 +229,15 @@ struct nv_ioctl_wait_open_complete {
 #define NV_IOCTL_OS_EVENT_SIZE		16
 #define NV_IOCTL_OS_EVENT_STATUS	12
 
+/*
+ * nv-ioctl.h: nv_ioctl_export_to_dma_buf_fd_t.  hClient follows fd; status
+ * is the last field, 8 bytes from the end: 2600 bytes before 570, 2608
+ * since (mappingType, then 580's bAllowMmap, before the handles).
+ */
+#define NV_EXPORT_DMABUF_H_CLIENT	4
+#define NV_EXPORT_DMABUF_SIZE_535	2600
+#define NV_EXPORT_DMABUF_SIZE_570	2608
+
 /* nv-ioctl.h: nv_ioctl_alloc_os_event_t, nv_ioctl_free_os_event_t */
 struct nv_ioctl_os_event {
 	u32 h_client;

@@ -1024,3 +1024,38 @@ assert osev(ctl, A, rm.handle, 400) == FULL
             owner.kill()
             owner.wait()
         victim.destroy()
+
+
+def test_a_dma_buf_export_names_only_the_slice_s_clients(sl):
+    """Class 28: NV_ESC_EXPORT_TO_DMABUF_FD (a GPU file's) makes a dma-buf
+    of the video memory it names in client hClient, duplicated with kernel
+    privilege into the driver's own client, and checks only that the client
+    exists and that the handles are video memory of the GPU
+    (nv-dmabuf.c, osapi.c RmDmabufVerifyMemHandle, 535 to 595): another
+    tenant's memory, for the asking.  Now a slice's call must name one of
+    its own clients (NV_ERR_INVALID_CLIENT, the driver not called); one
+    that does goes to the driver on xpu's copy.  The stub makes no dma-bufs
+    (-EINVAL, docs/nvstub.md), which is what the slice's own client gets
+    here; without the check the other client's call got it too."""
+    with client.Ctl() as c, client.RmClient(c) as other:
+        run_in(sl, """
+import errno, struct
+v = abi.parse_version(ctl.version)[:2]
+size = 2608 if v >= (570, 0) else 2600
+
+def export(hc):
+    buf = (ctypes.c_uint8 * size)()
+    struct.pack_into("<iIIII", buf, 0, -1, hc, 1, 1, 0)
+    struct.pack_into("<Q", buf, 24, 4096)
+    ctypes.set_errno(0)
+    rc = libc.ioctl(gpu.fd, abi.nv_ioctl(abi.NV_ESC_EXPORT_TO_DMABUF_FD, size),
+                    ctypes.addressof(buf))
+    return rc, ctypes.get_errno(), struct.unpack_from("<I", buf, size - 8)[0]
+
+NOT_OURS = abi.NV_ERR_INVALID_CLIENT
+for hc in (OTHER, 0, rm.handle + 1):        # the host's, none, one to come
+    rc, err, st = export(hc)
+    assert (rc, st) == (0, NOT_OURS), (hex(hc), rc, err, hex(st))
+rc, err, st = export(rm.handle)             # its own: the driver's to answer
+assert (rc, err) == (-1, errno.EINVAL), (rc, err, hex(st))
+""".replace("OTHER", str(other.handle)))
