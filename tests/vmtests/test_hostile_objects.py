@@ -826,20 +826,24 @@ rm.free(u)
 """)
 
 
-MAX_HANDLES = "/sys/module/xpu/parameters/max_handles"
+def module_param(name):
+    """A setter of xpu.ko's parameter NAME for a test, and what puts it
+    back after (a generator for a fixture to yield from)."""
+    path = f"/sys/module/xpu/parameters/{name}"
+    with open(path) as f:
+        old = f.read().strip()
+
+    def set_(n):
+        with open(path, "w") as f:
+            f.write(str(n))
+    yield set_
+    set_(old)
 
 
 @pytest.fixture
 def max_handles():
     """Sets xpu.ko's max_handles for the test, and puts it back."""
-    with open(MAX_HANDLES) as f:
-        old = f.read().strip()
-
-    def set_(n):
-        with open(MAX_HANDLES, "w") as f:
-            f.write(str(n))
-    yield set_
-    set_(old)
+    yield from module_param("max_handles")
 
 
 def test_a_slice_s_rm_handles_are_counted_and_bounded(sl, max_handles):
@@ -909,20 +913,10 @@ assert handles() == 1, handles()
 """.replace("SLICE", str(sl.id)))
 
 
-MAX_OS_EVENTS = "/sys/module/xpu/parameters/max_os_events"
-
-
 @pytest.fixture
 def max_os_events():
     """Sets xpu.ko's max_os_events for the test, and puts it back."""
-    with open(MAX_OS_EVENTS) as f:
-        old = f.read().strip()
-
-    def set_(n):
-        with open(MAX_OS_EVENTS, "w") as f:
-            f.write(str(n))
-    yield set_
-    set_(old)
+    yield from module_param("max_os_events")
 
 
 def test_os_events_name_only_the_slice_s_clients_and_are_bounded(
