@@ -57,6 +57,7 @@ static const xpu_ioctl_fn xpu_ioctl_fns[256] = {
 	[NV_ESC_ALLOC_OS_EVENT]		= xpu_mem_os_event,
 	[NV_ESC_FREE_OS_EVENT]		= xpu_mem_os_event,
 	[NV_ESC_EXPORT_TO_DMABUF_FD]	= xpu_mem_export_dmabuf,
+	[NV_ESC_SYS_PARAMS]		= xpu_mem_sys_params,
 	[NV_ESC_IOCTL_XFER_CMD]		= xpu_file_xfer,
 	[NV_ESC_RM_ALLOC]		= xpu_mem_rm_alloc,
 	[NV_ESC_RM_FREE]		= xpu_mem_rm_free,

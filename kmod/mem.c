@@ -29,6 +29,7 @@
 
 #include <linux/capability.h>
 #include <linux/mm.h>
+#include <linux/memory.h>
 #include <linux/mman.h>
 #include <linux/pid.h>
 #include <linux/sched/signal.h>
@@ -515,6 +516,7 @@ struct xpu_escape {
 		struct nvos02_with_fd p02;
 		struct nvos39_parameters p39;
 		struct nv_ioctl_os_event osev;
+		struct nv_ioctl_sys_params sysp;
 		u8 raw[sizeof(struct nvos32_parameters)];
 	} u;
 	/* RM_ALLOC: the params RM reads, copied from UPARAMS; none when 0 */
@@ -2175,6 +2177,53 @@ out:
 	mutex_unlock(&slice->mem_lock);
 	kfree(rec);
 	return ret;
+}
+
+/*
+ * The kernel's memory-block size, the one true value of NV_ESC_SYS_PARAMS
+ * (what user space reads from /sys/devices/system/memory/block_size_bytes);
+ * 0 without memory hotplug, where there are no memory blocks.
+ * memory_block_size_bytes() is built with drivers/base/memory.c, under
+ * CONFIG_MEMORY_HOTPLUG (CONFIG_MEMORY_HOTPLUG_SPARSE before 5.16, which
+ * every architecture with hotplug that the driver supports selected).
+ */
+static u64 xpu_memblock_size(void)
+{
+#if defined(CONFIG_MEMORY_HOTPLUG) || defined(CONFIG_MEMORY_HOTPLUG_SPARSE)
+	return memory_block_size_bytes();
+#else
+	return 0;
+#endif
+}
+
+/*
+ * NV_ESC_SYS_PARAMS (control files): the driver takes the memory-block size
+ * it onlines coherent GPU memory in (GH200's NUMA memory) from the first
+ * opener that sends one, whoever it is, unchecked, and answers -EBUSY to
+ * every later value that differs (nv.c, 535 to 595; CUDA's user space sends
+ * it on every open).  Passed through, a slice's tenant that came first set
+ * a bogus size for the whole host and every honest process's true one was
+ * refused (docs/security.md, class 29).  So a slice's call may send only
+ * the kernel's own size, or 0 (which sets nothing): anything else is
+ * -EINVAL, the driver not called.  The call is made on xpu's copy, so the
+ * size the driver reads is the one xpu checked.
+ */
+long xpu_mem_sys_params(struct xpu_file *xf, struct file *file,
+			unsigned int cmd, unsigned long arg)
+{
+	struct xpu_escape e;
+	long ret;
+	u64 size;
+
+	if (!xf->slice || xf->gpu || _IOC_SIZE(cmd) != sizeof(e.u.sysp))
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	ret = xpu_escape_copy(&e, arg, sizeof(e.u.sysp));
+	if (ret)
+		return ret;
+	size = e.u.sysp.memblock_size;
+	if (size && size != xpu_memblock_size())
+		return -EINVAL;
+	return xpu_escape_plain(xf, file, cmd, &e, false);
 }
 
 /*

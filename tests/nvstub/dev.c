@@ -725,8 +725,8 @@ static long nvidia_unlocked_ioctl(struct file *filp, unsigned int cmd,
 	buf = kmalloc(size, GFP_KERNEL);
 	if (!buf)
 		return -ENOMEM;
-	if ((nr == NV_ESC_RM_FREE || nr == NV_ESC_RM_ALLOC) &&
-	    READ_ONCE(nvstub_copyin_delay_us))
+	if ((nr == NV_ESC_RM_FREE || nr == NV_ESC_RM_ALLOC ||
+	     nr == NV_ESC_SYS_PARAMS) && READ_ONCE(nvstub_copyin_delay_us))
 		fsleep(READ_ONCE(nvstub_copyin_delay_us));
 	if (nr == NV_ESC_RM_MAP_MEMORY && READ_ONCE(nvstub_map_delay_us))
 		fsleep(READ_ONCE(nvstub_map_delay_us));

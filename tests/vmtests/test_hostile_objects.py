@@ -11,6 +11,7 @@
   process, so a tenant filled the GPU with them past its slice's limit.
 """
 
+import errno
 import json
 import os
 import subprocess
@@ -1053,3 +1054,69 @@ for hc in (OTHER, 0, rm.handle + 1):        # the host's, none, one to come
 rc, err, st = export(rm.handle)             # its own: the driver's to answer
 assert (rc, err) == (-1, errno.EINVAL), (rc, err, hex(st))
 """.replace("OTHER", str(other.handle)))
+
+
+# --- class 29: the memory-block size the driver takes from whoever comes first
+
+SYS_PARAMS = """
+import errno, threading, time
+TRUE = BLOCK
+
+def send(p):
+    # libc's ioctl on P itself: the driver reads P's own memory
+    ctypes.set_errno(0)
+    rc = libc.ioctl(ctl.fd, abi.nv_ioctl(abi.NV_ESC_SYS_PARAMS,
+                                         ctypes.sizeof(p)),
+                    ctypes.addressof(p))
+    return -ctypes.get_errno() if rc else 0
+
+for bogus in (TRUE * 2, 1, 1 << 63):
+    rc = send(abi.nv_ioctl_sys_params_t(bogus))
+    assert rc == -errno.EINVAL, (hex(bogus), rc)
+# the true size, rewritten to a bogus one while the driver waits to read it
+p = abi.nv_ioctl_sys_params_t(TRUE)
+at = []
+def race():
+    time.sleep(0.15)
+    p.memblock_size = TRUE * 2
+    at.append(time.monotonic() - t0)
+t0 = time.monotonic()
+th = threading.Thread(target=race)
+th.start()
+rc = send(p)
+elapsed = time.monotonic() - t0
+th.join()
+# the premise: the size was rewritten before the driver read it
+assert at[0] < 0.3 <= elapsed, (at, elapsed)
+assert rc == 0, rc
+"""
+
+
+def test_a_slice_sends_the_driver_only_the_true_memory_block_size(
+        reload_stub, nodedir):
+    """Class 29: NV_ESC_SYS_PARAMS sets the memory-block size the driver
+    onlines coherent GPU memory in, once, from whichever opener of the
+    control node sends one first, unchecked; every later different value is
+    -EBUSY (nv.c, 535 to 595; CUDA's user space sends the kernel's, from
+    sysfs, on every open).  A tenant that came first set a bogus size for
+    the whole host, and every honest process's call was refused.  Now a
+    slice may send only the kernel's size (or 0): anything else is -EINVAL,
+    the driver not called, and the call is made on xpu's copy, so a size
+    rewritten after xpu's check never reaches the driver.  The stub,
+    reloaded, starts with no size set, and waits before it reads the struct
+    (copyin_delay_us)."""
+    path = "/sys/devices/system/memory/block_size_bytes"
+    assert os.path.exists(path), "the kernel has no memory blocks"
+    with open(path) as f:
+        block = int(f.read(), 16)
+    with test_hostile_mem.racer_slice(reload_stub, nodedir,
+                                      copyin_delay_us=300000) as (sl, _):
+        run_in(sl, SYS_PARAMS.replace("BLOCK", str(block)))
+        # the driver holds the true size: the host's honest call is taken,
+        # and another size is refused
+        with client.Ctl() as c:
+            assert c.escape_raw(abi.NV_ESC_SYS_PARAMS,
+                                abi.nv_ioctl_sys_params_t(block)) == 0
+            assert c.escape_raw(abi.NV_ESC_SYS_PARAMS,
+                                abi.nv_ioctl_sys_params_t(block * 2)) == \
+                -errno.EBUSY
