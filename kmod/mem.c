@@ -669,6 +669,14 @@ static long xpu_escape_return(struct xpu_escape *e, long ret)
 	return ret;
 }
 
+/* The classes of RM's EventApi (resource_list.h): allowed on any file. */
+static bool xpu_is_event_class(u32 h_class)
+{
+	return h_class == NV01_EVENT || h_class == NV01_EVENT_OS_EVENT ||
+	       h_class == NV01_EVENT_KERNEL_CALLBACK ||
+	       h_class == NV01_EVENT_KERNEL_CALLBACK_EX;
+}
+
 /*
  * RM_ALLOC of H_CLASS on E, whose status lies at STATUS: the params RM would
  * read from pAllocParms go onto the page of the call with the struct, for
@@ -700,6 +708,8 @@ static u32 xpu_escape_params(struct xpu_escape *e, u32 h_class, size_t status)
 		size = min_t(u32, xpu_rm_channel_params_size(), sizeof(e->params));
 	else if (h_class == KEPLER_CHANNEL_GROUP_A)
 		size = sizeof(struct nv_channel_group_allocation_parameters);
+	else if (xpu_is_event_class(h_class))
+		size = sizeof(struct nv0005_alloc_parameters);
 	else
 		return NV_OK;
 	if (!up)
@@ -1311,6 +1321,32 @@ static u64 xpu_pinned_bytes(u64 size)
 #define XPU_VAS_PINNED_BYTES	(5 * SZ_4K)
 
 /*
+ * An event object's notifier, on xpu's copy of its params, which RM reads:
+ * RM attaches the event to hSrcResource of client hParentClient, any
+ * client, owner unchecked (eventapiInit: "remove support for this after
+ * per-client locking is enabled"; RS_FLAGS_DUAL_CLIENT_LOCK, 535 to 595).
+ * Passed through, a slice's tenant hung events on another tenant's (or
+ * xpu's) subdevice, channels or client, got their notifications, and
+ * lengthened the lists RM walks to post them (docs/security.md, class
+ * 30).  So the notifier's client must be the allocating one (0 says so) or
+ * another client of the slice's: NV_ERR_INVALID_CLIENT otherwise, RM not
+ * called.  No params: RM refuses them (RS_REQUIRED).
+ */
+static u32 xpu_mem_event_check(struct xpu_file *xf, const struct xpu_escape *e)
+{
+	const struct nv0005_alloc_parameters *p = (const void *)e->params;
+	u32 hpc;
+
+	if (!e->params_size)
+		return NV_OK;
+	hpc = p->h_parent_client;
+	if (!hpc || hpc == e->u.p21.h_root ||
+	    xpu_handles_is_client(xf->slice, hpc))
+		return NV_OK;
+	return NV_ERR_INVALID_CLIENT;
+}
+
+/*
  * Whether an RM_ALLOC of H_CLASS, on xpu's copy E of the caller's struct
  * and params (which RM reads), goes the records' way (sched.c): channels,
  * TSGs and usermode objects, and what pins page tables whatever it maps --
@@ -1394,10 +1430,16 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	 */
 	if (h_class == NV01_MEMORY_DEVICELESS && READ_ONCE(xf->slice->host_limit))
 		return xpu_escape_status(&e, &site, NV_ERR_NOT_SUPPORTED);
-	/* a GPU file's RM_ALLOC is the driver's to refuse, params unread */
-	st = xf->gpu ? NV_OK : xpu_escape_params(&e, h_class, site.status);
+	/*
+	 * A GPU file's RM_ALLOC is the driver's to refuse, params unread,
+	 * but for events, which RM makes through any file.
+	 */
+	st = xf->gpu && !xpu_is_event_class(h_class) ? NV_OK :
+	     xpu_escape_params(&e, h_class, site.status);
 	if (!st && !xf->gpu && h_class == NV01_DEVICE_0)
 		st = xpu_mem_device_check(xf, xpu_escape_device_id(&e));
+	if (!st && xpu_is_event_class(h_class))
+		st = xpu_mem_event_check(xf, &e);
 	if (st)
 		return xpu_escape_status(&e, &site, st);
 	if (!xf->gpu) {

@@ -287,6 +287,18 @@ struct nvos39_parameters {
 	u32 pad1;
 };
 
+/*
+ * NV0005_ALLOC_PARAMETERS (class/cl0005.h): an event object's notifier is
+ * hSrcResource of client hParentClient (0: the allocating client).
+ */
+struct nv0005_alloc_parameters {
+	u32 h_parent_client;
+	u32 h_src_resource;
+	u32 h_class;
+	u32 notify_index;
+	u64 data;
+};
+
 struct nv_context_dma_allocation_params {
 	u32 h_subdevice;
 	u32 flags;
@@ -1175,6 +1187,7 @@ static inline void nvabi_build_checks(void)
 	BUILD_BUG_ON(offsetof(struct nv_ioctl_card_info, minor_number) != 56);
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_rm_api_version) != 72);
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_sys_params) != 8);
+	BUILD_BUG_ON(sizeof(struct nv0005_alloc_parameters) != 24);
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_register_fd) != 4);
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_status_code) != 12);
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_wait_open_complete) != 8);

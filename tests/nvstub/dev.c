@@ -358,6 +358,23 @@ static u32 nvstub_free_os_event(u32 hc, u32 fd)
 	return NV_ERR_INVALID_EVENT;
 }
 
+/* Whether (HC, FD) has an OS event (osUserHandleToKernelPtr's search). */
+bool nvstub_os_event_exists(u32 hc, u32 fd)
+{
+	struct nvstub_os_event *e;
+	bool found = false;
+
+	spin_lock(&nvstub_os_events_lock);
+	list_for_each_entry(e, &nvstub_os_events, link) {
+		if (e->h_parent == hc && e->fd == fd) {
+			found = true;
+			break;
+		}
+	}
+	spin_unlock(&nvstub_os_events_lock);
+	return found;
+}
+
 /* The events of client HC (NF NULL), or those tied to NF. */
 static void nvstub_free_os_events(struct nvstub_file *nf, u32 hc)
 {

@@ -629,6 +629,7 @@ u32 nvidia_get_rm_ops(struct nvidia_modeset_rm_ops *rm_ops);
 
 /* dev.c */
 int nvstub_dev_init(void);
+bool nvstub_os_event_exists(u32 hc, u32 fd);
 void nvstub_dev_exit(void);
 
 /* uvm.c */

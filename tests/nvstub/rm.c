@@ -487,6 +487,57 @@ static u32 nvstub_ctxdma_construct(struct nvstub_call *call,
 	return NV_OK;
 }
 
+/*
+ * EventApi (rmapi/event_api.c eventConstruct, eventapiInit; 535 to 595): an
+ * event object hangs on a notifier, hSrcResource of client hParentClient
+ * (0: the allocating one) -- any client: RM looks it up without asking
+ * whose it is (RS_FLAGS_DUAL_CLIENT_LOCK), and the resource must be an
+ * INotifier (the client itself, a subdevice, a channel or an object on one,
+ * a context DMA, an access-counter buffer; not a device, memory, a TSG).
+ * Kernel callbacks are for kernel callers (NV_ERR_ILLEGAL_ACTION), and an
+ * OS event object binds to the OS event of (its client, data)
+ * (osUserHandleToKernelPtr: NV_ERR_OBJECT_NOT_FOUND without one).  The stub
+ * posts no notification and keeps no reference to the notifier.
+ */
+static bool nvstub_is_notifier(u32 hclass)
+{
+	switch (hclass) {
+	case NV01_ROOT_CLIENT:
+	case NV20_SUBDEVICE_0:
+	case HOPPER_CHANNEL_GPFIFO_A:
+	case HOPPER_COMPUTE_A:
+	case HOPPER_DMA_COPY_A:
+	case NV01_CONTEXT_DMA:
+	case ACCESS_COUNTER_NOTIFY_BUFFER:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static u32 nvstub_event_construct(struct nvstub_call *call,
+				  struct nvstub_object *obj, void *params)
+{
+	struct nv0005_alloc_parameters *p = params;
+	u32 hpc = p->h_parent_client ?: obj->client->handle;
+	struct nvstub_client *nc;
+	struct nvstub_object *src;
+
+	if ((obj->hclass == NV01_EVENT_KERNEL_CALLBACK ||
+	     obj->hclass == NV01_EVENT_KERNEL_CALLBACK_EX) && !call->kernel)
+		return NV_ERR_ILLEGAL_ACTION;
+	nc = xa_load(&nvstub_clients, hpc);
+	if (!nc)
+		return NV_ERR_INVALID_OBJECT_HANDLE;
+	src = nvstub_object_find_any(nc, p->h_src_resource);
+	if (!src || !nvstub_is_notifier(src->hclass))
+		return NV_ERR_INVALID_OBJECT;
+	if (obj->hclass == NV01_EVENT_OS_EVENT && !call->kernel &&
+	    !nvstub_os_event_exists(obj->client->handle, (u32)p->data))
+		return NV_ERR_OBJECT_NOT_FOUND;
+	return NV_OK;
+}
+
 /* src/nvidia/src/kernel/rmapi/resource_list.h, for the classes simulated */
 static const struct nvstub_class nvstub_classes[] = {
 	{
@@ -592,6 +643,26 @@ static const struct nvstub_class nvstub_classes[] = {
 		.parents = { KEPLER_CHANNEL_GROUP_A },
 		.construct = nvstub_ctxshare_ctor,
 		.destruct = nvstub_ctxshare_destruct,
+	}, {
+		.hclass = NV01_EVENT,
+		.params_size = sizeof(struct nv0005_alloc_parameters),
+		.flags = NVSTUB_CLS_REQUIRED | NVSTUB_CLS_ANY_PARENT,
+		.construct = nvstub_event_construct,
+	}, {
+		.hclass = NV01_EVENT_OS_EVENT,
+		.params_size = sizeof(struct nv0005_alloc_parameters),
+		.flags = NVSTUB_CLS_REQUIRED | NVSTUB_CLS_ANY_PARENT,
+		.construct = nvstub_event_construct,
+	}, {
+		.hclass = NV01_EVENT_KERNEL_CALLBACK,
+		.params_size = sizeof(struct nv0005_alloc_parameters),
+		.flags = NVSTUB_CLS_REQUIRED | NVSTUB_CLS_ANY_PARENT,
+		.construct = nvstub_event_construct,
+	}, {
+		.hclass = NV01_EVENT_KERNEL_CALLBACK_EX,
+		.params_size = sizeof(struct nv0005_alloc_parameters),
+		.flags = NVSTUB_CLS_REQUIRED | NVSTUB_CLS_ANY_PARENT,
+		.construct = nvstub_event_construct,
 	},
 };
 

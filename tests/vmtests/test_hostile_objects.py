@@ -1120,3 +1120,61 @@ def test_a_slice_sends_the_driver_only_the_true_memory_block_size(
             assert c.escape_raw(abi.NV_ESC_SYS_PARAMS,
                                 abi.nv_ioctl_sys_params_t(block * 2)) == \
                 -errno.EBUSY
+
+
+# --- class 30: an event hangs on any client's notifier
+
+EVENTS = """
+import errno
+NV01_EVENT, NV01_EVENT_OS_EVENT = 0x05, 0x79
+
+class NV0005(ctypes.Structure):
+    _fields_ = [("hParentClient", ctypes.c_uint32),
+                ("hSrcResource", ctypes.c_uint32),
+                ("hClass", ctypes.c_uint32),
+                ("notifyIndex", ctypes.c_uint32),
+                ("data", ctypes.c_uint64)]
+
+def event(f, hpc, hsrc, hclass=NV01_EVENT):
+    params = NV0005(hpc, hsrc, hclass, 0, 0)
+    p = abi.NVOS21_PARAMETERS(hRoot=rm.handle, hObjectParent=rm.handle,
+                              hClass=hclass)
+    p.pAllocParms = ctypes.addressof(params)
+    p.paramsSize = ctypes.sizeof(params)
+    assert f.escape_raw(abi.NV_ESC_RM_ALLOC, p) == 0
+    return p.status
+
+gpu.register_fd(ctl)        # the GPU file acts for the control file's clients
+mine = client.RmClient(ctl)                 # another client of the slice's
+mdev = mine.device(0, gpu_file=gpu)
+NOT_OURS = abi.NV_ERR_INVALID_CLIENT
+for f in (ctl, gpu):
+    # the host's client: its subdevice, the client itself
+    for hsrc in (OTHER_SUB, OTHER):
+        st = event(f, OTHER, hsrc)
+        assert st == NOT_OURS, (f, hex(hsrc), hex(st))
+    # its own, named or by 0, and another client of its slice
+    assert event(f, 0, dev.hsubdevice) == abi.NV_OK
+    assert event(f, rm.handle, rm.handle) == abi.NV_OK
+    assert event(f, mine.handle, mdev.hsubdevice) == abi.NV_OK
+"""
+
+
+def test_an_event_hangs_only_on_the_slice_s_own_notifiers(sl):
+    """Class 30: RM hangs an event object on hSrcResource of client
+    hParentClient, any client -- it looks the client up without asking
+    whose it is (event_api.c eventapiInit, RS_FLAGS_DUAL_CLIENT_LOCK, 535 to
+    595) -- through the control file or a GPU file.  A tenant hung events
+    on another tenant's subdevice or client, to get its notifications and
+    lengthen the lists RM walks to post them.  Now a slice's event must
+    hang on one of its own clients (NV_ERR_INVALID_CLIENT, RM not called),
+    named in xpu's copy of the params, which RM reads.  The stub takes the
+    host's client here (test_objects.py), which is what the tenant got
+    without the check."""
+    with client.Ctl() as c, client.RmClient(c) as other:
+        odev = other.device(0)
+        try:
+            run_in(sl, EVENTS.replace("OTHER_SUB", str(odev.hsubdevice))
+                   .replace("OTHER", str(other.handle)))
+        finally:
+            odev.close()

@@ -520,3 +520,72 @@ def test_dup_across_processes_is_refused(ctl, rm, gpu0):
     assert r["status"] == abi.NV_ERR_INSUFFICIENT_PERMISSIONS
     rm.free(mem.handle)
     dev.close()
+
+
+# EventApi's classes and NV0005_ALLOC_PARAMETERS (class/cl0005.h)
+NV01_EVENT = 0x05
+NV01_EVENT_KERNEL_CALLBACK = 0x78
+NV01_EVENT_OS_EVENT = 0x79
+
+
+class NV0005_ALLOC_PARAMETERS(ctypes.Structure):
+    _fields_ = [("hParentClient", ctypes.c_uint32),
+                ("hSrcResource", ctypes.c_uint32),
+                ("hClass", ctypes.c_uint32),
+                ("notifyIndex", ctypes.c_uint32),
+                ("data", ctypes.c_uint64)]
+
+
+def test_an_event_hangs_on_any_client_s_notifier(ctl, rm, gpu0):
+    """event_api.c (535 to 595): an event object (any parent of the
+    allocating client) hangs on hSrcResource of client hParentClient, 0
+    meaning its own, and RM looks that client up without asking whose it is
+    (RS_FLAGS_DUAL_CLIENT_LOCK); the resource must be a notifier -- the
+    client itself, a subdevice, a channel, not a device.  Kernel callbacks
+    are for kernel callers; an OS event object binds to the OS event of (its
+    client, data).  Before session 34 the stub had no event classes, which
+    hid that a tenant could name another's client (docs/security.md,
+    class 30)."""
+    dev = rm.device(0, gpu_file=gpu0)
+
+    def event(hpc, hsrc, hclass=NV01_EVENT, data=0):
+        p = rm.alloc_raw(rm.handle, hclass,
+                         NV0005_ALLOC_PARAMETERS(hpc, hsrc, hclass, 0, data))
+        return p.status
+
+    with client.RmClient(ctl) as other:
+        odev = other.device(0, gpu_file=gpu0)
+        assert event(0, dev.hsubdevice) == abi.NV_OK
+        assert event(rm.handle, rm.handle) == abi.NV_OK
+        # another client's subdevice, or the client itself: RM's rule
+        assert event(other.handle, odev.hsubdevice) == abi.NV_OK
+        assert event(other.handle, other.handle) == abi.NV_OK
+        assert event(other.handle, odev.hdevice) == abi.NV_ERR_INVALID_OBJECT
+        assert event(other.handle, 0x7e570001) == abi.NV_ERR_INVALID_OBJECT
+        assert event(0x7e570001, 0x7e570001) == \
+            abi.NV_ERR_INVALID_OBJECT_HANDLE
+        assert event(0, dev.hsubdevice, NV01_EVENT_KERNEL_CALLBACK) == \
+            abi.NV_ERR_ILLEGAL_ACTION
+        # an OS event object needs the OS event of (its client, data)
+        assert event(0, dev.hsubdevice, NV01_EVENT_OS_EVENT, 9) == \
+            abi.NV_ERR_OBJECT_NOT_FOUND
+        os_ev = abi.nv_ioctl_alloc_os_event_t(hClient=rm.handle, fd=9)
+        assert ctl.escape_raw(abi.NV_ESC_ALLOC_OS_EVENT, os_ev) == 0
+        assert os_ev.Status == abi.NV_OK
+        assert event(0, dev.hsubdevice, NV01_EVENT_OS_EVENT, 9) == abi.NV_OK
+        # no params: RS_REQUIRED
+        assert rm.alloc_raw(rm.handle, NV01_EVENT).status == \
+            abi.NV_ERR_INVALID_ARGUMENT
+        # through a GPU file too (escape.c lets events through any file)
+        p = abi.NVOS21_PARAMETERS(hRoot=rm.handle, hObjectParent=rm.handle,
+                                  hClass=NV01_EVENT)
+        params = NV0005_ALLOC_PARAMETERS(other.handle, odev.hsubdevice,
+                                         NV01_EVENT, 0, 0)
+        p.pAllocParms = ctypes.addressof(params)
+        p.paramsSize = ctypes.sizeof(params)
+        with client.GpuFile(0) as g:
+            g.register_fd(ctl)          # acting for ctl's clients
+            assert g.escape_raw(abi.NV_ESC_RM_ALLOC, p) == 0
+        assert p.status == abi.NV_OK
+        odev.close()
+    dev.close()
