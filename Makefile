@@ -90,8 +90,12 @@ CHECK_FUZZ_SEEDS ?= 17,41
 # KMEM_TESTS need kernel-memory accounting, which the other boots leave off
 # (tests/vm/run says why): a boot of their own, with one vCPU.
 KMEM_TESTS := tests/vmtests/test_hostile_objects.py::test_xpu_s_record_of_each_file_is_charged_to_the_opener_s_memory_cgroup
+# Tests (node ids or their prefixes) the 6.1 boot leaves out because another
+# boot of the same run took them on 6.1: CI's debug part, which runs first
+# (.ci/run, docs/testing.md).  Empty for `make check` alone: the whole suite.
+CHECK_VM_DESELECT ?=
 check-vm:
-	$(VMRUN) --werror --timeout 3600 -- env XPU_FUZZ_SEED=$(CHECK_FUZZ_SEEDS) $(PY) -m pytest -q -p no:cacheprovider tests/vmtests
+	$(VMRUN) --werror --timeout 3600 -- env XPU_FUZZ_SEED=$(CHECK_FUZZ_SEEDS) $(PY) -m pytest -q -p no:cacheprovider tests/vmtests $(addprefix --deselect ,$(CHECK_VM_DESELECT))
 	$(VMRUN) --kmem --werror --timeout 600 -- $(PY) -m pytest -q -p no:cacheprovider $(KMEM_TESTS)
 
 # The matrix's other booted kernels (docs/testing.md, README.md): Debian 11's
@@ -176,6 +180,7 @@ check-debug: setup
 	XPU_DEBUG_KERNEL=$$tree $(PY) -m pytest -q -p no:cacheprovider \
 		$(DEBUG_SELFTESTS); \
 	$(VMRUN) --kernel $$tree --werror --timeout $(DEBUG_VM_TIMEOUT) -- \
+		env XPU_FUZZ_SEED=$(CHECK_FUZZ_SEEDS) \
 		$(PY) -m pytest -q -p no:cacheprovider --durations=15 $(DEBUG_TESTS)
 
 demo: setup
