@@ -193,6 +193,10 @@ NV01_DEVICE_0 = 0x80
 NV20_SUBDEVICE_0 = 0x2080
 NV01_MEMORY_SYSTEM = 0x3E
 NV01_CONTEXT_DMA = 0x02
+NV01_EVENT = 0x05
+NV01_EVENT_KERNEL_CALLBACK = 0x78
+NV01_EVENT_OS_EVENT = 0x79
+NV01_EVENT_KERNEL_CALLBACK_EX = 0x7E
 NV01_MEMORY_LOCAL_USER = 0x40
 NV01_MEMORY_VIRTUAL = 0x70
 NV01_MEMORY_LOCAL_PHYSICAL = 0xC2
@@ -435,6 +439,14 @@ class NV_CONTEXT_DMA_ALLOCATION_PARAMS(_Struct):
     _fields_ = [("hSubDevice", NvHandle), ("flags", c_uint32),
                 ("hMemory", NvHandle), ("offset", c_uint64),
                 ("limit", c_uint64)]
+
+
+# class/cl0005.h: an event object's params; its notifier is hSrcResource of
+# client hParentClient (0: the allocating one)
+class NV0005_ALLOC_PARAMETERS(_Struct):
+    _fields_ = [("hParentClient", NvHandle), ("hSrcResource", NvHandle),
+                ("hClass", c_uint32), ("notifyIndex", c_uint32),
+                ("data", c_uint64)]
 
 
 # NVOS03 flags of a context DMA: ACCESS 1:0, HASH_TABLE 29:29 (whose

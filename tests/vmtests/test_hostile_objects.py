@@ -1125,18 +1125,8 @@ def test_a_slice_sends_the_driver_only_the_true_memory_block_size(
 # --- class 30: an event hangs on any client's notifier
 
 EVENTS = """
-import errno
-NV01_EVENT, NV01_EVENT_OS_EVENT = 0x05, 0x79
-
-class NV0005(ctypes.Structure):
-    _fields_ = [("hParentClient", ctypes.c_uint32),
-                ("hSrcResource", ctypes.c_uint32),
-                ("hClass", ctypes.c_uint32),
-                ("notifyIndex", ctypes.c_uint32),
-                ("data", ctypes.c_uint64)]
-
-def event(f, hpc, hsrc, hclass=NV01_EVENT):
-    params = NV0005(hpc, hsrc, hclass, 0, 0)
+def event(f, hpc, hsrc, hclass=abi.NV01_EVENT):
+    params = abi.NV0005_ALLOC_PARAMETERS(hpc, hsrc, hclass, 0, 0)
     p = abi.NVOS21_PARAMETERS(hRoot=rm.handle, hObjectParent=rm.handle,
                               hClass=hclass)
     p.pAllocParms = ctypes.addressof(params)

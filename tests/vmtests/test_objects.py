@@ -522,19 +522,6 @@ def test_dup_across_processes_is_refused(ctl, rm, gpu0):
     dev.close()
 
 
-# EventApi's classes and NV0005_ALLOC_PARAMETERS (class/cl0005.h)
-NV01_EVENT = 0x05
-NV01_EVENT_KERNEL_CALLBACK = 0x78
-NV01_EVENT_OS_EVENT = 0x79
-
-
-class NV0005_ALLOC_PARAMETERS(ctypes.Structure):
-    _fields_ = [("hParentClient", ctypes.c_uint32),
-                ("hSrcResource", ctypes.c_uint32),
-                ("hClass", ctypes.c_uint32),
-                ("notifyIndex", ctypes.c_uint32),
-                ("data", ctypes.c_uint64)]
-
 
 def test_an_event_hangs_on_any_client_s_notifier(ctl, rm, gpu0):
     """event_api.c (535 to 595): an event object (any parent of the
@@ -548,9 +535,9 @@ def test_an_event_hangs_on_any_client_s_notifier(ctl, rm, gpu0):
     class 30)."""
     dev = rm.device(0, gpu_file=gpu0)
 
-    def event(hpc, hsrc, hclass=NV01_EVENT, data=0):
+    def event(hpc, hsrc, hclass=abi.NV01_EVENT, data=0):
         p = rm.alloc_raw(rm.handle, hclass,
-                         NV0005_ALLOC_PARAMETERS(hpc, hsrc, hclass, 0, data))
+                         abi.NV0005_ALLOC_PARAMETERS(hpc, hsrc, hclass, 0, data))
         return p.status
 
     with client.RmClient(ctl) as other:
@@ -564,23 +551,23 @@ def test_an_event_hangs_on_any_client_s_notifier(ctl, rm, gpu0):
         assert event(other.handle, 0x7e570001) == abi.NV_ERR_INVALID_OBJECT
         assert event(0x7e570001, 0x7e570001) == \
             abi.NV_ERR_INVALID_OBJECT_HANDLE
-        assert event(0, dev.hsubdevice, NV01_EVENT_KERNEL_CALLBACK) == \
+        assert event(0, dev.hsubdevice, abi.NV01_EVENT_KERNEL_CALLBACK) == \
             abi.NV_ERR_ILLEGAL_ACTION
         # an OS event object needs the OS event of (its client, data)
-        assert event(0, dev.hsubdevice, NV01_EVENT_OS_EVENT, 9) == \
+        assert event(0, dev.hsubdevice, abi.NV01_EVENT_OS_EVENT, 9) == \
             abi.NV_ERR_OBJECT_NOT_FOUND
         os_ev = abi.nv_ioctl_alloc_os_event_t(hClient=rm.handle, fd=9)
         assert ctl.escape_raw(abi.NV_ESC_ALLOC_OS_EVENT, os_ev) == 0
         assert os_ev.Status == abi.NV_OK
-        assert event(0, dev.hsubdevice, NV01_EVENT_OS_EVENT, 9) == abi.NV_OK
+        assert event(0, dev.hsubdevice, abi.NV01_EVENT_OS_EVENT, 9) == abi.NV_OK
         # no params: RS_REQUIRED
-        assert rm.alloc_raw(rm.handle, NV01_EVENT).status == \
+        assert rm.alloc_raw(rm.handle, abi.NV01_EVENT).status == \
             abi.NV_ERR_INVALID_ARGUMENT
         # through a GPU file too (escape.c lets events through any file)
         p = abi.NVOS21_PARAMETERS(hRoot=rm.handle, hObjectParent=rm.handle,
-                                  hClass=NV01_EVENT)
-        params = NV0005_ALLOC_PARAMETERS(other.handle, odev.hsubdevice,
-                                         NV01_EVENT, 0, 0)
+                                  hClass=abi.NV01_EVENT)
+        params = abi.NV0005_ALLOC_PARAMETERS(other.handle, odev.hsubdevice,
+                                         abi.NV01_EVENT, 0, 0)
         p.pAllocParms = ctypes.addressof(params)
         p.paramsSize = ctypes.sizeof(params)
         with client.GpuFile(0) as g:

@@ -32,7 +32,7 @@ FIXTURES = os.path.join(REPO, "tests", "fixtures", "nvidia-abi")
 HEADER_DIRS = ["src/common/sdk/nvidia/inc", "kernel-open/common/inc",
                "src/nvidia/arch/nvalloc/unix/include"]
 INCLUDES = ["nvtypes.h", "nvstatus.h", "nvos.h", "nv-ioctl.h", "nv-chardev-numbers.h", "nv_escape.h", "class/cl00c2.h", "nv-ioctl-numa.h",
-            "class/cl0000.h", "class/cl0002.h", "class/cl0040.h", "class/cl003e.h", "class/cl0070.h", "class/cl50a0.h", "class/cl90f1.h",
+            "class/cl0000.h", "class/cl0002.h", "class/cl0005.h", "class/cl0040.h", "class/cl003e.h", "class/cl0070.h", "class/cl50a0.h", "class/cl90f1.h",
             "class/cl9067.h", "class/cla06c.h", "class/clc36f.h", "class/clc86f.h", "class/clc361.h", "class/clc661.h",
             "class/clcbc0.h", "class/clc8b5.h", "class/cl900e.h", "class/clc46f.h", "ctrl/ctrla06f/ctrla06fgpfifo.h",
             "nv-unix-nvos-params-wrappers.h", "class/cl0080.h",
