@@ -91,8 +91,9 @@ CHECK_FUZZ_SEEDS ?= 17,41
 # (tests/vm/run says why): a boot of their own, with one vCPU.
 KMEM_TESTS := tests/vmtests/test_hostile_objects.py::test_xpu_s_record_of_each_file_is_charged_to_the_opener_s_memory_cgroup
 # Tests (node ids or their prefixes) the 6.1 boot leaves out because another
-# boot of the same run took them on 6.1: CI's debug part, which runs first
-# (.ci/run, docs/testing.md).  Empty for `make check` alone: the whole suite.
+# boot of the same run takes them: CI's debug part, which runs them after
+# `make check`, on the debug kernel or on plain 6.1 (.ci/run, docs/testing.md).
+# Empty for `make check` alone: the whole suite.
 CHECK_VM_DESELECT ?=
 check-vm:
 	$(VMRUN) --werror --timeout 3600 -- env XPU_FUZZ_SEED=$(CHECK_FUZZ_SEEDS) $(PY) -m pytest -q -p no:cacheprovider tests/vmtests $(addprefix --deselect ,$(CHECK_VM_DESELECT))
