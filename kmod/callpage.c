@@ -23,13 +23,16 @@
  *   process (a PTE is the process's, not the thread's): after the call xpu
  *   write-protects it again before it reads the results, and the caller
  *   checks the fields it relies on against what it wrote (mem.c).
- * A page is kept for each process that calls through a control file (at
- * most XPU_MAX_CALLPAGES; past that, one per call, unmapped after it), so
- * a call costs a copy and two faults instead of a mapping made and torn
- * down.  It goes when the process unmaps it or exits, or when the file is
- * released in that process.  Its mapping holds a reference on xpu.ko, as a
- * doorbell's does.  The list of a file's pages is under the slice's
- * mem_lock, which every call made on such a page holds.
+ * Pages are kept for the processes that call through a file, one for each
+ * call in flight (at most XPU_MAX_CALLPAGES a file; past that, one per
+ * call, unmapped after it), so a call costs a copy and two faults instead
+ * of a mapping made and torn down.  A page goes when the process unmaps it
+ * or exits, or when the file is released in that process.  Its mapping
+ * holds a reference on xpu.ko, as a doorbell's does.  The list of a file's
+ * pages, and which of them a call holds, are under the file's own
+ * spinlock, never held across a call: a call that must not wait on a
+ * slice's lock (an RM_CONTROL, whose params the driver reads from the
+ * caller's memory, which a tenant can stall) takes a page all the same.
  */
 
 #include <linux/anon_inodes.h>
@@ -53,6 +56,8 @@ struct xpu_callpage {
 	struct mm_struct *mm;		/* where it is mapped: compared, never used */
 	unsigned long addr;
 	struct list_head link;		/* in its owner's list; else empty */
+	struct xpu_callpages *owner;	/* whose list, while a call holds it */
+	bool busy;			/* a call holds it (owner's lock) */
 	bool gone;			/* a VMA of the page was closed */
 	bool written;			/* the writer made it writable */
 };
@@ -175,28 +180,38 @@ struct xpu_callpage *xpu_callpage_map(struct xpu_callpages *cps,
 
 	if (!current->mm || len > PAGE_SIZE)
 		return ERR_PTR(-EINVAL);
+	spin_lock(&cps->lock);
 	list_for_each_entry_safe(cp, tmp, &cps->list, link) {
+		if (cp->busy)
+			continue;
 		if (READ_ONCE(cp->gone)) {	/* unmapped between calls */
 			list_del_init(&cp->link);
 			cps->nr--;
 			xpu_callpage_put(cp);
-		} else if (cp->mm == current->mm) {
+		} else if (!found && cp->mm == current->mm) {
 			found = cp;
 		}
 	}
 	cp = found;
+	if (cp) {
+		cp->busy = true;
+		refcount_inc(&cp->ref);
+	}
+	spin_unlock(&cps->lock);
 	if (!cp) {
 		cp = xpu_callpage_new();
 		if (IS_ERR(cp))
 			return cp;
+		spin_lock(&cps->lock);
 		if (cps->nr < XPU_MAX_CALLPAGES) {
 			list_add(&cp->link, &cps->list);
 			cps->nr++;
 			refcount_inc(&cp->ref);
+			cp->busy = true;
 		}
-	} else {
-		refcount_inc(&cp->ref);
+		spin_unlock(&cps->lock);
 	}
+	cp->owner = cps;
 	memcpy(page_address(cp->page), data, len);
 	WRITE_ONCE(cp->written, false);
 	WRITE_ONCE(cp->writer, current);
@@ -234,8 +249,15 @@ bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len)
 	}
 	kept = !READ_ONCE(cp->gone);
 	memcpy(data, page_address(cp->page), len);
-	if (kept && list_empty(&cp->link))
-		vm_munmap(cp->addr, PAGE_SIZE);	/* a page of this call only */
+	/* a held page stays listed: only the map of a page not held drops one */
+	if (list_empty(&cp->link)) {
+		if (kept)
+			vm_munmap(cp->addr, PAGE_SIZE);	/* this call's only */
+	} else {
+		spin_lock(&cp->owner->lock);
+		cp->busy = false;		/* after the copy out of it */
+		spin_unlock(&cp->owner->lock);
+	}
 	xpu_callpage_put(cp);
 	return kept;
 }

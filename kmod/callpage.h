@@ -3,12 +3,18 @@
 #define XPU_CALLPAGE_H
 
 #include <linux/list.h>
+#include <linux/spinlock.h>
 #include <linux/types.h>
 
 struct xpu_callpage;
 
-/* A file's pages, one per process that called through it (callpage.c). */
+/*
+ * A file's pages, kept for the processes that called through it
+ * (callpage.c): one per call in flight, at most XPU_MAX_CALLPAGES.  LOCK
+ * guards the list and each page's busy flag, never held across a call.
+ */
 struct xpu_callpages {
+	spinlock_t lock;		/* the list, nr, each page's busy */
 	struct list_head list;
 	u32 nr;
 };
@@ -17,6 +23,7 @@ struct xpu_callpages {
 
 static inline void xpu_callpages_init(struct xpu_callpages *cps)
 {
+	spin_lock_init(&cps->lock);
 	INIT_LIST_HEAD(&cps->list);
 	cps->nr = 0;
 }
@@ -24,8 +31,9 @@ static inline void xpu_callpages_init(struct xpu_callpages *cps)
 /*
  * A page in current's address space holding LEN bytes of DATA, at *ADDR,
  * for a call xpu makes as current: only the driver, in current, can write
- * it.  CPS, the calling file's pages, is under the slice's mem_lock.  An
- * ERR_PTR when it cannot be mapped.
+ * it.  CPS is the calling file's pages; a page serves one call at a time,
+ * so calls through one file may run at once, with or without a lock of
+ * the slice's.  An ERR_PTR when it cannot be mapped.
  */
 struct xpu_callpage *xpu_callpage_map(struct xpu_callpages *cps,
 				      const void *data, size_t len,
@@ -44,7 +52,10 @@ void xpu_callpage_write(struct xpu_callpage *cp, size_t off, const void *data,
  */
 bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len);
 
-/* The file of CPS is released: its pages go (unmapped in current's). */
+/*
+ * The file of CPS is released, no call through it in flight: its pages go
+ * (unmapped in current's).
+ */
 void xpu_callpages_release(struct xpu_callpages *cps);
 
 #endif /* XPU_CALLPAGE_H */

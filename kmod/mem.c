@@ -2041,13 +2041,14 @@ static u32 xpu_xport_record(struct xpu_file *xf, struct file *file, u32 hc,
 }
 
 static long xpu_mem_xport(struct xpu_file *xf, struct file *file,
-			  unsigned int cmd, unsigned long arg, u32 ctrl)
+			  unsigned int cmd, unsigned long arg,
+			  const struct nvos54_parameters *p0)
 {
 	struct nvos54_parameters __user *up = (void __user *)arg;
-	const struct xpu_xport *x = xpu_xport_of(ctrl);
+	const struct xpu_xport *x = xpu_xport_of(p0->cmd);
 	struct xpu_slice *slice = xf->slice;
 	DECLARE_BITMAP(named, NV0000_CTRL_OS_UNIX_IMPORT_OBJECTS_TO_FD_MAX_OBJECTS) = { 0 };
-	struct nvos54_parameters p;
+	struct nvos54_parameters p = *p0;	/* the struct as xpu read it */
 	u32 n = 1, hp = 0, st;
 	bool moved, import = x->parent;
 	LIST_HEAD(spare);
@@ -2056,9 +2057,7 @@ static long xpu_mem_xport(struct xpu_file *xf, struct file *file,
 	u32 *h;
 	long ret;
 
-	if (copy_from_user(&p, up, sizeof(p)))
-		return -EFAULT;
-	/* read once: a size RM refuses is refused here, the struct unread */
+	/* a size RM refuses is refused here, the struct unread */
 	if (p.params_size != x->psize || !p.params)
 		return xpu_put_status(&up->status, NV_ERR_INVALID_ARGUMENT);
 	params = memdup_user(u64_to_user_ptr(p.params), x->psize);
@@ -2546,22 +2545,103 @@ static long xpu_rewrite_pids(struct xpu_slice *slice, u32 ctrl,
 	return ret;
 }
 
+/*
+ * Escapes a slice's files refuse, whatever they name, with
+ * NV_ERR_INSUFFICIENT_PERMISSIONS in the struct's status, the driver not
+ * called (docs/security.md, class 32).  CUDA sends neither (gVisor's
+ * nvproxy passes the first to graphics workloads only, the second to
+ * none).
+ * - NV_ESC_RM_IDLE_CHANNELS (NVOS30): RM takes the GPU lock of the GPUs of
+ *   the channels named, and has the firmware idle them within the caller's
+ *   timeout (kernel_idle_channels.c RmIdleChannels, 535 to 595): a gated
+ *   slice's channel, whose work cannot run, would keep every other
+ *   tenant's RM calls on that GPU waiting for as long.
+ * - NV_ESC_RM_ACCESS_REGISTRY (NVOS38): RM reads and writes its registry
+ *   for any client that exists, the caller's or not; a client's own handle
+ *   names the driver's global registry, which any user may write (only a
+ *   device's write asks for an administrator, osapi.c RmAccessRegistry):
+ *   keys every GPU's next initialisation reads, the driver's debug level
+ *   (ResmanDebugLevel), and a new key's kernel memory for every new name,
+ *   kept until the driver unloads.
+ */
+long xpu_mem_refused_escape(struct xpu_file *xf, struct file *file,
+			    unsigned int cmd, unsigned long arg)
+{
+	bool idle = _IOC_NR(cmd) == NV_ESC_RM_IDLE_CHANNELS;
+	size_t size = idle ? NVOS30_SIZE : NVOS38_SIZE;
+	size_t status = idle ? NVOS30_STATUS : NVOS38_STATUS;
+
+	/* a size the driver refuses, it refuses */
+	if (!xf->slice || _IOC_SIZE(cmd) != size)
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	return xpu_put_status((u32 __user *)(arg + status),
+			      NV_ERR_INSUFFICIENT_PERMISSIONS);
+}
+
+/*
+ * RM_CONTROL through a slice's control file, on xpu's copy P of NVOS54,
+ * on a page of xpu's (callpage.c): the command the driver runs is the one
+ * xpu read and acted on.  Passed through, a thread of the caller's could
+ * rewrite the command between xpu's read and the driver's and run what
+ * xpu refuses or must see (an export, an import, FIFO_DISABLE_CHANNELS,
+ * the idling of channels) as a command xpu lets by (docs/security.md,
+ * class 31).  The params stay where the caller put them: RM copies them
+ * in once and xpu acts on none of them before the call.  No lock of the
+ * slice's is held: the driver reads the params from the caller's memory,
+ * which a tenant can stall.  The caller's struct gets what the driver
+ * wrote back, as from the driver's own copy-back.  A page that did not
+ * stay where xpu mapped it ran what the caller chose: as every call xpu
+ * makes on such a page, the caller is killed and the file refused.
+ */
+static long xpu_control_copy(struct xpu_file *xf, struct file *file,
+			     unsigned int cmd,
+			     struct nvos54_parameters __user *up,
+			     struct nvos54_parameters *p)
+{
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_callpage *cp;
+	unsigned long addr;
+	long ret;
+
+	cp = xpu_callpage_map(&xf->callpages, p, sizeof(*p), &addr);
+	if (IS_ERR(cp))
+		return PTR_ERR(cp);
+	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
+	if (!xpu_callpage_done(cp, p, sizeof(*p))) {
+		WRITE_ONCE(xf->poisoned, true);
+		if (mutex_lock_killable(&slice->mem_lock))
+			return -EINTR;
+		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
+				   "moved the page of a call xpu made for it");
+		mutex_unlock(&slice->mem_lock);
+		return -EPERM;
+	}
+	if (ret != -EFAULT && copy_to_user(up, p, sizeof(*p)))
+		ret = -EFAULT;
+	return ret;
+}
+
 long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg)
 {
-	struct nvos54_parameters __user *p = (void __user *)arg;
+	struct nvos54_parameters __user *up = (void __user *)arg;
 	struct nv2080_ctrl_fb_get_info_params v1;
 	struct nv2080_ctrl_fb_info *e;
+	struct nvos54_parameters p;
 	void __user *uparams;
-	u32 ctrl, psize, status, n;
+	u32 ctrl, psize, n;
 	void __user *ulist;
-	u64 params;
 	long ret;
 
-	if (!xf->slice || _IOC_SIZE(cmd) != sizeof(*p))
+	/* the driver runs RM_CONTROL on control files only */
+	if (!xf->slice || xf->gpu || _IOC_SIZE(cmd) != sizeof(p))
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
-	if (get_user(ctrl, &p->cmd))
+	/* read once: the driver reads xpu's copy (xpu_control_copy) */
+	if (copy_from_user(&p, up, sizeof(p)))
 		return -EFAULT;
+	ctrl = p.cmd;
+	uparams = u64_to_user_ptr(p.params);
+	psize = p.params_size;
 	switch (ctrl) {
 	case NV2080_CTRL_CMD_FB_GET_INFO:
 	case NV2080_CTRL_CMD_FB_GET_INFO_V2:
@@ -2572,23 +2652,27 @@ long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 		break;
 	case NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS:
 		return xpu_sched_rm_control(xf, file, cmd, arg);
+	case NV0000_CTRL_CMD_IDLE_CHANNELS:
+	case NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS:
+		/* RM waits on other tenants' behalf under the GPU lock */
+		return xpu_put_status(&up->status,
+				      NV_ERR_INSUFFICIENT_PERMISSIONS);
 	case NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD:
 	case NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD:
 	case NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD:
 	case NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD:
-		return xpu_mem_xport(xf, file, cmd, arg, ctrl);
+		return xpu_mem_xport(xf, file, cmd, arg, &p);
 	default:
-		ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
+		ret = xpu_control_copy(xf, file, cmd, up, &p);
 		if (unlikely(READ_ONCE(xf->slice->state) == XPU_GATE_WAIT))
 			xpu_sched_reassert(xf->slice);
 		return ret;
 	}
 
-	ret = xpu_drv.unlocked_ioctl(file, cmd, arg);
-	if (ret || get_user(status, &p->status) || status != NV_OK ||
-	    get_user(params, &p->params) || get_user(psize, &p->params_size))
+	/* the filters: on what the caller sees, after the call */
+	ret = xpu_control_copy(xf, file, cmd, up, &p);
+	if (ret || p.status != NV_OK)
 		return ret;
-	uparams = u64_to_user_ptr(params);
 	if (ctrl == NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS ||
 	    ctrl == NV0000_CTRL_CMD_GPU_GET_PROBED_IDS)
 		return xpu_rewrite_ids(xf->slice, ctrl, uparams, psize);

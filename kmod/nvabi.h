@@ -62,6 +62,7 @@
 #define NV_ERR_INSERT_DUPLICATE_NAME	0x19
 #define NV_ERR_INSUFFICIENT_RESOURCES	0x1A
 #define NV_ERR_INSUFFICIENT_PERMISSIONS	0x1B
+#define NV_ERR_INVALID_ACCESS_TYPE	0x1D
 #define NV_ERR_INVALID_ADDRESS		0x1E
 #define NV_ERR_INVALID_ARGUMENT		0x1F
 #define NV_ERR_INVALID_BASE		0x20
@@ -79,9 +80,11 @@
 #define NV_ERR_INVALID_OWNER		0x39
 #define NV_ERR_INVALID_PARAMETER	0x3B
 #define NV_ERR_INVALID_STATE		0x40
+#define NV_ERR_INVALID_STRING_LENGTH	0x41
 #define NV_ERR_NO_MEMORY		0x51
 #define NV_ERR_NOT_SUPPORTED		0x56
 #define NV_ERR_OBJECT_NOT_FOUND		0x57
+#define NV_ERR_OPERATING_SYSTEM		0x59
 #define NV_ERR_OUT_OF_RANGE		0x5B
 #define NV_ERR_STATE_IN_USE		0x63
 #define NV_ERR_UVM_ADDRESS_IN_USE	0x68
@@ -542,16 +545,85 @@ struct nvos32_parameters {
 	} data;
 };
 
+/* NV_ESC_RM_IDLE_CHANNELS (nvos.h), a slice's to refuse (mem.c) */
+struct nvos30_parameters {
+	u32 h_client;
+	u32 h_device;
+	u32 h_channel;
+	u32 num_channels;
+	u64 ph_clients;
+	u64 ph_devices;
+	u64 ph_channels;
+	u32 flags;
+	u32 timeout;
+	u32 status;
+	u32 pad0;
+};
+
+#define NVOS30_FLAGS_CHANNEL(f)		(((f) >> 4) & 0xF)	/* 7:4 */
+#define NVOS30_FLAGS_CHANNEL_LIST	0
+#define NVOS30_FLAGS_CHANNEL_SINGLE	1
+
+/* NV0000_CTRL_CMD_IDLE_CHANNELS's params (ctrl0000gpu.h) */
+struct nv0000_ctrl_gpu_idle_channels_params {
+	u32 h_device;
+	u32 h_channel;
+	u32 num_channels;
+	u32 pad0;
+	u64 ph_clients;
+	u64 ph_devices;
+	u64 ph_channels;
+	u32 flags;
+	u32 timeout;
+};
+
+/* NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS's params (ctrl0080fifo.h) */
+#define NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS_MAX_CHANNELS	4096
+
+struct nv0080_ctrl_fifo_idle_channels_params {
+	u32 num_channels;
+	u32 h_channels[NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS_MAX_CHANNELS];
+	u32 flags;
+	u32 timeout;
+};
+
+/* NV_ESC_RM_ACCESS_REGISTRY (nvos.h) */
+struct nvos38_parameters {
+	u32 h_client;
+	u32 h_object;
+	u32 access_type;
+	u32 dev_node_length;
+	u64 p_dev_node;
+	u32 parm_str_length;
+	u32 pad0;
+	u64 p_parm_str;
+	u32 binary_data_length;
+	u32 pad1;
+	u64 p_binary_data;
+	u32 data;
+	u32 entry;
+	u32 status;
+	u32 pad2;
+};
+
+#define NVOS38_ACCESS_TYPE_READ_DWORD		1
+#define NVOS38_ACCESS_TYPE_WRITE_DWORD		2
+#define NVOS38_ACCESS_TYPE_READ_BINARY		6
+#define NVOS38_ACCESS_TYPE_WRITE_BINARY		7
+#define NVOS38_MAX_REGISTRY_STRING_LENGTH	256
+#define NVOS38_MAX_REGISTRY_BINARY_LENGTH	256
+
+#define NVOS30_SIZE			sizeof(struct nvos30_parameters)
+#define NVOS30_STATUS			offsetof(struct nvos30_parameters, status)
+#define NVOS38_SIZE			sizeof(struct nvos38_parameters)
+#define NVOS38_STATUS			offsetof(struct nvos38_parameters, status)
+
 /*
  * Sizes and status offsets of the RM escapes nvstub recognises but does not
  * simulate (nvos.h); RmIoctl still checks their size and device rule.
  */
 #define NVOS_I2C_ACCESS_SIZE		32
 #define NVOS_I2C_ACCESS_STATUS		24
-#define NVOS30_SIZE			56	/* RM_IDLE_CHANNELS */
-#define NVOS30_STATUS			48
-#define NVOS38_SIZE			72	/* RM_ACCESS_REGISTRY */
-#define NVOS38_STATUS			64
 #define NVOS49_SIZE			16	/* RM_BIND_CONTEXT_DMA */
 #define NVOS49_STATUS			12
 #define NVOS56_SIZE			40	/* RM_UPDATE_DEVICE_MAPPING_INFO */
@@ -972,6 +1044,15 @@ struct nva06c_ctrl_timeslice_params {
  * pRunlistPreemptEvent is for kernel clients only.
  */
 #define NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS		0x2080110B
+
+/*
+ * The idling of channels (docs/security.md, class 32): the client control
+ * (ctrl0000gpu.h; NV_ESC_RM_IDLE_CHANNELS is its deprecated form) and the
+ * device's (ctrl0080fifo.h), both RMCTRL_FLAGS_NON_PRIVILEGED; RM holds
+ * the GPU lock while the firmware idles them within the caller's timeout.
+ */
+#define NV0000_CTRL_CMD_IDLE_CHANNELS			0x283
+#define NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS		0x801714
 #define NV2080_CTRL_FIFO_DISABLE_CHANNELS_MAX_ENTRIES	64
 
 struct nv2080_ctrl_fifo_disable_channels_params {
@@ -1174,6 +1255,13 @@ struct nv0000_ctrl_gpu_get_attached_ids_params {
 static inline void nvabi_build_checks(void)
 {
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_xfer) != 16);
+	BUILD_BUG_ON(sizeof(struct nvos30_parameters) != 56);
+	BUILD_BUG_ON(offsetof(struct nvos30_parameters, status) != 48);
+	BUILD_BUG_ON(sizeof(struct nvos38_parameters) != 72);
+	BUILD_BUG_ON(offsetof(struct nvos38_parameters, status) != 64);
+	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_gpu_idle_channels_params) != 48);
+	BUILD_BUG_ON(sizeof(struct nv0080_ctrl_fifo_idle_channels_params) !=
+		     16396);
 	BUILD_BUG_ON(sizeof(struct nv2080_ctrl_fifo_disable_channels_params) != 536);
 	BUILD_BUG_ON(offsetof(struct nv2080_ctrl_fifo_disable_channels_params,
 			      p_runlist_preempt_event) != 16);

@@ -244,8 +244,9 @@ struct xpu_file {
 	u32 parent_hc, parent_hp;
 	bool parent_sub;
 	/*
-	 * The pages of calls xpu makes (callpage.c): control files of slices,
-	 * under the slice's mem_lock; unsliced control files' devices, under
+	 * The pages of calls xpu makes (callpage.c), under their own lock:
+	 * control files of slices (every RM_CONTROL; the other calls under
+	 * the slice's mem_lock too); unsliced control files' devices, under
 	 * call_lock.
 	 */
 	struct xpu_callpages callpages;

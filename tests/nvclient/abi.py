@@ -547,6 +547,56 @@ class NVOS57_PARAMETERS(_Struct):
                 ("sharePolicy", RS_SHARE_POLICY), ("status", c_uint32)]
 
 
+class NVOS30_PARAMETERS(_Struct):
+    """NV_ESC_RM_IDLE_CHANNELS."""
+    _fields_ = [("hClient", NvHandle), ("hDevice", NvHandle),
+                ("hChannel", NvHandle), ("numChannels", c_uint32),
+                ("phClients", NvP64), ("phDevices", NvP64),
+                ("phChannels", NvP64), ("flags", c_uint32),
+                ("timeout", c_uint32), ("status", c_uint32)]
+
+
+# NVOS30_FLAGS_CHANNEL: bits 7:4 of flags
+NVOS30_FLAGS_CHANNEL_LIST = 0
+NVOS30_FLAGS_CHANNEL_SINGLE = 1
+
+NV0000_CTRL_CMD_IDLE_CHANNELS = 0x283
+NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS = 0x801714
+NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS_MAX_CHANNELS = 4096
+
+
+class NV0000_CTRL_GPU_IDLE_CHANNELS_PARAMS(_Struct):
+    _fields_ = [("hDevice", NvHandle), ("hChannel", NvHandle),
+                ("numChannels", c_uint32), ("phClients", NvP64),
+                ("phDevices", NvP64), ("phChannels", NvP64),
+                ("flags", c_uint32), ("timeout", c_uint32)]
+
+
+class NV0080_CTRL_FIFO_IDLE_CHANNELS_PARAMS(_Struct):
+    _fields_ = [("numChannels", c_uint32),
+                ("hChannels",
+                 NvHandle * NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS_MAX_CHANNELS),
+                ("flags", c_uint32), ("timeout", c_uint32)]
+
+
+class NVOS38_PARAMETERS(_Struct):
+    """NV_ESC_RM_ACCESS_REGISTRY."""
+    _fields_ = [("hClient", NvHandle), ("hObject", NvHandle),
+                ("AccessType", c_uint32), ("DevNodeLength", c_uint32),
+                ("pDevNode", NvP64), ("ParmStrLength", c_uint32),
+                ("pParmStr", NvP64), ("BinaryDataLength", c_uint32),
+                ("pBinaryData", NvP64), ("Data", c_uint32),
+                ("Entry", c_uint32), ("status", c_uint32)]
+
+
+NVOS38_ACCESS_TYPE_READ_DWORD = 1
+NVOS38_ACCESS_TYPE_WRITE_DWORD = 2
+NVOS38_ACCESS_TYPE_READ_BINARY = 6
+NVOS38_ACCESS_TYPE_WRITE_BINARY = 7
+NVOS38_MAX_REGISTRY_STRING_LENGTH = 256
+NVOS38_MAX_REGISTRY_BINARY_LENGTH = 256
+
+
 RS_SHARE_TYPE_NONE = 0
 RS_SHARE_TYPE_ALL = 1
 RS_SHARE_TYPE_OS_SECURITY_TOKEN = 2

@@ -290,6 +290,51 @@ class Ctl(NvFile):
         self.escape(abi.NV_ESC_RM_CONTROL, p)
         return _check(p, f"RM_CONTROL {cmd:#x}", check)
 
+    def rm_idle_channels(self, hclient, hdevice=0, hchannel=0, lists=None,
+                         flags=0, timeout=0):
+        """NV_ESC_RM_IDLE_CHANNELS: one channel (hdevice, hchannel of
+        hclient), or ``lists`` of (client, device, channel) triples; the
+        NVOS30 struct, unchecked."""
+        p = abi.NVOS30_PARAMETERS(hClient=hclient, hDevice=hdevice,
+                                  hChannel=hchannel, flags=flags,
+                                  timeout=timeout)
+        keep = []
+        if lists is None:
+            p.flags |= abi.NVOS30_FLAGS_CHANNEL_SINGLE << 4
+        else:
+            p.numChannels = len(lists)
+            for i, name in enumerate(("phClients", "phDevices",
+                                      "phChannels")):
+                a = (ctypes.c_uint32 * max(len(lists), 1))(
+                    *(t[i] for t in lists))
+                keep.append(a)
+                setattr(p, name, ctypes.addressof(a))
+        self.escape(abi.NV_ESC_RM_IDLE_CHANNELS, p)
+        return p
+
+    def rm_access_registry(self, hclient, hobject, access, name=None, data=0,
+                           binary=None, length=None, name_length=None):
+        """NV_ESC_RM_ACCESS_REGISTRY of key ``name`` (its length without
+        the NUL unless ``name_length``); ``binary``, bytes written, or
+        ``length`` bytes to read.  (NVOS38 struct, bytes read), unchecked."""
+        p = abi.NVOS38_PARAMETERS(hClient=hclient, hObject=hobject,
+                                  AccessType=access, Data=data)
+        if name is not None:
+            s = ctypes.create_string_buffer(
+                name if isinstance(name, bytes) else name.encode())
+            p.pParmStr = ctypes.addressof(s)
+            p.ParmStrLength = (len(s.value) if name_length is None
+                               else name_length)
+        buf = None
+        if binary is not None or length is not None:
+            size = len(binary) if binary is not None else length
+            buf = ctypes.create_string_buffer(binary or b"", max(size, 1))
+            p.pBinaryData = ctypes.addressof(buf)
+            p.BinaryDataLength = size
+        self.escape(abi.NV_ESC_RM_ACCESS_REGISTRY, p)
+        got = buf.raw[:p.BinaryDataLength] if buf is not None else None
+        return p, got
+
     def rm_dup(self, hclient, hparent, hclient_src, hobject_src, hnew=0,
                check=True):
         p = abi.NVOS55_PARAMETERS(hClient=hclient, hParent=hparent,
@@ -421,6 +466,30 @@ class RmClient:
     def control_raw(self, hobject, cmd, params=None, params_size=None):
         return self.ctl.rm_control(self.handle, hobject, cmd, params,
                                    params_size, check=False)
+
+    def idle_channels(self, lists, flags=0, timeout=0):
+        """NV0000_CTRL_CMD_IDLE_CHANNELS on this client: ``lists`` of
+        (client, device, channel) triples, in this process's memory; the
+        NVOS54 struct, unchecked."""
+        a = [(ctypes.c_uint32 * max(len(lists), 1))(*(t[i] for t in lists))
+             for i in range(3)]
+        p = abi.NV0000_CTRL_GPU_IDLE_CHANNELS_PARAMS(
+            numChannels=len(lists), phClients=ctypes.addressof(a[0]),
+            phDevices=ctypes.addressof(a[1]),
+            phChannels=ctypes.addressof(a[2]), flags=flags, timeout=timeout)
+        return self.control_raw(self.handle,
+                                abi.NV0000_CTRL_CMD_IDLE_CHANNELS, p)
+
+    def fifo_idle_channels(self, hdevice, channels, flags=0, timeout=0,
+                           count=None):
+        """NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS on device ``hdevice``
+        (``count`` overrides numChannels); the NVOS54 struct, unchecked."""
+        p = abi.NV0080_CTRL_FIFO_IDLE_CHANNELS_PARAMS(
+            numChannels=len(channels) if count is None else count,
+            flags=flags, timeout=timeout)
+        p.hChannels[:len(channels)] = channels
+        return self.control_raw(hdevice,
+                                abi.NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS, p)
 
     def share(self, hobject, share_type, **kw):
         return self.ctl.rm_share(self.handle, hobject, share_type, **kw)

@@ -410,6 +410,24 @@ static u32 nvstub_esc_rm_control(struct nvstub_call *call, void *buf, u32 size)
 	return NV_OK;
 }
 
+static u32 nvstub_esc_rm_idle_channels(struct nvstub_call *call, void *buf,
+				       u32 size)
+{
+	struct nvos30_parameters *p = buf;
+
+	p->status = nvstub_esc_idle_channels(call, p);
+	return NV_OK;
+}
+
+static u32 nvstub_esc_rm_access_registry(struct nvstub_call *call, void *buf,
+					 u32 size)
+{
+	struct nvos38_parameters *p = buf;
+
+	p->status = nvstub_access_registry(call, p);
+	return NV_OK;
+}
+
 static u32 nvstub_esc_rm_dup(struct nvstub_call *call, void *buf, u32 size)
 {
 	struct nvos55_parameters *p = buf;
@@ -588,12 +606,14 @@ static const struct nvstub_escape nvstub_escapes[] = {
 	  NVSTUB_CTL, 0, nvstub_esc_vid_heap_control },
 	{ NV_ESC_RM_I2C_ACCESS, NVOS_I2C_ACCESS_SIZE, NVSTUB_GPU,
 	  NVOS_I2C_ACCESS_STATUS },
-	{ NV_ESC_RM_IDLE_CHANNELS, NVOS30_SIZE, NVSTUB_CTL, NVOS30_STATUS },
+	{ NV_ESC_RM_IDLE_CHANNELS, NVOS30_SIZE, NVSTUB_CTL, 0,
+	  nvstub_esc_rm_idle_channels },
 	{ NV_ESC_RM_MAP_MEMORY, sizeof(struct nvos33_with_fd), NVSTUB_CTL, 0,
 	  nvstub_esc_rm_map },
 	{ NV_ESC_RM_UNMAP_MEMORY, sizeof(struct nvos34_parameters), NVSTUB_CTL,
 	  0, nvstub_esc_rm_unmap },
-	{ NV_ESC_RM_ACCESS_REGISTRY, NVOS38_SIZE, NVSTUB_CTL, NVOS38_STATUS },
+	{ NV_ESC_RM_ACCESS_REGISTRY, NVOS38_SIZE, NVSTUB_CTL, 0,
+	  nvstub_esc_rm_access_registry },
 	{ NV_ESC_RM_ALLOC_CONTEXT_DMA2, sizeof(struct nvos39_parameters),
 	  NVSTUB_CTL, 0, nvstub_esc_rm_alloc_context_dma },
 	{ NV_ESC_RM_BIND_CONTEXT_DMA, NVOS49_SIZE, NVSTUB_CTL, NVOS49_STATUS },
@@ -745,6 +765,8 @@ static long nvidia_unlocked_ioctl(struct file *filp, unsigned int cmd,
 	if ((nr == NV_ESC_RM_FREE || nr == NV_ESC_RM_ALLOC ||
 	     nr == NV_ESC_SYS_PARAMS) && READ_ONCE(nvstub_copyin_delay_us))
 		fsleep(READ_ONCE(nvstub_copyin_delay_us));
+	if (nr == NV_ESC_RM_CONTROL && READ_ONCE(nvstub_control_delay_us))
+		fsleep(READ_ONCE(nvstub_control_delay_us));
 	if (nr == NV_ESC_RM_MAP_MEMORY && READ_ONCE(nvstub_map_delay_us))
 		fsleep(READ_ONCE(nvstub_map_delay_us));
 	if (copy_from_user(buf, uptr, size)) {

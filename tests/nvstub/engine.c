@@ -272,6 +272,171 @@ u32 nvstub_fifo_disable_channels(struct nvstub_call *call,
 	return status;
 }
 
+/*
+ * The idling of channels, as RmIdleChannels (gpu/fifo/kernel_idle_channels.c,
+ * 535 to 595) takes it: N (client, device, channel) triples, each client the
+ * caller's own H_CLIENT (NV_ERR_INSUFFICIENT_PERMISSIONS: "Don't allow other
+ * clients' resources"), found (NV_ERR_INVALID_CLIENT), each device a device
+ * or subdevice of it (NV_ERR_OBJECT_NOT_FOUND, NV_ERR_INVALID_OBJECT_HANDLE).
+ * RM then takes the GPU lock of their GPUs and the firmware idles them with
+ * the caller's flags and timeout (an RPC): what it checks and how it waits
+ * is not in NVIDIA's source.  The stub checks that each channel is a channel
+ * of the device's GPU (NV_ERR_INVALID_CHANNEL), and its channels have
+ * nothing in flight a poll of the engine would not finish: NV_OK at once.
+ * Under nvstub_rm_lock.
+ */
+static u32 nvstub_idle_channels(u32 h_client, u32 n, const u32 *clients,
+				const u32 *devices, const u32 *channels)
+{
+	struct nvstub_object *d, *ch;
+	struct nvstub_client *c;
+	u32 i;
+
+	for (i = 0; i < n; i++) {
+		if (clients[i] != h_client)
+			return NV_ERR_INSUFFICIENT_PERMISSIONS;
+		c = xa_load(&nvstub_clients, clients[i]);
+		if (!c)
+			return NV_ERR_INVALID_CLIENT;
+		d = nvstub_object_find(c, devices[i]);
+		if (!d)
+			return NV_ERR_OBJECT_NOT_FOUND;
+		if (d->hclass != NV01_DEVICE_0 && d->hclass != NV20_SUBDEVICE_0)
+			return NV_ERR_INVALID_OBJECT_HANDLE;
+	}
+	for (i = 0; i < n; i++) {
+		c = xa_load(&nvstub_clients, clients[i]);
+		d = nvstub_object_find(c, devices[i]);
+		ch = nvstub_object_find(c, channels[i]);
+		if (!ch || ch->hclass != HOPPER_CHANNEL_GPFIFO_A ||
+		    ch->gpu != d->gpu)
+			return NV_ERR_INVALID_CHANNEL;
+	}
+	return NV_OK;
+}
+
+/* N handles from user (or, for a kernel caller, kernel) memory at SRC */
+static u32 nvstub_idle_list(bool kernel, u64 src, u32 n, u32 **out)
+{
+	u32 *l = kvmalloc_array(n, sizeof(u32), GFP_KERNEL | __GFP_NOWARN);
+
+	if (!l)
+		return NV_ERR_NO_MEMORY;
+	if (kernel)
+		memcpy(l, (void *)(uintptr_t)src, n * sizeof(u32));
+	else if (copy_from_user(l, u64_to_user_ptr(src), n * sizeof(u32))) {
+		kvfree(l);
+		return NV_ERR_INVALID_ADDRESS;
+	}
+	*out = l;
+	return NV_OK;
+}
+
+/*
+ * The lists of the single form or of a list: FLAGS' CHANNEL field, else
+ * NV_ERR_INVALID_FLAGS; an empty list is NV_OK, nothing looked up.  LIMIT
+ * bounds a list's bytes (RMAPI_PARAM_COPY's, for the control; none for the
+ * deprecated escape, which copies them in itself: "this should have a max
+ * - but copying old behavior for now").
+ */
+static u32 nvstub_idle(struct nvstub_call *call, u32 h_client, u32 h_device,
+		       u32 h_channel, u32 n, u64 pclients, u64 pdevices,
+		       u64 pchannels, u32 flags, u64 limit, bool locked)
+{
+	u32 *lists[3] = { NULL, NULL, NULL }, status;
+	struct nvstub_client *c;
+	u64 src[3] = { pclients, pdevices, pchannels };
+	int i;
+
+	switch (NVOS30_FLAGS_CHANNEL(flags)) {
+	case NVOS30_FLAGS_CHANNEL_SINGLE:
+		lists[0] = &h_client;
+		lists[1] = &h_device;
+		lists[2] = &h_channel;
+		n = 1;
+		break;
+	case NVOS30_FLAGS_CHANNEL_LIST:
+		if (!n)
+			return NV_OK;
+		if ((u64)n * sizeof(u32) > limit)
+			return NV_ERR_INVALID_ARGUMENT;
+		for (i = 0; i < 3; i++) {
+			status = nvstub_idle_list(call->kernel, src[i], n,
+						  &lists[i]);
+			if (status)
+				goto out;
+		}
+		break;
+	default:
+		return NV_ERR_INVALID_FLAGS;
+	}
+	if (locked) {
+		status = nvstub_idle_channels(h_client, n, lists[0], lists[1],
+					      lists[2]);
+	} else {
+		/* the escape's control, on the caller's own client */
+		mutex_lock(&nvstub_rm_lock);
+		status = nvstub_client_get(call, h_client, &c);
+		if (!status)
+			status = nvstub_idle_channels(h_client, n, lists[0],
+						      lists[1], lists[2]);
+		mutex_unlock(&nvstub_rm_lock);
+	}
+	if (n == 1 && lists[0] == &h_client)
+		return status;
+out:
+	for (i = 0; i < 3; i++)
+		kvfree(lists[i]);
+	return status;
+}
+
+/* NV_ESC_RM_IDLE_CHANNELS: the control, made by RmDeprecatedIdleChannels */
+u32 nvstub_esc_idle_channels(struct nvstub_call *call,
+			     struct nvos30_parameters *p)
+{
+	return nvstub_idle(call, p->h_client, p->h_device,
+			   p->h_channel, p->num_channels, p->ph_clients,
+			   p->ph_devices, p->ph_channels, p->flags, U64_MAX,
+			   false);
+}
+
+/* NV0000_CTRL_CMD_IDLE_CHANNELS on the client.  Under nvstub_rm_lock. */
+u32 nvstub_ctrl_idle_channels(struct nvstub_call *call,
+			      struct nvstub_object *obj, void *params)
+{
+	struct nv0000_ctrl_gpu_idle_channels_params *p = params;
+
+	return nvstub_idle(call, obj->client->handle, p->h_device,
+			   p->h_channel, p->num_channels, p->ph_clients,
+			   p->ph_devices, p->ph_channels, p->flags,
+			   (1u << 20), true);
+}
+
+/*
+ * NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS on a device (kernel_fifo_ctrl.c): at
+ * most 4096 handles (NV_ERR_INVALID_ARGUMENT), then all GPU locks and the
+ * firmware, with the params as they came: channels of the device's client
+ * on its GPU (the stub's reading of the firmware, as above).  Under
+ * nvstub_rm_lock.
+ */
+u32 nvstub_ctrl_fifo_idle_channels(struct nvstub_call *call,
+				   struct nvstub_object *obj, void *params)
+{
+	struct nv0080_ctrl_fifo_idle_channels_params *p = params;
+	struct nvstub_object *ch;
+	u32 i;
+
+	if (p->num_channels > NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS_MAX_CHANNELS)
+		return NV_ERR_INVALID_ARGUMENT;
+	for (i = 0; i < p->num_channels; i++) {
+		ch = nvstub_object_find(obj->client, p->h_channels[i]);
+		if (!ch || ch->hclass != HOPPER_CHANNEL_GPFIFO_A ||
+		    ch->gpu != obj->gpu)
+			return NV_ERR_INVALID_CHANNEL;
+	}
+	return NV_OK;
+}
+
 /* --- doorbells */
 
 static void nvstub_doorbell_release(struct kref *ref)

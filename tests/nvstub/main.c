@@ -44,6 +44,11 @@ module_param(copyout_delay_us, uint, 0444);
 MODULE_PARM_DESC(copyout_delay_us,
 		 "delay after the escape copies an RM_FREE's or RM_ALLOC's struct back");
 
+static unsigned int control_delay_us;
+module_param(control_delay_us, uint, 0444);
+MODULE_PARM_DESC(control_delay_us,
+		 "delay before the escape copies an RM_CONTROL's struct in");
+
 static unsigned int map_delay_us;
 module_param(map_delay_us, uint, 0444);
 MODULE_PARM_DESC(map_delay_us,
@@ -127,6 +132,7 @@ unsigned int nvstub_ngpus;
 unsigned int nvstub_alloc_reread_delay_us;
 unsigned int nvstub_copyin_delay_us;
 unsigned int nvstub_copyout_delay_us;
+unsigned int nvstub_control_delay_us;
 unsigned int nvstub_map_delay_us;
 unsigned int nvstub_timeslice_us;
 unsigned int nvstub_doorbell_poll_us;
@@ -201,6 +207,11 @@ static int nvstub_check_params(void)
 		       copyout_delay_us);
 		return -EINVAL;
 	}
+	if (control_delay_us > 10000000) {
+		pr_err("control_delay_us=%u: must be at most 10000000\n",
+		       control_delay_us);
+		return -EINVAL;
+	}
 	if (map_delay_us > 10000000) {
 		pr_err("map_delay_us=%u: must be at most 10000000\n",
 		       map_delay_us);
@@ -231,6 +242,7 @@ static int nvstub_check_params(void)
 	nvstub_alloc_reread_delay_us = alloc_reread_delay_us;
 	nvstub_copyin_delay_us = copyin_delay_us;
 	nvstub_copyout_delay_us = copyout_delay_us;
+	nvstub_control_delay_us = control_delay_us;
 	nvstub_map_delay_us = map_delay_us;
 	nvstub_timeslice_us = timeslice_us;
 	nvstub_doorbell_poll_us = doorbell_poll_us;
@@ -421,6 +433,7 @@ static void __exit nvstub_exit(void)
 	debugfs_remove_recursive(nvstub_debugfs);
 	proc_remove(nvstub_proc);
 	nvstub_rm_exit();
+	nvstub_registry_exit();
 	nvstub_gpus_stop(nvstub_ngpus);
 	for (i = 0; i < nvstub_ngpus; i++)
 		ida_destroy(&nvstub_gpus[i].chids);

@@ -79,6 +79,7 @@ extern char nvstub_version[NV_RM_API_VERSION_STRING_LENGTH];
 extern unsigned int nvstub_ngpus;
 extern unsigned int nvstub_alloc_reread_delay_us;
 extern unsigned int nvstub_copyin_delay_us;
+extern unsigned int nvstub_control_delay_us;
 extern unsigned int nvstub_copyout_delay_us;
 extern unsigned int nvstub_map_delay_us;
 extern unsigned int nvstub_timeslice_us;
@@ -617,6 +618,17 @@ void nvstub_chan_destroy(struct nvstub_chan *chan);
 void nvstub_chan_get(struct nvstub_chan *chan);
 void nvstub_chan_put(struct nvstub_chan *chan);
 struct nvstub_doorbell *nvstub_doorbell_create(struct nvstub_gpu *gpu);
+struct nvos30_parameters;
+u32 nvstub_esc_idle_channels(struct nvstub_call *call,
+			     struct nvos30_parameters *p);
+u32 nvstub_ctrl_idle_channels(struct nvstub_call *call,
+			      struct nvstub_object *obj, void *params);
+u32 nvstub_ctrl_fifo_idle_channels(struct nvstub_call *call,
+				   struct nvstub_object *obj, void *params);
+struct nvos38_parameters;
+u32 nvstub_access_registry(struct nvstub_call *call,
+			   struct nvos38_parameters *p);
+void nvstub_registry_exit(void);
 u32 nvstub_fifo_disable_channels(struct nvstub_call *call,
 				 struct nvstub_object *obj, void *params);
 void nvstub_doorbell_unlist(struct nvstub_doorbell *db);

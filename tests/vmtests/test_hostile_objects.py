@@ -1168,3 +1168,129 @@ def test_an_event_hangs_only_on_the_slice_s_own_notifiers(sl):
                    .replace("OTHER", str(other.handle)))
         finally:
             odev.close()
+
+
+# --- class 31: the control RM runs is not the one xpu read
+
+CONTROL_RACE = """
+import threading, time
+fd = client.Ctl(CTL)
+h = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
+x = abi.NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TO_FD_PARAMS(fd=fd.fd)
+x.object.type = abi.NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TYPE_RM
+x.object.data.rmObject.hObject = h
+EXPORT = abi.NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD
+# a command xpu passes on
+LET_BY = abi.NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY
+
+def send(cmd):
+    # libc's ioctl on P itself: the driver reads P's own memory
+    p = abi.NVOS54_PARAMETERS(hClient=rm.handle, hObject=rm.handle, cmd=cmd)
+    p.params, p.paramsSize = ctypes.addressof(x), ctypes.sizeof(x)
+    return p, lambda: libc.ioctl(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_CONTROL,
+                                                     ctypes.sizeof(p)),
+                                 ctypes.addressof(p))
+
+# the command xpu lets by, with the export's params: RM refuses the size
+p, call = send(LET_BY)
+assert call() == 0
+let_by = p.status
+assert let_by != abi.NV_OK, hex(let_by)
+# the export, as xpu reads it: refused
+p, call = send(EXPORT)
+assert call() == 0 and p.status == abi.NV_ERR_NOT_SUPPORTED, hex(p.status)
+# the command xpu lets by, turned into the export while the driver waits
+# to read the struct
+p, call = send(LET_BY)
+at = []
+def race():
+    time.sleep(0.15)
+    p.cmd = EXPORT
+    at.append(time.monotonic() - t0)
+t0 = time.monotonic()
+th = threading.Thread(target=race)
+th.start()
+rc = call()
+elapsed = time.monotonic() - t0
+th.join()
+# the premise: the command was rewritten before the driver read it
+assert at[0] < 0.3 <= elapsed, (at, elapsed)
+assert rc == 0, rc
+# the driver's copy-back: the command it ran, and its answer
+assert (p.cmd, p.status) == (LET_BY, let_by), (hex(p.cmd), hex(p.status))
+rm.free(h)
+"""
+
+
+def test_the_control_rm_runs_is_the_one_xpu_read(reload_stub, nodedir):
+    """Class 31: xpu.ko read an RM_CONTROL's command from the caller's
+    struct and passed the struct on, which the driver read again.  A
+    thread of the tenant's rewrote the command in between and ran as a
+    command xpu lets by one it refuses or must see: the export of a
+    usermode object (class 22) here, FIFO_DISABLE_CHANNELS, an import xpu
+    would record, the idling of channels (class 32).  Now the driver reads
+    xpu's copy of NVOS54, on a page only xpu and the driver can write
+    (callpage.c).  The stub, reloaded, waits before it reads the struct
+    (control_delay_us); without the copy the driver ran the export
+    (NV_OK, the export's command in its copy-back)."""
+    with test_hostile_mem.racer_slice(reload_stub, nodedir,
+                                      control_delay_us=300000) as (sl, _):
+        run_in(sl, CONTROL_RACE)
+
+
+# --- class 32: doors that act beyond the caller
+
+DOORS = """
+ch = client.Channel(dev, schedule=False)
+W = abi.NVOS38_ACCESS_TYPE_WRITE_DWORD
+R = abi.NVOS38_ACCESS_TYPE_READ_DWORD
+got = {
+    "escape": ctl.rm_idle_channels(rm.handle, dev.hdevice, ch.hchannel,
+                                   timeout=1000000).status,
+    "client": rm.idle_channels([(rm.handle, dev.hdevice, ch.hchannel)],
+                               timeout=1000000).status,
+    "device": rm.fifo_idle_channels(dev.hdevice, [ch.hchannel],
+                                    timeout=1000000).status,
+    "write": ctl.rm_access_registry(rm.handle, rm.handle, W, "KEY",
+                                    data=1)[0].status,
+    "read": ctl.rm_access_registry(rm.handle, dev.hsubdevice, R,
+                                   "KEY")[0].status,
+}
+ch.close()
+report(**got)
+"""
+
+
+class _Nodes:
+    """The host's own nodes, as run_in takes a slice's."""
+    ctl_node = abi.NV_CTL_PATH
+    gpu_node = abi.nv_gpu_path(0)
+
+
+def test_a_slice_neither_idles_channels_nor_writes_the_registry(sl):
+    """Class 32: two doors CUDA does not use act beyond the caller.
+    RmIdleChannels -- NV_ESC_RM_IDLE_CHANNELS, NV0000_CTRL_CMD_IDLE_CHANNELS,
+    NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS, all non-privileged -- holds the GPU
+    lock while the firmware idles the caller's channels within the caller's
+    timeout: a gated slice's channel would keep every tenant's RM calls on
+    the GPU waiting.  RmAccessRegistry writes the driver's global registry
+    for any user (keys every GPU's initialisation reads, the debug level,
+    kernel memory for every new name).  A slice's files now refuse all
+    four (NV_ERR_INSUFFICIENT_PERMISSIONS, the driver not called); the
+    host's process is served as before (the stub's rules: test_objects.py),
+    and it does not see the tenant's key."""
+    tenant = json.loads(run_in(sl, DOORS.replace("KEY", "XpuTenantKey"))
+                        .stdout.strip().splitlines()[-1])
+    refused = abi.NV_ERR_INSUFFICIENT_PERMISSIONS
+    assert tenant == dict.fromkeys(("escape", "client", "device", "write",
+                                    "read"), refused), tenant
+    # the premise: the host's process makes every call, on its own channel
+    host = json.loads(run_in(_Nodes, DOORS.replace("KEY", "XpuHostKey"))
+                      .stdout.strip().splitlines()[-1])
+    assert host == dict.fromkeys(("escape", "client", "device", "write",
+                                  "read"), abi.NV_OK), host
+    with client.Ctl() as c, client.RmClient(c) as rm:
+        p, _ = c.rm_access_registry(rm.handle, rm.handle,
+                                    abi.NVOS38_ACCESS_TYPE_READ_DWORD,
+                                    "XpuTenantKey")
+        assert p.status == abi.NV_ERR_GENERIC, hex(p.status)

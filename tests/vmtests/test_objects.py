@@ -576,3 +576,118 @@ def test_an_event_hangs_on_any_client_s_notifier(ctl, rm, gpu0):
         assert p.status == abi.NV_OK
         odev.close()
     dev.close()
+
+
+def test_idle_channels_take_the_caller_s_own_channels(ctl, rm, gpu0):
+    """RmIdleChannels (kernel_idle_channels.c, 535 to 595), by its three
+    doors -- NV_ESC_RM_IDLE_CHANNELS, NV0000_CTRL_CMD_IDLE_CHANNELS on the
+    client, NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS on a device, all
+    non-privileged: every client listed must be the caller's, each device a
+    device or subdevice of it; then RM holds the GPU lock while the firmware
+    idles them with the caller's timeout.  The stub checks the channels are
+    the device's GPU's and answers at once (docs/nvstub.md).  Before
+    session 35 it refused the escape and knew neither control, which hid
+    that a tenant could make them (docs/security.md, class 32)."""
+    dev = rm.device(0, gpu_file=gpu0)
+    with client.Channel(dev, schedule=False) as ch:
+        single = ctl.rm_idle_channels(rm.handle, dev.hdevice, ch.hchannel,
+                                      timeout=1000)
+        assert single.status == abi.NV_OK, hex(single.status)
+        # by its subdevice too; a list; an empty list looks nothing up
+        one = [(rm.handle, dev.hsubdevice, ch.hchannel)]
+        assert ctl.rm_idle_channels(rm.handle, lists=one).status == abi.NV_OK
+        assert ctl.rm_idle_channels(0x7e570001, lists=[]).status == abi.NV_OK
+        with client.RmClient(ctl) as other:
+            theirs = [(other.handle, dev.hdevice, ch.hchannel)]
+            assert ctl.rm_idle_channels(rm.handle, lists=theirs).status == \
+                abi.NV_ERR_INSUFFICIENT_PERMISSIONS
+        assert ctl.rm_idle_channels(rm.handle, dev.hdevice,
+                                    ch.htsg).status == abi.NV_ERR_INVALID_CHANNEL
+        assert ctl.rm_idle_channels(rm.handle, ch.hchannel,
+                                    ch.hchannel).status == \
+            abi.NV_ERR_INVALID_OBJECT_HANDLE
+        assert ctl.rm_idle_channels(rm.handle, 0x7e570001,
+                                    ch.hchannel).status == \
+            abi.NV_ERR_OBJECT_NOT_FOUND
+        bad = ctl.rm_idle_channels(rm.handle, dev.hdevice, ch.hchannel,
+                                   flags=2 << 4)
+        assert bad.status == abi.NV_ERR_INVALID_FLAGS
+        # the client's control: the same rules, lists in the caller's memory
+        assert rm.idle_channels([(rm.handle, dev.hdevice, ch.hchannel)]
+                                ).status == abi.NV_OK
+        assert rm.idle_channels([(0x7e570001, dev.hdevice, ch.hchannel)]
+                                ).status == abi.NV_ERR_INSUFFICIENT_PERMISSIONS
+        # the device's: at most 4096 of its client's channels
+        assert rm.fifo_idle_channels(dev.hdevice, [ch.hchannel]).status == \
+            abi.NV_OK
+        assert rm.fifo_idle_channels(dev.hdevice, [ch.htsg]).status == \
+            abi.NV_ERR_INVALID_CHANNEL
+        assert rm.fifo_idle_channels(
+            dev.hdevice, [ch.hchannel],
+            count=abi.NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS_MAX_CHANNELS + 1
+        ).status == abi.NV_ERR_INVALID_ARGUMENT
+    dev.close()
+
+
+def test_the_registry_takes_any_caller_s_keys(ctl, rm, gpu0):
+    """RmAccessRegistry (osapi.c, registry.c, 535 to 595): any client that
+    exists, the caller's or not; its own handle names the global registry,
+    which anyone may write, a device or subdevice its GPU's; a GPU's read
+    falls back to the global keys, by name without case; a new key for
+    every new name, kept until the driver unloads.  Before session 35 the
+    stub refused the escape, which hid that a tenant could write the
+    host's registry (docs/security.md, class 32)."""
+    dev = rm.device(0, gpu_file=gpu0)
+    R, W = abi.NVOS38_ACCESS_TYPE_READ_DWORD, abi.NVOS38_ACCESS_TYPE_WRITE_DWORD
+    key = "XpuStubRuleKey"
+
+    def read(hc, ho, name=key):
+        p, _ = ctl.rm_access_registry(hc, ho, R, name)
+        return p.status, p.Data
+
+    assert read(rm.handle, rm.handle) == (abi.NV_ERR_GENERIC, 0)
+    with client.RmClient(ctl) as other:
+        # another client's handle does as well as one's own
+        p, _ = ctl.rm_access_registry(other.handle, other.handle, W, key,
+                                      data=0x1234)
+        assert p.status == abi.NV_OK
+    assert read(rm.handle, rm.handle) == (abi.NV_OK, 0x1234)
+    # a GPU's read finds the global key, without case; a GPU's own key
+    # comes first for that GPU, and the global one keeps its value
+    assert read(rm.handle, dev.hsubdevice, key.upper()) == (abi.NV_OK, 0x1234)
+    p, _ = ctl.rm_access_registry(rm.handle, dev.hdevice, W, key, data=7)
+    assert p.status == abi.NV_OK
+    assert read(rm.handle, dev.hsubdevice) == (abi.NV_OK, 7)
+    assert read(rm.handle, rm.handle) == (abi.NV_OK, 0x1234)
+    # binary keys: written, read back whole; a DWORD read takes the first word
+    B = abi.NVOS38_ACCESS_TYPE_READ_BINARY
+    p, _ = ctl.rm_access_registry(rm.handle, rm.handle,
+                                  abi.NVOS38_ACCESS_TYPE_WRITE_BINARY,
+                                  "XpuStubBin", binary=b"\x05\0\0\0xyz")
+    assert (p.status, p.BinaryDataLength) == (abi.NV_OK, 0)
+    p, got = ctl.rm_access_registry(rm.handle, rm.handle, B, "XpuStubBin",
+                                    length=16)
+    assert (p.status, got) == (abi.NV_OK, b"\x05\0\0\0xyz")
+    assert read(rm.handle, rm.handle, "XpuStubBin") == (abi.NV_OK, 5)
+    p, _ = ctl.rm_access_registry(rm.handle, rm.handle, B, "XpuStubBin",
+                                  length=4)
+    assert (p.status, p.BinaryDataLength) == (abi.NV_ERR_GENERIC, 0)
+    # the rules of the call
+    assert read(0x7e570001, 0x7e570001)[0] == abi.NV_ERR_INVALID_CLIENT
+    assert read(rm.handle, 0x7e570001)[0] == abi.NV_ERR_OBJECT_NOT_FOUND
+    with client.Channel(dev, schedule=False) as ch:
+        assert read(rm.handle, ch.hchannel)[0] == \
+            abi.NV_ERR_INVALID_OBJECT_HANDLE
+    long = "K" * abi.NVOS38_MAX_REGISTRY_STRING_LENGTH
+    assert read(rm.handle, rm.handle, long)[0] == \
+        abi.NV_ERR_INVALID_STRING_LENGTH
+    p, _ = ctl.rm_access_registry(rm.handle, rm.handle, R, key,
+                                  name_length=len(key) - 1)
+    assert p.status == abi.NV_ERR_INVALID_ARGUMENT     # no NUL where said
+    p, _ = ctl.rm_access_registry(rm.handle, rm.handle, R)
+    assert p.status == abi.NV_ERR_INVALID_ARGUMENT     # no name
+    p, _ = ctl.rm_access_registry(rm.handle, rm.handle, B, key, length=0)
+    assert p.status == abi.NV_ERR_INVALID_STRING_LENGTH
+    p, _ = ctl.rm_access_registry(rm.handle, rm.handle, 3, key)
+    assert p.status == abi.NV_ERR_INVALID_ACCESS_TYPE
+    dev.close()

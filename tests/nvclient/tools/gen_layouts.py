@@ -40,7 +40,8 @@ INCLUDES = ["nvtypes.h", "nvstatus.h", "nvos.h", "nv-ioctl.h", "nv-chardev-numbe
             "ctrl/ctrl2080/ctrl2080gpu.h", "alloc/alloc_channel.h",
             "ctrl/ctrla06c.h", "ctrl/ctrlc36f.h", "rs_access.h",
             "ctrl/ctrl0000/ctrl0000client.h", "ctrl/ctrl0000/ctrl0000unix.h",
-            "class/clc365.h"]
+            "class/clc365.h", "ctrl/ctrl0000/ctrl0000gpu.h",
+            "ctrl/ctrl0080/ctrl0080fifo.h"]
 
 
 def field_paths(cls, prefix=""):
