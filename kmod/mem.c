@@ -835,6 +835,12 @@ static void xpu_mem_kill_caller(struct xpu_file *xf, const char *why,
 	kill_pid(task_tgid(current), SIGKILL, 1);
 }
 
+/* The caller moved the page of a call xpu made for it: nothing was made. */
+void xpu_mem_cheated(struct xpu_file *xf, const char *why)
+{
+	xpu_mem_kill_caller(xf, why, 0);
+}
+
 /*
  * The caller made BYTES of video memory xpu has no record of, or made RM
  * free recorded memory behind xpu's back, so the ledger cannot follow them

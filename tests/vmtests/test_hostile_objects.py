@@ -1294,3 +1294,83 @@ def test_a_slice_neither_idles_channels_nor_writes_the_registry(sl):
                                     abi.NVOS38_ACCESS_TYPE_READ_DWORD,
                                     "XpuTenantKey")
         assert p.status == abi.NV_ERR_GENERIC, hex(p.status)
+
+
+# --- class 33: the GPUs a slice's control file attaches
+
+ATTACH_RACE = """
+import errno, threading, time
+
+def attach(ids):
+    # libc's ioctl on IDS themselves: the driver reads their own memory
+    f = client.Ctl(CTL)                 # a file attaches once
+    ctypes.set_errno(0)
+    rc = libc.ioctl(f.fd, abi.nv_ioctl(ATTACH_NR, ctypes.sizeof(ids)),
+                    ctypes.addressof(ids))
+    return (-ctypes.get_errno() if rc else 0), f
+
+# another GPU, as xpu reads it: refused
+assert attach((ctypes.c_uint32 * 2)(MINE, THEIRS))[0] == -errno.EINVAL
+# the slice's GPU and a 0, the 0 turned into another GPU's id while the
+# driver waits to read them
+ids = (ctypes.c_uint32 * 2)(MINE, 0)
+at = []
+def race():
+    time.sleep(0.15)
+    ids[1] = THEIRS
+    at.append(time.monotonic() - t0)
+t0 = time.monotonic()
+th = threading.Thread(target=race)
+th.start()
+rc, f = attach(ids)
+elapsed = time.monotonic() - t0
+th.join()
+# the premise: the id was rewritten before the driver read it
+assert at[0] < 0.3 <= elapsed, (at, elapsed)
+assert rc == 0, rc
+# the driver's copy-back: what it attached
+assert list(ids) == [MINE, 0], [hex(i) for i in ids]
+
+# REGISTER_FD the same way: the slice's control file turned into the
+# host's while the driver waits to read the number
+host = client.Ctl("/dev/nvidiactl")
+g = client.GpuFile(0, GPU)
+num = ctypes.c_int(ctl.fd)
+at = []
+def race():
+    time.sleep(0.15)
+    num.value = host.fd
+    at.append(time.monotonic() - t0)
+t0 = time.monotonic()
+th = threading.Thread(target=race)
+th.start()
+ctypes.set_errno(0)
+rc = libc.ioctl(g.fd, abi.nv_ioctl(abi.NV_ESC_REGISTER_FD, 4),
+                ctypes.addressof(num))
+elapsed = time.monotonic() - t0
+th.join()
+assert at[0] < 0.3 <= elapsed, (at, elapsed)
+assert rc == 0, ctypes.get_errno()
+assert num.value == ctl.fd, (num.value, ctl.fd, host.fd)
+"""
+
+
+def test_a_slice_attaches_only_its_gpu(reload_stub, nodedir):
+    """Class 33: xpu.ko checked the ids of a slice's NV_ESC_ATTACH_GPUS_TO_FD
+    in its own copy and passed the caller's on, which the driver read
+    again.  A thread of the tenant's rewrote an id in between: the driver
+    opened another tenant's GPU, and held it open as long as the file (nv.c
+    nvidia_dev_get), keeping it from a reset or a change of mode.  Now the
+    driver reads xpu's copy of the ids (callpage.c).  REGISTER_FD, whose
+    number must name a control file of the slice's, the same: the host's
+    named after xpu's check was the one the GPU file was registered to.
+    The stub, reloaded with two GPUs, waits before it reads either
+    (copyin_delay_us); without the copy it attached the other GPU and
+    registered to the host's file (their numbers in the copy-back)."""
+    with test_hostile_mem.racer_slice(reload_stub, nodedir, gpus=2,
+                                      copyin_delay_us=300000) as (sl, _):
+        with client.Ctl() as c:
+            mine, theirs = [ci.gpu_id for ci in c.card_info()][:2]
+        run_in(sl, ATTACH_RACE.replace("MINE", hex(mine))
+               .replace("THEIRS", hex(theirs))
+               .replace("ATTACH_NR", hex(abi.NV_ESC_ATTACH_GPUS_TO_FD)))
