@@ -515,6 +515,7 @@ struct xpu_escape {
 		struct nvos55_parameters p55;
 		struct nvos02_with_fd p02;
 		struct nvos39_parameters p39;
+		struct nvos05_parameters p05;
 		struct nv_ioctl_os_event osev;
 		struct nv_ioctl_sys_params sysp;
 		u8 raw[sizeof(struct nvos32_parameters)];
@@ -1255,14 +1256,25 @@ static bool xpu_is_client_class(u32 h_class)
 	       h_class == NV01_ROOT_CLIENT;
 }
 
+/* An unsliced caller moved the page of a call xpu made for it. */
+static void xpu_unsliced_cheated(struct xpu_file *xf)
+{
+	WRITE_ONCE(xf->poisoned, true);
+	pr_warn_ratelimited("pid %d moved or rewrote the page of an allocation xpu made for it: killed, its control file refused\n",
+			    task_tgid_nr(current));
+	kill_pid(task_tgid(current), SIGKILL, 1);
+}
+
 /*
  * RM_ALLOC through an unsliced control file while a device could reach an
- * exclusive GPU with slices (class 2): made on xpu's copy of the struct and
- * of a device's params, in a page of xpu's, so that the device id RM reads
- * is the one checked.  A caller that moves that page during the call is
- * killed and its control file refused, as in a slice: what RM read is not
- * known.
+ * exclusive GPU with slices (class 2), of any class: made on xpu's copy of
+ * the struct and of a device's params, in a page of xpu's, so that the
+ * class and the device id RM reads are the ones checked (class 34: a class
+ * read first and passed on was turned into a device).  A caller that moves
+ * that page during the call is killed and its control file refused, as in
+ * a slice: what RM read is not known.
  */
+
 static long xpu_mem_unsliced_device(struct xpu_file *xf, struct file *file,
 				    unsigned int cmd, unsigned long arg,
 				    struct xpu_alloc_site *site)
@@ -1286,12 +1298,8 @@ static long xpu_mem_unsliced_device(struct xpu_file *xf, struct file *file,
 		return -EINTR;
 	ret = xpu_escape_call(xf, file, cmd, &e, site, &cheated, NULL);
 	mutex_unlock(&xf->call_lock);
-	if (cheated) {
-		WRITE_ONCE(xf->poisoned, true);
-		pr_warn_ratelimited("pid %d moved or rewrote the page of a device allocation xpu made for it: killed, its control file refused\n",
-				    task_tgid_nr(current));
-		kill_pid(task_tgid(current), SIGKILL, 1);
-	}
+	if (cheated)
+		xpu_unsliced_cheated(xf);
 	return ret;
 }
 
@@ -1401,11 +1409,13 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
 	xpu_rm_alloc_site(&site, size, false);
 	if (!xf->slice) {
-		if (xf->gpu)
-			return xpu_drv.unlocked_ioctl(file, cmd, arg);
-		if (get_user(h_class, &p21->h_class))
-			return -EFAULT;
-		if (h_class != NV01_DEVICE_0 || !xpu_mem_device_guarded())
+		/*
+		 * While a GPU is guarded, every allocation is made on xpu's
+		 * copy: a class read here and passed on is read again by the
+		 * driver, and a thread could make it a device in between
+		 * (docs/security.md, class 34).
+		 */
+		if (xf->gpu || !xpu_mem_device_guarded())
 			return xpu_drv.unlocked_ioctl(file, cmd, arg);
 		return xpu_mem_unsliced_device(xf, file, cmd, arg, &site);
 	}
@@ -1491,20 +1501,33 @@ long xpu_mem_alloc_object(struct xpu_file *xf, struct file *file,
 			  unsigned int cmd, unsigned long arg)
 {
 	struct nvos05_parameters __user *p = (void __user *)arg;
-	u32 h_class, status;
+	struct xpu_escape e;
+	bool cheated;
+	u32 status;
+	long ret;
 
 	if (xf->gpu || _IOC_SIZE(cmd) != sizeof(*p))
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
 	if (xf->slice)
 		return xpu_put_status(&p->status, NV_ERR_NOT_SUPPORTED);
-	if (get_user(h_class, &p->h_class))
-		return -EFAULT;
-	if (h_class == NV01_DEVICE_0) {
+	/* as RM_ALLOC: on xpu's copy while a GPU is guarded (class 34) */
+	if (!xpu_mem_device_guarded())
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	ret = xpu_escape_copy(&e, arg, sizeof(*p));
+	if (ret)
+		return ret;
+	if (e.u.p05.h_class == NV01_DEVICE_0) {
 		status = xpu_mem_device_check(xf, 0);
 		if (status)
 			return xpu_put_status(&p->status, status);
 	}
-	return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	if (mutex_lock_killable(&xf->call_lock))
+		return -EINTR;
+	ret = xpu_escape_call(xf, file, cmd, &e, NULL, &cheated, NULL);
+	mutex_unlock(&xf->call_lock);
+	if (cheated)
+		xpu_unsliced_cheated(xf);
+	return ret;
 }
 
 /*

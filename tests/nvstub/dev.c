@@ -763,6 +763,7 @@ static long nvidia_unlocked_ioctl(struct file *filp, unsigned int cmd,
 	if (!buf)
 		return -ENOMEM;
 	if ((nr == NV_ESC_RM_FREE || nr == NV_ESC_RM_ALLOC ||
+	     nr == NV_ESC_RM_ALLOC_OBJECT ||
 	     nr == NV_ESC_SYS_PARAMS || nr == NV_ESC_ATTACH_GPUS_TO_FD ||
 	     nr == NV_ESC_REGISTER_FD) && READ_ONCE(nvstub_copyin_delay_us))
 		fsleep(READ_ONCE(nvstub_copyin_delay_us));

@@ -37,7 +37,7 @@ MODULE_PARM_DESC(alloc_reread_delay_us,
 static unsigned int copyin_delay_us;
 module_param(copyin_delay_us, uint, 0444);
 MODULE_PARM_DESC(copyin_delay_us,
-		 "delay before the escape copies an RM_FREE's, RM_ALLOC's, SYS_PARAMS', ATTACH_GPUS_TO_FD's or REGISTER_FD's argument in");
+		 "delay before the escape copies an RM_FREE's, RM_ALLOC's, RM_ALLOC_OBJECT's, SYS_PARAMS', ATTACH_GPUS_TO_FD's or REGISTER_FD's argument in");
 
 static unsigned int copyout_delay_us;
 module_param(copyout_delay_us, uint, 0444);

@@ -279,6 +279,77 @@ def test_a_device_id_rewritten_before_rm_reads_it_reaches_no_exclusive_gpu(
             a.destroy()
 
 
+CLASS_TO_DEVICE = """
+import ctypes, threading, time
+os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+ctl = client.Ctl("/dev/nvidiactl"); gpu = client.GpuFile(0, GPU0)
+rm = client.RmClient(ctl)
+dp = abi.NV0080_ALLOC_PARAMETERS(
+    deviceId=0, vaMode=abi.NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES)
+NO_CLASS = 0x7e57
+NVOS05 = type("NVOS05", (ctypes.Structure,), {"_fields_": [
+    (n, ctypes.c_uint32) for n in
+    ("hRoot", "hObjectParent", "hObjectNew", "hClass", "status")]})
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+
+def race(p, nr):
+    # libc's ioctl on P itself: the driver reads P's own memory
+    at = []
+    def rewrite():
+        time.sleep(0.15)    # inside the stub's 300 ms before it reads P
+        p.hClass = abi.NV01_DEVICE_0
+        at.append(time.monotonic() - t0)
+    t0 = time.monotonic()
+    t = threading.Thread(target=rewrite); t.start()
+    rc = libc.ioctl(ctl.fd, abi.nv_ioctl(nr, ctypes.sizeof(p)),
+                    ctypes.addressof(p))
+    elapsed = time.monotonic() - t0
+    t.join()
+    assert at[0] < 0.3 <= elapsed, (at, elapsed)    # the premise
+    assert rc == 0, ctypes.get_errno()
+    return p.status
+
+p21 = abi.NVOS21_PARAMETERS(hRoot=rm.handle, hObjectParent=rm.handle,
+                            hObjectNew=0x5a5a0001, hClass=NO_CLASS)
+p21.pAllocParms = ctypes.addressof(dp)
+alloc = race(p21, abi.NV_ESC_RM_ALLOC)
+rm2 = client.RmClient(ctl)     # a client of its own: one device a GPU
+p05 = NVOS05(rm2.handle, rm2.handle, 0x5a5a0002, NO_CLASS, 0xFFFFFFFF)
+alloc_object = race(p05, abi.NV_ESC_RM_ALLOC_OBJECT)
+made = [ctl.rm_dup(c.handle, c.handle, c.handle, h, check=False).status
+        for c, h in ((rm, 0x5a5a0001), (rm2, 0x5a5a0002))]
+report(alloc=alloc, alloc_object=alloc_object, made=made)
+"""
+
+
+def test_a_class_turned_into_a_device_reaches_no_exclusive_gpu(
+        nodedir, reload_stub):
+    """Class 34: through the unsliced control node, xpu.ko read an RM_ALLOC's
+    or RM_ALLOC_OBJECT's class and passed the struct on unless it was a
+    device; a thread turned a class RM has not into NV01_DEVICE_0 once
+    xpu.ko had read it, before RM read it (the stub waits 300 ms), and an
+    unprivileged process holding an exclusive GPU's slice node made a
+    device on that GPU, as class 2 did before it was closed.  Now, while a
+    GPU is guarded, every allocation through an unsliced control file is
+    made on xpu's copy: RM reads the class xpu read, and makes nothing."""
+    reload_stub(copyin_delay_us=300000)
+    subprocess.run(["insmod", os.environ["XPU_KO"],
+                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    with xpu_ctl.Ctl() as admin_:
+        a = Slice(admin_, nodedir, name="excl0", gpu=0)
+        admin_.gpu_set(0, mode=uapi.XPU_MODE_EXCLUSIVE)
+        try:
+            got = nvtest.run_child(CLASS_TO_DEVICE.replace(
+                "GPU0", repr(a.gpu_node)))
+            assert got == {"alloc": abi.NV_ERR_INVALID_CLASS,
+                           "alloc_object": abi.NV_ERR_INVALID_CLASS,
+                           "made": [abi.NV_ERR_OBJECT_NOT_FOUND] * 2}, got
+        finally:
+            admin_.gpu_set(0, mode=uapi.XPU_MODE_SHARED)
+            a.destroy()
+
+
 # --- review finding: a tiled allocation's size is height x pitch
 
 
