@@ -222,36 +222,6 @@ static long xpu_forward(struct file *file, unsigned int cmd, unsigned long arg)
 	return xpu_drv.unlocked_ioctl(file, cmd, arg);
 }
 
-/*
- * The driver's escape CMD on xpu's copy DATA of its LEN-byte argument, on a
- * page only xpu and the driver can write (callpage.c), so that what the
- * driver reads is what xpu checked: passed on, the caller's argument is
- * read again by the driver, and a thread of the caller's could rewrite it
- * in between.  The caller's argument gets what the driver wrote back.  A
- * page that did not stay where xpu mapped it ran what the caller chose:
- * the file is refused from then on and the caller killed.
- */
-static long xpu_forward_copy(struct xpu_file *xf, struct file *file,
-			     unsigned int cmd, unsigned long arg, void *data,
-			     size_t len)
-{
-	struct xpu_callpage *cp;
-	unsigned long addr;
-	long ret;
-
-	cp = xpu_callpage_map(&xf->callpages, data, len, &addr);
-	if (IS_ERR(cp))
-		return PTR_ERR(cp);
-	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
-	if (!xpu_callpage_done(cp, data, len)) {
-		xpu_mem_cheated(xf, "moved the page of a call xpu made for it");
-		return -EPERM;
-	}
-	if (ret != -EFAULT && copy_to_user((void __user *)arg, data, len))
-		ret = -EFAULT;
-	return ret;
-}
-
 /* A sliced client sees only its slice's GPU, as the first entry. */
 long xpu_file_card_info(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg)
@@ -287,7 +257,7 @@ long xpu_file_card_info(struct xpu_file *xf, struct file *file,
  * through it the other file's, outliving it, and xpu keeps the processes that
  * make a slice's clients counted for as long as the file they made them
  * through (mem.c).  CUDA and other clients register GPU files only.  A
- * slice's call is made on xpu's copy of the number (xpu_forward_copy); the
+ * slice's call is made on xpu's copy of the number (xpu_mem_call_on_copy); the
  * driver looks the number up again, and a thread can put another file
  * under it in between (docs/security.md, "What is left").
  */
@@ -308,8 +278,9 @@ long xpu_file_register_fd(struct xpu_file *xf, struct file *file,
 		if (driver_file && other != xf->slice)
 			return -EPERM;
 		if (xf->slice)
-			return xpu_forward_copy(xf, file, cmd, arg, &ctl_fd,
-						sizeof(ctl_fd));
+			return xpu_mem_call_on_copy(xf, file, cmd, arg,
+						    &ctl_fd, sizeof(ctl_fd),
+						    false);
 	}
 	return xpu_forward(file, cmd, arg);
 }
@@ -319,7 +290,7 @@ long xpu_file_register_fd(struct xpu_file *xf, struct file *file,
  * every GPU attached, and holds it open as long as the file (nv.c
  * nvidia_dev_get), which would keep another tenant's GPU from a reset or a
  * change of mode.  The call is made on xpu's copy of the ids
- * (xpu_forward_copy), at most a page of them (CUDA sends a few), so the ids
+ * (xpu_mem_call_on_copy), at most a page of them (CUDA sends a few), so the ids
  * the driver opens are the ones xpu checked.
  */
 long xpu_file_attach_gpus(struct xpu_file *xf, struct file *file,
@@ -340,7 +311,8 @@ long xpu_file_attach_gpus(struct xpu_file *xf, struct file *file,
 		if (ids[i] && ids[i] != xf->slice->gpu->gpu_id)
 			ret = -EINVAL;	/* as the driver answers an unknown id */
 	if (!ret)
-		ret = xpu_forward_copy(xf, file, cmd, arg, ids, size);
+		ret = xpu_mem_call_on_copy(xf, file, cmd, arg, ids, size,
+					   false);
 	kfree(ids);
 	return ret;
 }

@@ -36,6 +36,7 @@
 #include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <linux/user_namespace.h>
 
 #include "callpage.h"
 #include "events.h"
@@ -836,12 +837,6 @@ static void xpu_mem_kill_caller(struct xpu_file *xf, const char *why,
 	kill_pid(task_tgid(current), SIGKILL, 1);
 }
 
-/* The caller moved the page of a call xpu made for it: nothing was made. */
-void xpu_mem_cheated(struct xpu_file *xf, const char *why)
-{
-	xpu_mem_kill_caller(xf, why, 0);
-}
-
 /*
  * The caller made BYTES of video memory xpu has no record of, or made RM
  * free recorded memory behind xpu's back, so the ledger cannot follow them
@@ -1161,22 +1156,21 @@ static u32 xpu_escape_device_id(const struct xpu_escape *e)
 /*
  * Whether a device made through an unsliced control file must be checked:
  * some GPU is exclusive with slices, and the caller is not root on the
- * host.  Otherwise RM alone decides, with the caller's own struct.
+ * host.  Otherwise RM alone decides, with the caller's own struct.  Asked
+ * of every unsliced allocation (class 34), so without a lock -- the state
+ * may change just after a look under one too; xpu_mem_device_check() is
+ * the locked answer -- and the capability last and unaudited, so that a
+ * host with no exclusive GPU pays a loop and nothing is logged for it.
  */
 static bool xpu_mem_device_guarded(void)
 {
-	bool any = false;
 	unsigned int i;
 
-	if (capable(CAP_SYS_ADMIN))
-		return false;
-	mutex_lock(&xpu_lock);
 	for (i = 0; i < xpu_nr_gpus; i++)
-		if (xpu_gpus[i].mode == XPU_MODE_EXCLUSIVE &&
-		    xpu_gpus[i].nr_slices)
-			any = true;
-	mutex_unlock(&xpu_lock);
-	return any;
+		if (READ_ONCE(xpu_gpus[i].mode) == XPU_MODE_EXCLUSIVE &&
+		    READ_ONCE(xpu_gpus[i].nr_slices))
+			return !ns_capable_noaudit(&init_user_ns, CAP_SYS_ADMIN);
+	return false;
 }
 
 /* RM_ALLOC's site in an NVOS21 or NVOS64 of SIZE bytes (they agree but for status). */
@@ -2608,44 +2602,47 @@ long xpu_mem_refused_escape(struct xpu_file *xf, struct file *file,
 }
 
 /*
- * RM_CONTROL through a slice's control file, on xpu's copy P of NVOS54,
- * on a page of xpu's (callpage.c): the command the driver runs is the one
- * xpu read and acted on.  Passed through, a thread of the caller's could
- * rewrite the command between xpu's read and the driver's and run what
- * xpu refuses or must see (an export, an import, FIFO_DISABLE_CHANNELS,
- * the idling of channels) as a command xpu lets by (docs/security.md,
- * class 31).  The params stay where the caller put them: RM copies them
- * in once and xpu acts on none of them before the call.  No lock of the
- * slice's is held: the driver reads the params from the caller's memory,
- * which a tenant can stall.  The caller's struct gets what the driver
- * wrote back, as from the driver's own copy-back.  A page that did not
- * stay where xpu mapped it ran what the caller chose: as every call xpu
- * makes on such a page, the caller is killed and the file refused.
+ * The driver's escape CMD through a slice's file, on xpu's copy DATA of its
+ * LEN-byte argument at ARG, on a page only xpu and the driver can write
+ * (callpage.c): whatever xpu read of the argument to decide is what the
+ * driver reads.  Passed on, the caller's argument is read again by the
+ * driver, and a thread of the caller's could rewrite it in between
+ * (docs/security.md, classes 31 and 33).  No lock of the slice's is held:
+ * what the argument points to, the driver reads from the caller's memory,
+ * which a tenant can stall.  The caller's argument and DATA get what the
+ * driver wrote back, as from its own copy-back.  A page that did not stay
+ * where xpu mapped it ran what the caller chose: as for every call xpu
+ * makes on such a page, the file is refused and the caller killed -- and,
+ * when the call can MAKE objects (a control: an import), what RM now
+ * charges the slice's creators beyond xpu's figure is charged until the
+ * slice is destroyed.
  */
-static long xpu_control_copy(struct xpu_file *xf, struct file *file,
-			     unsigned int cmd,
-			     struct nvos54_parameters __user *up,
-			     struct nvos54_parameters *p)
+long xpu_mem_call_on_copy(struct xpu_file *xf, struct file *file,
+			  unsigned int cmd, unsigned long arg, void *data,
+			  size_t len, bool make)
 {
+	const char *why = "moved the page of a call xpu made for it";
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_callpage *cp;
 	unsigned long addr;
 	long ret;
 
-	cp = xpu_callpage_map(&xf->callpages, p, sizeof(*p), &addr);
+	cp = xpu_callpage_map(&xf->callpages, data, len, &addr);
 	if (IS_ERR(cp))
 		return PTR_ERR(cp);
 	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
-	if (!xpu_callpage_done(cp, p, sizeof(*p))) {
+	if (!xpu_callpage_done(cp, data, len)) {
 		WRITE_ONCE(xf->poisoned, true);
-		if (mutex_lock_killable(&slice->mem_lock))
-			return -EINTR;
-		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
-				   "moved the page of a call xpu made for it");
-		mutex_unlock(&slice->mem_lock);
+		if (!make) {
+			xpu_mem_kill_caller(xf, why, 0);
+		} else if (!mutex_lock_killable(&slice->mem_lock)) {
+			xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
+					   why);
+			mutex_unlock(&slice->mem_lock);
+		}
 		return -EPERM;
 	}
-	if (ret != -EFAULT && copy_to_user(up, p, sizeof(*p)))
+	if (ret != -EFAULT && copy_to_user((void __user *)arg, data, len))
 		ret = -EFAULT;
 	return ret;
 }
@@ -2665,7 +2662,7 @@ long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 	/* the driver runs RM_CONTROL on control files only */
 	if (!xf->slice || xf->gpu || _IOC_SIZE(cmd) != sizeof(p))
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
-	/* read once: the driver reads xpu's copy (xpu_control_copy) */
+	/* read once: the driver reads xpu's copy (xpu_mem_call_on_copy) */
 	if (copy_from_user(&p, up, sizeof(p)))
 		return -EFAULT;
 	ctrl = p.cmd;
@@ -2692,14 +2689,15 @@ long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 	case NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD:
 		return xpu_mem_xport(xf, file, cmd, arg, &p);
 	default:
-		ret = xpu_control_copy(xf, file, cmd, up, &p);
+		ret = xpu_mem_call_on_copy(xf, file, cmd, arg, &p, sizeof(p),
+					   true);
 		if (unlikely(READ_ONCE(xf->slice->state) == XPU_GATE_WAIT))
 			xpu_sched_reassert(xf->slice);
 		return ret;
 	}
 
 	/* the filters: on what the caller sees, after the call */
-	ret = xpu_control_copy(xf, file, cmd, up, &p);
+	ret = xpu_mem_call_on_copy(xf, file, cmd, arg, &p, sizeof(p), true);
 	if (ret || p.status != NV_OK)
 		return ret;
 	if (ctrl == NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS ||

@@ -78,7 +78,9 @@ long xpu_mem_sys_params(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg);
 long xpu_mem_refused_escape(struct xpu_file *xf, struct file *file,
 			    unsigned int cmd, unsigned long arg);
-void xpu_mem_cheated(struct xpu_file *xf, const char *why);
+long xpu_mem_call_on_copy(struct xpu_file *xf, struct file *file,
+			  unsigned int cmd, unsigned long arg, void *data,
+			  size_t len, bool make);
 long xpu_mem_os_event(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg);
 long xpu_mem_alloc_context_dma(struct xpu_file *xf, struct file *file,

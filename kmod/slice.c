@@ -216,7 +216,7 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 	slice->gpu = gpu;
 	gpu->memory_sliced += slice->memory_limit;
 	gpu->share_sliced += slice->share;
-	gpu->nr_slices++;
+	WRITE_ONCE(gpu->nr_slices, gpu->nr_slices + 1);
 	xpu_nr_slices++;
 	list_add_tail(&slice->link, &xpu_slices);
 	xpu_sched_slice_add(slice);
@@ -416,7 +416,7 @@ static void xpu_slice_unlink(struct xpu_slice *slice)
 	list_del(&slice->link);
 	gpu->memory_sliced -= slice->memory_limit;
 	gpu->share_sliced -= slice->share;
-	gpu->nr_slices--;
+	WRITE_ONCE(gpu->nr_slices, gpu->nr_slices - 1);
 	xpu_nr_slices--;
 	WRITE_ONCE(slice->dead, true);
 }
@@ -671,7 +671,7 @@ int xpu_gpu_ioc_set(const struct xpu_gpu_set *arg)
 	gpu = xpu_gpu_by_minor(arg->minor);
 	if (gpu) {
 		if (arg->flags & XPU_GPU_SET_MODE)
-			gpu->mode = arg->mode;
+			WRITE_ONCE(gpu->mode, arg->mode);
 		if (arg->flags & XPU_GPU_SET_POLICY)
 			WRITE_ONCE(gpu->policy, arg->policy);
 		if (arg->flags & XPU_GPU_SET_PERIOD)

@@ -54,7 +54,7 @@ struct xpu_gpu {
 	char uuid[XPU_UUID_LEN];
 	/* kernel RM objects of xpu's own client, for queries */
 	u32 h_device, h_subdevice;
-	/* under xpu_lock */
+	/* under xpu_lock; mode and nr_slices also read without it (mem.c) */
 	u32 mode, policy, period_us;
 	u32 nr_slices;
 	u64 memory_sliced;

@@ -208,6 +208,18 @@ def _ptr(obj):
     return ctypes.addressof(obj) if obj is not None else 0
 
 
+def _handle_lists(p, lists):
+    """The idling of channels' three lists (phClients, phDevices,
+    phChannels of ``p``) from ``lists`` of (client, device, channel)
+    triples; the arrays, which the caller holds until the call is made."""
+    arrays = []
+    for i, name in enumerate(("phClients", "phDevices", "phChannels")):
+        a = (ctypes.c_uint32 * max(len(lists), 1))(*(t[i] for t in lists))
+        arrays.append(a)
+        setattr(p, name, ctypes.addressof(a))
+    return arrays
+
+
 class Ctl(NvFile):
     """/dev/nvidiactl, with the driver version whose struct sizes apply."""
 
@@ -298,17 +310,11 @@ class Ctl(NvFile):
         p = abi.NVOS30_PARAMETERS(hClient=hclient, hDevice=hdevice,
                                   hChannel=hchannel, flags=flags,
                                   timeout=timeout)
-        keep = []
         if lists is None:
             p.flags |= abi.NVOS30_FLAGS_CHANNEL_SINGLE << 4
         else:
             p.numChannels = len(lists)
-            for i, name in enumerate(("phClients", "phDevices",
-                                      "phChannels")):
-                a = (ctypes.c_uint32 * max(len(lists), 1))(
-                    *(t[i] for t in lists))
-                keep.append(a)
-                setattr(p, name, ctypes.addressof(a))
+            keep = _handle_lists(p, lists)  # noqa: F841 (held for the call)
         self.escape(abi.NV_ESC_RM_IDLE_CHANNELS, p)
         return p
 
@@ -471,12 +477,9 @@ class RmClient:
         """NV0000_CTRL_CMD_IDLE_CHANNELS on this client: ``lists`` of
         (client, device, channel) triples, in this process's memory; the
         NVOS54 struct, unchecked."""
-        a = [(ctypes.c_uint32 * max(len(lists), 1))(*(t[i] for t in lists))
-             for i in range(3)]
         p = abi.NV0000_CTRL_GPU_IDLE_CHANNELS_PARAMS(
-            numChannels=len(lists), phClients=ctypes.addressof(a[0]),
-            phDevices=ctypes.addressof(a[1]),
-            phChannels=ctypes.addressof(a[2]), flags=flags, timeout=timeout)
+            numChannels=len(lists), flags=flags, timeout=timeout)
+        keep = _handle_lists(p, lists)  # noqa: F841 (held for the call)
         return self.control_raw(self.handle,
                                 abi.NV0000_CTRL_CMD_IDLE_CHANNELS, p)
 

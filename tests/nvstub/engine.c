@@ -343,16 +343,15 @@ static u32 nvstub_idle(struct nvstub_call *call, u32 h_client, u32 h_device,
 		       u32 h_channel, u32 n, u64 pclients, u64 pdevices,
 		       u64 pchannels, u32 flags, u64 limit, bool locked)
 {
-	u32 *lists[3] = { NULL, NULL, NULL }, status;
-	struct nvstub_client *c;
+	u32 one[3] = { h_client, h_device, h_channel }, status;
+	u32 *lists[3] = { &one[0], &one[1], &one[2] };
 	u64 src[3] = { pclients, pdevices, pchannels };
+	struct nvstub_client *c;
+	bool copied = false;
 	int i;
 
 	switch (NVOS30_FLAGS_CHANNEL(flags)) {
 	case NVOS30_FLAGS_CHANNEL_SINGLE:
-		lists[0] = &h_client;
-		lists[1] = &h_device;
-		lists[2] = &h_channel;
 		n = 1;
 		break;
 	case NVOS30_FLAGS_CHANNEL_LIST:
@@ -360,6 +359,8 @@ static u32 nvstub_idle(struct nvstub_call *call, u32 h_client, u32 h_device,
 			return NV_OK;
 		if ((u64)n * sizeof(u32) > limit)
 			return NV_ERR_INVALID_ARGUMENT;
+		copied = true;
+		memset(lists, 0, sizeof(lists));
 		for (i = 0; i < 3; i++) {
 			status = nvstub_idle_list(call->kernel, src[i], n,
 						  &lists[i]);
@@ -382,10 +383,8 @@ static u32 nvstub_idle(struct nvstub_call *call, u32 h_client, u32 h_device,
 						      lists[1], lists[2]);
 		mutex_unlock(&nvstub_rm_lock);
 	}
-	if (n == 1 && lists[0] == &h_client)
-		return status;
 out:
-	for (i = 0; i < 3; i++)
+	for (i = 0; copied && i < 3; i++)
 		kvfree(lists[i]);
 	return status;
 }

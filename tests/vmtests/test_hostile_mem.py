@@ -208,11 +208,17 @@ def test_exclusive_mode_covers_the_control_node(admin, nodedir):
         b.destroy()
 
 
-RACE_DEVICE = """
+# An unprivileged process on the host's own control node, holding GPU0 (a
+# slice's GPU node), with an RM client there.
+NOBODY_UNSLICED = """
 import ctypes, threading, time
 os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
 ctl = client.Ctl("/dev/nvidiactl"); gpu = client.GpuFile(0, GPU0)
 rm = client.RmClient(ctl)
+"""
+
+
+RACE_DEVICE = NOBODY_UNSLICED + """
 dp = abi.NV0080_ALLOC_PARAMETERS(
     deviceId=1, vaMode=abi.NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES)
 at = []
@@ -279,11 +285,7 @@ def test_a_device_id_rewritten_before_rm_reads_it_reaches_no_exclusive_gpu(
             a.destroy()
 
 
-CLASS_TO_DEVICE = """
-import ctypes, threading, time
-os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
-ctl = client.Ctl("/dev/nvidiactl"); gpu = client.GpuFile(0, GPU0)
-rm = client.RmClient(ctl)
+CLASS_TO_DEVICE = NOBODY_UNSLICED + """
 dp = abi.NV0080_ALLOC_PARAMETERS(
     deviceId=0, vaMode=abi.NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES)
 NO_CLASS = 0x7e57
