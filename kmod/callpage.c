@@ -22,11 +22,23 @@
  * - the driver's copy-back makes it writable for every thread of the
  *   process (a PTE is the process's, not the thread's): after the call xpu
  *   write-protects it again before it reads the results, and the caller
- *   checks the fields it relies on against what it wrote (mem.c).
+ *   checks the fields it relies on against what it wrote (mem.c).  It is
+ *   write-protected in place (the PTE zapped and put back read-only at
+ *   once), so that the next call's read of it takes no fault;
+ * - while current is the only user of its address space (mm_users 1), no
+ *   other task can store through the page's PTE: the process has no other
+ *   thread, only current could make one, and current is in the call;
+ *   get_user_pages, which a store from another process goes through,
+ *   refuses PFN maps.  Then the page is left as the copy-back left it, and
+ *   write-protected only at the start of a later call made when the
+ *   address space has another user -- before xpu writes that call's
+ *   parameters into it.  A single-threaded caller's calls thus take no
+ *   fault and no TLB flush once its page is writable.
  * Pages are kept for the processes that call through a file, one for each
  * call in flight (at most XPU_MAX_CALLPAGES a file; past that, one per
- * call, unmapped after it), so a call costs a copy and two faults instead
- * of a mapping made and torn down.  A page goes when the process unmaps it
+ * call, unmapped after it), so a call costs a copy, the copy-back's fault
+ * and a write-protection (a caller alone: the copy) instead of a mapping
+ * made and torn down.  A page goes when the process unmaps it
  * or exits, or when the file is released in that process.  Its mapping
  * holds a reference on xpu.ko, as a doorbell's does.  The list of a file's
  * pages, and which of them a call holds, are under the file's own
@@ -60,6 +72,7 @@ struct xpu_callpage {
 	bool busy;			/* a call holds it (owner's lock) */
 	bool gone;			/* a VMA of the page was closed */
 	bool written;			/* the writer made it writable */
+	bool open;			/* its PTE may be writable (the call's) */
 };
 
 static void xpu_callpage_put(struct xpu_callpage *cp)
@@ -172,6 +185,36 @@ static struct vm_area_struct *xpu_callpage_vma(struct xpu_callpage *cp)
 	return vma;
 }
 
+/*
+ * Whether current is alone in its address space: then no other task can
+ * store through the PTE of a page of its (see the top of this file).
+ */
+static bool xpu_callpage_alone(void)
+{
+	return atomic_read(&current->mm->mm_users) == 1;
+}
+
+/*
+ * Write-protect CP's page in current's address space, which a copy-back
+ * may have made writable: its PTE zapped (with the TLB flush), and when
+ * AGAIN put back at once with the VMA's read-only protection, so that the
+ * next call's read of it takes no fault.  Held by a call.
+ */
+static void xpu_callpage_protect(struct xpu_callpage *cp, bool again)
+{
+	struct vm_area_struct *vma;
+
+	mmap_read_lock(current->mm);
+	vma = xpu_callpage_vma(cp);
+	if (vma) {
+		zap_special_vma_range(vma, cp->addr, PAGE_SIZE);
+		if (again)	/* a failure here leaves it to a fault */
+			vmf_insert_pfn(vma, cp->addr, page_to_pfn(cp->page));
+	}
+	mmap_read_unlock(current->mm);
+	cp->open = false;
+}
+
 struct xpu_callpage *xpu_callpage_map(struct xpu_callpages *cps,
 				      const void *data, size_t len,
 				      unsigned long *addr)
@@ -212,6 +255,9 @@ struct xpu_callpage *xpu_callpage_map(struct xpu_callpages *cps,
 		spin_unlock(&cps->lock);
 	}
 	cp->owner = cps;
+	/* left writable by a call made alone, and current is no longer */
+	if (cp->open && !xpu_callpage_alone())
+		xpu_callpage_protect(cp, true);
 	memcpy(page_address(cp->page), data, len);
 	WRITE_ONCE(cp->written, false);
 	WRITE_ONCE(cp->writer, current);
@@ -228,7 +274,6 @@ void xpu_callpage_write(struct xpu_callpage *cp, size_t off, const void *data,
 
 bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len)
 {
-	struct vm_area_struct *vma;
 	bool kept;
 
 	WRITE_ONCE(cp->writer, NULL);
@@ -238,15 +283,13 @@ bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len)
 	 * The driver's copy-back made the page writable for every thread of
 	 * the process: read-only again before xpu reads it, so that what it
 	 * reads is what the driver wrote or what a store made before this
-	 * (which the caller's check of the fields it relies on sees).
+	 * (which the caller's check of the fields it relies on sees) --
+	 * unless current is alone, when nobody else can have stored.
 	 */
-	if (READ_ONCE(cp->written)) {
-		mmap_read_lock(current->mm);
-		vma = xpu_callpage_vma(cp);
-		if (vma)
-			zap_special_vma_range(vma, cp->addr, PAGE_SIZE);
-		mmap_read_unlock(current->mm);
-	}
+	if (READ_ONCE(cp->written))
+		cp->open = true;
+	if (cp->open && !xpu_callpage_alone())
+		xpu_callpage_protect(cp, !list_empty(&cp->link));
 	kept = !READ_ONCE(cp->gone);
 	memcpy(data, page_address(cp->page), len);
 	/* a held page stays listed: only the map of a page not held drops one */

@@ -14,7 +14,14 @@ boot, so that the machine's noise hits both sides alike.
   slice (each holds its control node open), over the same without xpu: what
   a slice's size costs each allocation (issue 17 asks <= 1.10).
 
-`bench.py --memory` prints only these three (about a minute, not four).
+- ioctl_overhead_ratio_threaded, alloc_overhead_ratio_threaded: the same
+  two with a second thread alive in the calling process, on both sides, as
+  in every CUDA program (the CUDA runtime starts threads).  A process with
+  one thread makes its calls on xpu's page without the page being
+  write-protected after each (kmod/callpage.c); one with another thread
+  pays that (a PTE zapped and put back read-only, the copy-back's fault).
+
+`bench.py --memory` prints only these figures (about two minutes, not five).
 """
 
 import ctypes
@@ -24,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -42,7 +50,22 @@ CALLS = 2000
 ALLOCS = 300
 
 
-def control_loop(ctl_path, gpu_path):
+def control_loop(ctl_path, gpu_path, threaded=False):
+    """Seconds per control and per alloc+free; THREADED: with a second
+    thread alive (waiting) in this process throughout."""
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait) if threaded else None
+    if other:
+        other.start()
+    try:
+        return _control_loop(ctl_path, gpu_path)
+    finally:
+        stop.set()
+        if other:
+            other.join()
+
+
+def _control_loop(ctl_path, gpu_path):
     with client.Ctl(ctl_path) as ctl, client.GpuFile(0, gpu_path) as gpu:
         rm = client.RmClient(ctl)
         dev = rm.device(0, gpu_file=gpu)
@@ -109,11 +132,15 @@ def main():
     nodedir = tempfile.mkdtemp(prefix="xpubench-", dir="/dev")
     base_ctrl, base_alloc, sl_ctrl, sl_alloc = [], [], [], []
     many_alloc = []
+    th = {k: [] for k in ("base_ctrl", "base_alloc", "sl_ctrl", "sl_alloc")}
     for _ in range(ROUNDS):
         unload_xpu()
         c, a = control_loop("/dev/nvidiactl", "/dev/nvidia0")
         base_ctrl.append(c)
         base_alloc.append(a)
+        c, a = control_loop("/dev/nvidiactl", "/dev/nvidia0", threaded=True)
+        th["base_ctrl"].append(c)
+        th["base_alloc"].append(a)
         load_xpu()
         with xpu_ctl.Ctl() as admin:
             s = admin.slice_create("bench", 0, 16 << 30)
@@ -126,6 +153,9 @@ def main():
             c, a = control_loop(n, g)
             sl_ctrl.append(c)
             sl_alloc.append(a)
+            c, a = control_loop(n, g, threaded=True)
+            th["sl_ctrl"].append(c)
+            th["sl_alloc"].append(a)
             hold, pids = start_members(n)
             try:
                 many_alloc.append(control_loop(n, g)[1])
@@ -143,13 +173,25 @@ def main():
         "alloc_overhead_ratio": round(med(sl_alloc) / med(base_alloc), 3),
         "alloc_overhead_ratio_64_members":
             round(med(many_alloc) / med(base_alloc), 3),
+        "ioctl_overhead_ratio_threaded":
+            round(med(th["sl_ctrl"]) / med(th["base_ctrl"]), 3),
+        "alloc_overhead_ratio_threaded":
+            round(med(th["sl_alloc"]) / med(th["base_alloc"]), 3),
         "rounds": ROUNDS,
         "control_us": {"without_xpu": round(med(base_ctrl) * 1e6, 1),
-                       "in_slice": round(med(sl_ctrl) * 1e6, 1)},
+                       "in_slice": round(med(sl_ctrl) * 1e6, 1),
+                       "threaded_without_xpu":
+                           round(med(th["base_ctrl"]) * 1e6, 1),
+                       "threaded_in_slice":
+                           round(med(th["sl_ctrl"]) * 1e6, 1)},
         "alloc_free_us": {"without_xpu": round(med(base_alloc) * 1e6, 1),
                           "in_slice": round(med(sl_alloc) * 1e6, 1),
                           "in_slice_64_members":
-                              round(med(many_alloc) * 1e6, 1)},
+                              round(med(many_alloc) * 1e6, 1),
+                          "threaded_without_xpu":
+                              round(med(th["base_alloc"]) * 1e6, 1),
+                          "threaded_in_slice":
+                              round(med(th["sl_alloc"]) * 1e6, 1)},
         "note": "software emulation; ratios of medians over alternating rounds",
         **figures,
         **({} if memory_only else xpud_bench.measure()),

@@ -14,6 +14,7 @@
 import errno
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -1172,7 +1173,7 @@ def test_an_event_hangs_only_on_the_slice_s_own_notifiers(sl):
 
 # --- class 31: the control RM runs is not the one xpu read
 
-CONTROL_RACE = """
+CONTROL_SETUP = """
 import threading, time
 fd = client.Ctl(CTL)
 h = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
@@ -1190,7 +1191,9 @@ def send(cmd):
     return p, lambda: libc.ioctl(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_CONTROL,
                                                      ctypes.sizeof(p)),
                                  ctypes.addressof(p))
+"""
 
+CONTROL_RACE = CONTROL_SETUP + """
 # the command xpu lets by, with the export's params: RM refuses the size
 p, call = send(LET_BY)
 assert call() == 0
@@ -1236,6 +1239,70 @@ def test_the_control_rm_runs_is_the_one_xpu_read(reload_stub, nodedir):
     with test_hostile_mem.racer_slice(reload_stub, nodedir,
                                       control_delay_us=300000) as (sl, _):
         run_in(sl, CONTROL_RACE)
+
+
+# A process alone in its address space leaves xpu's page as the driver's
+# copy-back left it, writable (callpage.c); a thread it makes after that
+# stores into the next call's struct through it.
+PAGE_LEFT_WRITABLE = CONTROL_SETUP + """
+def threads():
+    with open("/proc/self/status") as f:
+        return next(int(v.split()[1]) for v in f if v.startswith("Threads:"))
+
+def pages():
+    with open("/proc/self/maps") as f:
+        return [int(v.split("-")[0], 16) for v in f if "xpu-call" in v]
+
+# a control made alone, told apart from the raced one below by its size
+p, call = send(LET_BY)
+p.paramsSize -= 4
+assert call() == 0 and p.status != abi.NV_OK, hex(p.status)
+report(alone=threads(), pages=len(pages()))
+want = (rm.handle, rm.handle, LET_BY, ctypes.sizeof(x))
+at = []
+def race():
+    # a plain store, once xpu's page holds the next call's struct
+    n = ctypes.sizeof(abi.NVOS54_PARAMETERS)
+    while True:
+        for a in pages():
+            q = abi.NVOS54_PARAMETERS.from_buffer_copy(ctypes.string_at(a, n))
+            if (q.hClient, q.hObject, q.cmd, q.paramsSize) == want:
+                at.append(time.monotonic() - t0)
+                ctypes.c_uint32.from_address(
+                    a + abi.NVOS54_PARAMETERS.cmd.offset).value = EXPORT
+                at.append(time.monotonic() - t0)
+                return
+p, call = send(LET_BY)
+t0 = time.monotonic()
+th = threading.Thread(target=race)
+th.start()
+rc = call()
+elapsed = time.monotonic() - t0
+th.join()
+report(at=at, elapsed=elapsed, rc=rc, cmd=p.cmd, status=p.status)
+"""
+
+
+def test_a_thread_made_after_a_call_cannot_rewrite_the_next(reload_stub,
+                                                            nodedir):
+    """A process alone in its address space (one thread) makes its calls
+    on xpu's page without the page being write-protected after each: no
+    other task can store through it (callpage.c).  It then makes a thread,
+    which waits for the next control's struct on the page and stores the
+    export's command into it while the driver waits to read it (class 31's
+    race, control_delay_us).  xpu write-protects the page before it writes
+    a call's struct there once the process is no longer alone, so the
+    store faults: SIGBUS.  Without that, the driver ran the export."""
+    with test_hostile_mem.racer_slice(reload_stub, nodedir,
+                                      control_delay_us=300000) as (sl, _):
+        child = nvtest.spawn_child(
+            (PRELUDE + PAGE_LEFT_WRITABLE).replace("CTL", repr(sl.ctl_node))
+            .replace("GPU", repr(sl.gpu_node)))
+        # the premise: the first call was made alone, on a page of xpu's
+        first = child.report()
+        assert first["alone"] == 1 and first["pages"] >= 1, first
+        rest = child.p.stdout.read()
+        assert child.finish() == -signal.SIGBUS, rest
 
 
 # --- class 32: doors that act beyond the caller
