@@ -139,9 +139,9 @@ static long xpu_ctl_##name(struct file *file, void __user *arg)		\
 			      wb, fn);					\
 }
 
-XPU_STRUCT_IOC(slice_create, struct xpu_slice_info, reserved, true, xpu_body_slice_create)
-XPU_STRUCT_IOC(slice_get, struct xpu_slice_info, reserved, true, xpu_body_slice_get)
-XPU_STRUCT_IOC(slice_set, struct xpu_slice_info, reserved, true, xpu_body_slice_set)
+XPU_STRUCT_IOC(slice_create, struct xpu_slice_info, os_events, true, xpu_body_slice_create)
+XPU_STRUCT_IOC(slice_get, struct xpu_slice_info, os_events, true, xpu_body_slice_get)
+XPU_STRUCT_IOC(slice_set, struct xpu_slice_info, os_events, true, xpu_body_slice_set)
 XPU_STRUCT_IOC(slice_destroy, struct xpu_slice_ref, pad0, false, xpu_body_slice_destroy)
 XPU_STRUCT_IOC(node_attach, struct xpu_node, pad0, false, xpu_body_node_attach)
 XPU_STRUCT_IOC(node_detach, struct xpu_node, pad0, false, xpu_body_node_detach)

@@ -75,7 +75,7 @@ MODULE_PARM_DESC(max_os_events,
 static void xpu_osev_drop(struct xpu_slice *slice, struct xpu_osev *ev)
 {
 	list_del(&ev->link);
-	slice->nr_osevents--;
+	WRITE_ONCE(slice->nr_osevents, slice->nr_osevents - 1);
 	kfree(ev);
 }
 
@@ -98,7 +98,7 @@ int xpu_handles_init(struct xpu_slice *slice)
 	mutex_init(&slice->handles_lock);
 	atomic_set(&slice->nr_handles, 0);
 	INIT_LIST_HEAD(&slice->osevents);
-	slice->nr_osevents = 0;
+	WRITE_ONCE(slice->nr_osevents, 0);
 	return rhashtable_init(&slice->handles, &xpu_hnd_params);
 }
 
@@ -299,7 +299,7 @@ void xpu_osevents_add(struct xpu_file *xf, struct xpu_osev *ev, u32 hc,
 	ev->fd = fd;
 	mutex_lock(&slice->handles_lock);
 	list_add(&ev->link, &slice->osevents);
-	slice->nr_osevents++;
+	WRITE_ONCE(slice->nr_osevents, slice->nr_osevents + 1);
 	mutex_unlock(&slice->handles_lock);
 }
 
@@ -321,6 +321,11 @@ void xpu_osevents_freed(struct xpu_slice *slice, u32 hc, u32 fd, bool all)
 u32 xpu_handles_count(struct xpu_slice *slice)
 {
 	return atomic_read(&slice->nr_handles);
+}
+
+u32 xpu_osevents_count(struct xpu_slice *slice)
+{
+	return READ_ONCE(slice->nr_osevents);	/* a figure; changed under handles_lock */
 }
 
 int xpu_handles_module_init(void)

@@ -35,6 +35,9 @@ void xpu_handles_freed(struct xpu_slice *slice, u32 hc, u32 h);
 /* XF, a control file, is gone, and RM freed the clients made through it. */
 void xpu_handles_file_release(struct xpu_file *xf);
 u32 xpu_handles_count(struct xpu_slice *slice);
+
+/* OS events the slice's clients hold now (a figure, read without the lock). */
+u32 xpu_osevents_count(struct xpu_slice *slice);
 /* Whether HC is a client made through SLICE's control files. */
 bool xpu_handles_is_client(struct xpu_slice *slice, u32 hc);
 /*

@@ -155,6 +155,7 @@ static void xpu_slice_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 	xpu_sched_fill(slice, out);
 	out->open_files = atomic_read(&slice->open_files);
 	out->rm_handles = xpu_handles_count(slice);
+	out->os_events = xpu_osevents_count(slice);
 }
 
 int xpu_slice_ioc_create(struct xpu_slice_info *arg)

@@ -236,7 +236,12 @@ struct xpu_slice_info {
 	 * (docs/security.md, "RM objects a slice holds").
 	 */
 	__u32	rm_handles;
-	__u32	reserved;
+	/*
+	 * OS events (NV_ESC_ALLOC_OS_EVENT) the slice's clients hold now;
+	 * bounded by xpu.ko's max_os_events parameter (docs/security.md,
+	 * class 30).  Was reserved (0) before.
+	 */
+	__u32	os_events;
 };
 
 #define XPU_SLICE_CREATE_FLAGS_ALL	0
