@@ -194,7 +194,7 @@ int main(void)
 	FIELD(xpu_slice_info, host_memory_limit);
 	FIELD(xpu_slice_info, host_memory_used);
 	FIELD(xpu_slice_info, rm_handles);
-	FIELD(xpu_slice_info, reserved);
+	FIELD(xpu_slice_info, os_events);
 	struct_end();
 
 	STRUCT(xpu_slice_ref);

@@ -320,7 +320,7 @@ def test_create_get_list_set_destroy(fd, c):
     assert (a.run_ns, a.gated_ns, a.runnable_ns, a.gate_faults,
             a.share_obtained, a.channels) == (0, 0, 0, 0, 0, 0)
     assert (a.host_memory_limit, a.host_memory_used, a.rm_handles,
-            a.reserved) == (0, 0, 0, 0)
+            a.os_events) == (0, 0, 0, 0)
     got = get(fd, a.id)
     assert bytes(got)[4:] == bytes(a)[4:]
     b = create(fd, b"t-b", minor=1, memory=GIB)

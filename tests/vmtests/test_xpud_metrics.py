@@ -159,6 +159,8 @@ def test_metrics_agree_with_the_kernel_xpuctl_and_the_stub(
         assert kernel[CPU] == k_cpu
         with open("/sys/module/xpu/parameters/max_handles") as f:
             max_handles = int(f.read())
+        with open("/sys/module/xpu/parameters/max_os_events") as f:
+            max_os_events = int(f.read())
 
         def got(name, key):
             return values[(name, key)][0]
@@ -192,6 +194,11 @@ def test_metrics_agree_with_the_kernel_xpuctl_and_the_stub(
                 == s["rm_handles"] == t["rm_handles"]
             assert got("xpu_slice_rm_handles_limit", n) == max_handles \
                 == s["rm_handles_limit"] == t["rm_handles_limit"]
+            # OS events of the slice's clients, and xpu.ko's bound
+            assert got("xpu_slice_os_events", n) == k.os_events \
+                == s["os_events"] == t["os_events"]
+            assert got("xpu_slice_os_events_limit", n) == max_os_events \
+                == s["os_events_limit"] == t["os_events_limit"]
             labels = values[("xpu_slice_memory_used_bytes", n)][1]
             assert labels["slice"] == n and labels["gpu"] == "0"
 
@@ -233,6 +240,8 @@ def test_metrics_agree_with_the_kernel_xpuctl_and_the_stub(
         assert got("xpud_reconciles_total", None) >= 1
         assert types["xpu_slice_gated_seconds"] == "counter"
         assert types["xpu_slice_memory_used_bytes"] == "gauge"
+        assert types["xpu_slice_os_events"] == "gauge"
+        assert types["xpu_slice_os_events_limit"] == "gauge"
 
         # curl, as an operator would: the same slice lines.
         curl = shutil.which("curl")

@@ -115,6 +115,11 @@ class KernelSlice:
     # (the module parameter max_handles; None when it cannot be read).
     rm_handles: int | None = None
     rm_handles_limit: int | None = None
+    # OS events (NV_ESC_ALLOC_OS_EVENT) the slice's clients hold, as xpu.ko
+    # counts them, and xpu.ko's bound on them, the same for every slice
+    # (the module parameter max_os_events; None when it cannot be read).
+    os_events: int | None = None
+    os_events_limit: int | None = None
 
 
 class Backend(abc.ABC):

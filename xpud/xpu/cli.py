@@ -154,6 +154,10 @@ def print_slice(out: TextIO, s: dict) -> None:
         # bound on them (max_handles).
         ("RM handles", (f"{_dash(s.get('rm_handles'))} / "
                         f"{_dash(s.get('rm_handles_limit'))}")),
+        # OS events (NV_ESC_ALLOC_OS_EVENT) the slice's clients hold /
+        # xpu.ko's bound on them (max_os_events).
+        ("OS events", (f"{_dash(s.get('os_events'))} / "
+                       f"{_dash(s.get('os_events_limit'))}")),
         ("compute", f"{s['compute_share']}%"),
         ("weight", s["weight"]),
         ("priority", s["priority"]),

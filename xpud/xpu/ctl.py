@@ -149,6 +149,7 @@ class SliceInfo:
     host_memory_limit: int = 0  # bytes of RM's system memory; 0: no bound
     host_memory_used: int = 0   # RM's system memory the slice holds
     rm_handles: int = 0         # RM handles of the slice's clients
+    os_events: int = 0          # OS events of the slice's clients
 
     @classmethod
     def from_struct(cls, s: uapi.XpuSliceInfo) -> SliceInfo:
@@ -164,7 +165,7 @@ class SliceInfo:
                    share_obtained=s.share_obtained, channels=s.channels,
                    host_memory_limit=s.host_memory_limit,
                    host_memory_used=s.host_memory_used,
-                   rm_handles=s.rm_handles)
+                   rm_handles=s.rm_handles, os_events=s.os_events)
 
 
 # -- building arguments (pure) ------------------------------------------------

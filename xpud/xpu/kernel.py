@@ -26,7 +26,9 @@ the kernel; the service binds every desired cgroup at each pass).
 
 xpu.ko's bound on the RM handles of a slice's clients is not in the slice
 interface: it is the module parameter max_handles, the same for every slice,
-read from sysfs (read_max_handles) beside each slice's count.
+read from sysfs (read_max_handles) beside each slice's count.  Its bound on
+their OS events (NV_ESC_ALLOC_OS_EVENT) likewise: the module parameter
+max_os_events (read_max_os_events).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ log = logging.getLogger(__name__)
 DEFAULT_NODE_DIR = "/dev"
 DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
 DEFAULT_MAX_HANDLES_PATH = "/sys/module/xpu/parameters/max_handles"
+DEFAULT_MAX_OS_EVENTS_PATH = "/sys/module/xpu/parameters/max_os_events"
 NODE_MODE = 0o660
 
 MODES = {"shared": uapi.XPU_MODE_SHARED, "exclusive": uapi.XPU_MODE_EXCLUSIVE}
@@ -117,6 +120,17 @@ def read_max_handles(path: str = DEFAULT_MAX_HANDLES_PATH) -> int | None:
         return None
 
 
+def read_max_os_events(path: str = DEFAULT_MAX_OS_EVENTS_PATH) -> int | None:
+    """xpu.ko's bound on the OS events (NV_ESC_ALLOC_OS_EVENT) of each
+    slice's clients, its module parameter max_os_events; None when PATH
+    cannot be read (xpu.ko not loaded, or one without the parameter)."""
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def node_names(id: int) -> tuple[str, str]:
     """The file names of slice ID's nodes: the GPU node, the control
     node."""
@@ -132,13 +146,15 @@ class KernelBackend(Backend):
                  node_dir: str = DEFAULT_NODE_DIR,
                  cgroup_root: str = DEFAULT_CGROUP_ROOT,
                  node_group: str = api.SOCKET_GROUP,
-                 max_handles_path: str = DEFAULT_MAX_HANDLES_PATH):
+                 max_handles_path: str = DEFAULT_MAX_HANDLES_PATH,
+                 max_os_events_path: str = DEFAULT_MAX_OS_EVENTS_PATH):
         self.inventory = inventory
         self.device = device
         self.node_dir = node_dir
         self.cgroup_root = cgroup_root.rstrip("/") or "/"
         self.node_group = node_group
         self.max_handles_path = max_handles_path
+        self.max_os_events_path = max_os_events_path
         # slice id -> (its name, the cgroups this process bound to it)
         self._bound: dict[int, tuple[str, set[str]]] = {}
 
@@ -187,8 +203,12 @@ class KernelBackend(Backend):
     def _max_handles(self) -> int | None:
         return read_max_handles(self.max_handles_path)
 
+    def _max_os_events(self) -> int | None:
+        return read_max_os_events(self.max_os_events_path)
+
     def _kernel_slice(self, info: ctl.SliceInfo, gpu_uuid: str,
-                      max_handles: int | None) -> KernelSlice:
+                      max_handles: int | None,
+                      max_os_events: int | None) -> KernelSlice:
         nodes = []
         for path, minor in zip(self._node_paths(info.id),
                                (info.gpu_minor, ctl.NV_CTL_MINOR)):
@@ -204,7 +224,9 @@ class KernelBackend(Backend):
                            share_obtained=info.share_obtained,
                            host_memory_used_bytes=info.host_memory_used,
                            rm_handles=info.rm_handles,
-                           rm_handles_limit=max_handles)
+                           rm_handles_limit=max_handles,
+                           os_events=info.os_events,
+                           os_events_limit=max_os_events)
 
     def _group(self) -> int:
         try:
@@ -275,18 +297,20 @@ class KernelBackend(Backend):
                 del self._bound[id]
         self._sweep_nodes(set(live))
         max_handles = self._max_handles()
+        max_os_events = self._max_os_events()
         return [self._kernel_slice(s, uuids.get(s.gpu_minor) or "",
-                                   max_handles)
+                                   max_handles, max_os_events)
                 for s in infos]
 
     def read_usage(self) -> usage.KernelRead:
-        # Its own open of the device (and read of max_handles), nothing of
-        # self's but the paths: safe beside a reconcile in another thread.
+        # Its own open of the device (and reads of max_handles and
+        # max_os_events), nothing of self's but the paths: safe beside a
+        # reconcile in another thread.
         with self._ctl() as c:
             gpus = c.gpu_list()
             slices = c.slices()
         return usage.KernelRead(time.time(), tuple(gpus), tuple(slices),
-                                self._max_handles())
+                                self._max_handles(), self._max_os_events())
 
     def create_slice(self, spec: SliceSpec) -> KernelSlice:
         with self._ctl() as c:
@@ -299,7 +323,8 @@ class KernelBackend(Backend):
         # Files left under the new id are another slice's (destroyed while
         # xpud was down): never this one's.
         self._remove_nodes(info.id)
-        return self._kernel_slice(info, spec.gpu_uuid, self._max_handles())
+        return self._kernel_slice(info, spec.gpu_uuid, self._max_handles(),
+                                  self._max_os_events())
 
     def update_slice(self, spec: SliceSpec) -> KernelSlice:
         with self._ctl() as c:
@@ -324,7 +349,8 @@ class KernelBackend(Backend):
                 if why is None:
                     raise
                 raise why from e
-        return self._kernel_slice(info, spec.gpu_uuid, self._max_handles())
+        return self._kernel_slice(info, spec.gpu_uuid, self._max_handles(),
+                                  self._max_os_events())
 
     def destroy_slice(self, name: str, force: bool = False) -> None:
         with self._ctl() as c:
@@ -501,7 +527,8 @@ def _set_owner(path: str, gid: int) -> None:
 def select(inventory: Inventory, device: str = ctl.DEFAULT_PATH,
            node_dir: str = DEFAULT_NODE_DIR,
            cgroup_root: str = DEFAULT_CGROUP_ROOT,
-           max_handles_path: str = DEFAULT_MAX_HANDLES_PATH) -> Backend:
+           max_handles_path: str = DEFAULT_MAX_HANDLES_PATH,
+           max_os_events_path: str = DEFAULT_MAX_OS_EVENTS_PATH) -> Backend:
     """KernelBackend when DEVICE exists and speaks the slice interface,
     else NullBackend; one log line says which, and why."""
     if not os.path.exists(device):
@@ -526,4 +553,5 @@ def select(inventory: Inventory, device: str = ctl.DEFAULT_PATH,
         log.info("kernel backend: xpu.ko through %s, slice nodes in %s",
                  device, node_dir)
     return KernelBackend(inventory, device, node_dir, cgroup_root,
-                         max_handles_path=max_handles_path)
+                         max_handles_path=max_handles_path,
+                         max_os_events_path=max_os_events_path)

@@ -916,6 +916,8 @@ class Service:
                                        if k else None),
             "rm_handles": k.rm_handles if k else None,
             "rm_handles_limit": k.rm_handles_limit if k else None,
+            "os_events": k.os_events if k else None,
+            "os_events_limit": k.os_events_limit if k else None,
             "compute_share": sizes.share_percent(d.compute_share),
             "weight": d.weight,
             "priority": d.priority,

@@ -173,7 +173,7 @@ class XpuSliceInfo(ctypes.Structure):
         ("host_memory_limit", _u64),
         ("host_memory_used", _u64),
         ("rm_handles", _u32),
-        ("reserved", _u32),
+        ("os_events", _u32),
     ]
 
 

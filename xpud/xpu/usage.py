@@ -25,13 +25,15 @@ NS = 1_000_000_000
 @dataclass(frozen=True)
 class KernelRead:
     """One read of xpu.ko: its GPUs and its slices, at TIME (seconds since
-    the epoch), and its bound on each slice's RM handles (the module
-    parameter max_handles; None when it cannot be read)."""
+    the epoch), its bound on each slice's RM handles (the module
+    parameter max_handles) and on each slice's OS events (the module
+    parameter max_os_events); each None when it cannot be read."""
 
     time: float
     gpus: tuple[ctl.GpuInfo, ...]
     slices: tuple[ctl.SliceInfo, ...]
     rm_handles_limit: int | None = None
+    os_events_limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,11 @@ class SliceUsage:
     # slice; None when it cannot be read).
     rm_handles: int = 0
     rm_handles_limit: int | None = None
+    # OS events (NV_ESC_ALLOC_OS_EVENT) its clients hold, as xpu.ko counts
+    # them, and xpu.ko's bound on them (max_os_events, the same for every
+    # slice; None when it cannot be read).
+    os_events: int = 0
+    os_events_limit: int | None = None
 
     def to_api(self) -> dict:
         """The `top` op's fields (docs/api.md, Usage); shares in percent,
@@ -103,6 +110,8 @@ class SliceUsage:
             "host_memory_limit_bytes": self.host_memory_limit_bytes,
             "rm_handles": self.rm_handles,
             "rm_handles_limit": self.rm_handles_limit,
+            "os_events": self.os_events,
+            "os_events_limit": self.os_events_limit,
             "denied_allocs": self.denied_allocs,
             "killed": self.killed,
             "compute_share": sizes.share_percent(self.compute_share),
@@ -166,7 +175,9 @@ def figures(read: KernelRead, gpus: Sequence[model.Gpu]) -> Usage:
             host_memory_used_bytes=s.host_memory_used,
             host_memory_limit_bytes=s.host_memory_limit,
             rm_handles=s.rm_handles,
-            rm_handles_limit=read.rm_handles_limit))
+            rm_handles_limit=read.rm_handles_limit,
+            os_events=s.os_events,
+            os_events_limit=read.os_events_limit))
     ordered = sorted(by_minor.values(),
                      key=lambda g: (g.index is None, g.index or 0, g.minor))
     return Usage(read.time, tuple(ordered), tuple(out))

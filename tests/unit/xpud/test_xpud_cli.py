@@ -269,6 +269,45 @@ def test_show_without_rm_handles_figures():
     assert line() == "RM handles:  - / -"
 
 
+def test_show_shows_the_os_events_and_their_bound(xpuctl, served):
+    _, svc = served
+    xpuctl("create", "a", "--gpu", "0", "--memory", "1GiB")
+    k = svc.backend.slices["a"]
+    svc.backend.slices["a"] = dataclasses.replace(k, rm_handles=57,
+                                                  os_events=9)
+    _, out, _ = xpuctl("show", "a")
+    lines = out.splitlines()
+    # After the RM handles, in the same column.
+    assert lines[lines.index("RM handles:  57 / 131072") + 1] == \
+        "OS events:   9 / 1024"
+    got = json.loads(xpuctl("show", "a", "-o", "json")[1])
+    assert (got["os_events"], got["os_events_limit"]) == (9, 1024)
+    [t] = json.loads(xpuctl("top", "--once", "-o", "json")[1])["slices"]
+    assert (t["os_events"], t["os_events_limit"]) == (9, 1024)
+
+
+def test_show_without_os_events_figures():
+    base = {"name": "a", "origin": "api", "gpu_index": 0,
+            "gpu_uuid": UUID0, "gpu_minor": 0, "memory_limit_bytes": GIB,
+            "memory_used_bytes": 0, "host_memory_limit_bytes": 0,
+            "host_memory_used_bytes": 0, "compute_share": 0, "weight": 100,
+            "priority": "normal", "cgroups": [], "nodes": [],
+            "state": "ready"}
+
+    def line(**kw):
+        out = io.StringIO()
+        cli.print_slice(out, dict(base, **kw))
+        return next(x for x in out.getvalue().splitlines()
+                    if x.startswith("OS events:"))
+
+    # max_os_events cannot be read: the count alone.
+    assert line(os_events=3, os_events_limit=None) == "OS events:   3 / -"
+    # Not in the kernel (pending), or an older xpud: nothing to show.
+    assert line(os_events=None, os_events_limit=None) == \
+        "OS events:   - / -"
+    assert line() == "OS events:   - / -"
+
+
 def test_json_fields_are_the_documented_ones(with_config):
     text = (TOP / "docs" / "api.md").read_text()
     _, out, _ = with_config("show", "train", "-o", "json")

@@ -43,7 +43,7 @@ def test_slice_info_packs_at_the_header_offsets():
     assert le(raw[56:60], "little") == 250
     assert le(raw[60:64], "little") == 200
     assert le(raw[64:68], "little") == uapi.XPU_PRIO_HIGH
-    assert raw[68:] == bytes(176 - 68)            # pad, usage, reserved
+    assert raw[68:] == bytes(176 - 68)            # pad, usage, os_events
 
 
 def test_slice_info_unpacks():
@@ -53,12 +53,17 @@ def test_slice_info_unpacks():
     arg.memory_used, arg.memory_peak = 5, 9
     arg.denied_allocs, arg.killed = 2, 1
     arg.open_files, arg.processes = 4, 3
+    arg.rm_handles, arg.os_events = 57, 6
     again = uapi.XpuSliceInfo.from_buffer_copy(bytes(arg))
     assert ctl.SliceInfo.from_struct(again) == ctl.SliceInfo(
         id=7, name="a.b-c_1", gpu_minor=3, memory_limit=MIB,
         compute_share=1000, weight=1, priority=uapi.XPU_PRIO_LOW,
         memory_used=5, memory_peak=9, denied_allocs=2, killed=1,
-        open_files=4, processes=3)
+        open_files=4, processes=3, rm_handles=57, os_events=6)
+    # The last two u32s of the struct, as the header lays them out.
+    raw = bytes(arg)
+    assert int.from_bytes(raw[168:172], "little") == 57   # rm_handles
+    assert int.from_bytes(raw[172:176], "little") == 6    # os_events
 
 
 def test_names_fill_their_field_with_a_nul():
@@ -353,6 +358,7 @@ class FakeXpu:
         a.memory_used = s.get("memory_used", 0)
         a.host_memory_used = s.get("host_memory_used", 0)
         a.rm_handles = s.get("rm_handles", 0)
+        a.os_events = s.get("os_events", 0)
         a.open_files = self.open_files.get(id, 0)
 
     def create(self, a):
@@ -498,10 +504,14 @@ def kb(fake, tmp_path, nodes):
     (cg / "jobs" / "a").mkdir(parents=True)
     # /sys/module/xpu/parameters/max_handles, as the kernel writes it.
     (tmp_path / "max_handles").write_text("131072\n")
+    # /sys/module/xpu/parameters/max_os_events, likewise.
+    (tmp_path / "max_os_events").write_text("1024\n")
     return kernel.KernelBackend(ListInventory(inv_gpus()),
                                 str(tmp_path / "xpuctl"), str(nodes),
                                 str(cg), node_group="no-such-group-xpu",
-                                max_handles_path=str(tmp_path / "max_handles"))
+                                max_handles_path=str(tmp_path / "max_handles"),
+                                max_os_events_path=str(
+                                    tmp_path / "max_os_events"))
 
 
 def can_mknod(path):
@@ -708,6 +718,45 @@ def test_rm_handles_and_their_bound(kb, fake, tmp_path):
     assert kb.read_usage().rm_handles_limit is None
 
 
+def test_read_max_os_events(tmp_path):
+    path = tmp_path / "max_os_events"
+    path.write_text("1024\n")
+    assert kernel.read_max_os_events(str(path)) == 1024
+    path.write_text("16\n")  # root wrote another bound
+    assert kernel.read_max_os_events(str(path)) == 16
+    path.write_text("")
+    assert kernel.read_max_os_events(str(path)) is None
+    # An xpu.ko without the parameter, or none loaded.
+    assert kernel.read_max_os_events(str(tmp_path / "none")) is None
+    assert kernel.DEFAULT_MAX_OS_EVENTS_PATH == \
+        "/sys/module/xpu/parameters/max_os_events"
+
+
+def test_os_events_and_their_bound(kb, fake, tmp_path):
+    k = kb.create_slice(spec("a"))
+    assert (k.os_events, k.os_events_limit) == (0, 1024)
+    fake.slices[0]["os_events"] = 9
+    fake.slices[0]["rm_handles"] = 57
+    [got] = kb.list_slices()
+    assert (got.os_events, got.os_events_limit) == (9, 1024)
+    # Each figure from its own field and parameter.
+    assert (got.rm_handles, got.rm_handles_limit) == (57, 131072)
+    read = kb.read_usage()
+    assert read.os_events_limit == 1024
+    assert [s.os_events for s in read.slices] == [9]
+    # The bound is read again each time: root may change it.
+    (tmp_path / "max_os_events").write_text("16\n")
+    assert kb.update_slice(spec("a", weight=5)).os_events_limit == 16
+    assert kb.read_usage().os_events_limit == 16
+    # Not readable: None, the count still there; max_handles unaffected.
+    (tmp_path / "max_os_events").unlink()
+    [got] = kb.list_slices()
+    assert (got.os_events, got.os_events_limit) == (9, None)
+    assert got.rm_handles_limit == 131072
+    read = kb.read_usage()
+    assert (read.os_events_limit, read.rm_handles_limit) == (None, 131072)
+
+
 def test_kernel_refusals_become_backend_errors(kb, fake):
     kb.create_slice(spec("a"))
     with pytest.raises(backend.Exists) as e:
@@ -824,6 +873,12 @@ def test_the_service_passes_the_host_memory_limit(kb, fake, tmp_path,
             svc.op_show("a")["rm_handles_limit"]) == (12, 131072)
     [u] = svc.op_top()["slices"]
     assert (u["rm_handles"], u["rm_handles_limit"]) == (12, 131072)
+    # OS events, and xpu.ko's bound on them, too.
+    fake.slices[0]["os_events"] = 4
+    assert (svc.op_show("a")["os_events"],
+            svc.op_show("a")["os_events_limit"]) == (4, 1024)
+    [u] = svc.op_top()["slices"]
+    assert (u["os_events"], u["os_events_limit"]) == (4, 1024)
     with pytest.raises(api.ApiError) as e:
         svc.op_set(name="a", host_memory_limit_bytes=2 * GIB)
     assert e.value.code == "busy"

@@ -27,7 +27,7 @@ from xpu.backend import BackendError
 from xpu.config import MetricsConfig
 from xpu.metrics import MetricsServer
 from xpu.sizes import GIB, MIB
-from xpud_fakes import MAX_HANDLES, UUID0, UUID1
+from xpud_fakes import MAX_HANDLES, MAX_OS_EVENTS, UUID0, UUID1
 
 TOP = Path(__file__).resolve().parents[3]
 DASHBOARD = TOP / "deploy" / "grafana" / "xpu-dashboard.json"
@@ -42,6 +42,8 @@ EXPECTED = {
     "xpu_slice_host_memory_used_bytes": "gauge",
     "xpu_slice_rm_handles": "gauge",
     "xpu_slice_rm_handles_limit": "gauge",
+    "xpu_slice_os_events": "gauge",
+    "xpu_slice_os_events_limit": "gauge",
     "xpu_slice_denied_allocations": "counter",
     "xpu_slice_killed_processes": "counter",
     "xpu_slice_compute_share_ratio": "gauge",
@@ -117,7 +119,8 @@ def two_slices(make_service):
     k = b.slices["a"]
     b.slices["a"] = dataclasses.replace(
         k, memory_used_bytes=256 * MIB, processes=2, denied_allocs=3,
-        share_obtained=248, host_memory_used_bytes=96 * MIB, rm_handles=57)
+        share_obtained=248, host_memory_used_bytes=96 * MIB, rm_handles=57,
+        os_events=9)
     b.usage["a"] = {"memory_peak": 768 * MIB, "killed": 1,
                     "run_ns": 1_500_000_000, "gated_ns": 2_250_000_000,
                     "runnable_ns": 3_750_000_000}
@@ -166,6 +169,9 @@ def test_names_types_labels_and_values(two_slices, exporter):
     assert samples(fams, "xpu_slice_rm_handles") == {"a": 57, "b": 0}
     assert samples(fams, "xpu_slice_rm_handles_limit") == {
         "a": MAX_HANDLES, "b": MAX_HANDLES}
+    assert samples(fams, "xpu_slice_os_events") == {"a": 9, "b": 0}
+    assert samples(fams, "xpu_slice_os_events_limit") == {
+        "a": MAX_OS_EVENTS, "b": MAX_OS_EVENTS}
     assert samples(fams, "xpu_slice_denied_allocations") == {"a": 3, "b": 0}
     assert samples(fams, "xpu_slice_killed_processes") == {"a": 1, "b": 0}
     assert samples(fams, "xpu_slice_compute_share_ratio") == {
@@ -207,6 +213,8 @@ def test_top_and_metrics_are_one_source(two_slices, exporter):
             s["host_memory_used_bytes"]
         assert got("xpu_slice_rm_handles") == s["rm_handles"]
         assert got("xpu_slice_rm_handles_limit") == s["rm_handles_limit"]
+        assert got("xpu_slice_os_events") == s["os_events"]
+        assert got("xpu_slice_os_events_limit") == s["os_events_limit"]
         assert got("xpu_slice_denied_allocations") == s["denied_allocs"]
         assert got("xpu_slice_compute_share_ratio") == pytest.approx(
             s["compute_share"] / 100)
@@ -267,6 +275,20 @@ def test_an_unreadable_rm_handles_bound_has_no_series(two_slices, exporter):
     assert samples(fams, "xpu_slice_rm_handles") == {"a": 57, "b": 0}
     assert samples(fams, "xpu_slice_memory_used_bytes") == {
         "a": 256 * MIB, "b": 0}
+
+
+def test_an_unreadable_os_events_bound_has_no_series(two_slices, exporter):
+    """max_os_events not readable (an xpu.ko without it): no figure, so no
+    sample; the family stays, and the slices' counts come."""
+    two_slices.backend.max_os_events = None
+    m = exporter(two_slices)
+    fams = parse(scrape_text(m.address))
+    assert fams["xpu_slice_os_events_limit"].samples == []
+    assert fams["xpu_slice_os_events_limit"].documentation
+    assert samples(fams, "xpu_slice_os_events") == {"a": 9, "b": 0}
+    # The other bound is its own: still there.
+    assert samples(fams, "xpu_slice_rm_handles_limit") == {
+        "a": MAX_HANDLES, "b": MAX_HANDLES}
 
 
 def test_kernel_unreadable(two_slices, exporter, caplog):

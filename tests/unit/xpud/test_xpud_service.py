@@ -13,7 +13,7 @@ from xpu.backend import NOT_YET, BackendError, NullBackend
 from xpu.service import Service
 from xpu.sizes import GIB, MIB
 from xpu.state import StateStore
-from xpud_fakes import MAX_HANDLES, UUID0, UUID1, FakeBackend
+from xpud_fakes import MAX_HANDLES, MAX_OS_EVENTS, UUID0, UUID1, FakeBackend
 
 CONFIG = """\
 [[gpu]]
@@ -67,7 +67,8 @@ def test_create_saves_then_applies(make_service, backend, tmp_path):
         "gpu_minor": 1, "memory_limit_bytes": 2 * GIB,
         "memory_used_bytes": 0, "host_memory_limit_bytes": 0,
         "host_memory_used_bytes": 0, "rm_handles": 0,
-        "rm_handles_limit": MAX_HANDLES, "compute_share": 12.5, "weight": 300,
+        "rm_handles_limit": MAX_HANDLES, "os_events": 0,
+        "os_events_limit": MAX_OS_EVENTS, "compute_share": 12.5, "weight": 300,
         "priority": "low", "cgroups": [], "transient_cgroups": [],
         "owner": None, "nodes": ["/dev/xpu0", "/dev/xpu0-ctl"],
         "id": None, "gpu_node": "/dev/xpu0", "ctl_node": "/dev/xpu0-ctl",
@@ -197,11 +198,36 @@ def test_rm_handles_and_their_bound(make_service, backend):
     assert (t["rm_handles"], t["rm_handles_limit"]) == (57, None)
 
 
+def test_os_events_and_their_bound(make_service, backend):
+    svc = make_service()
+    s = svc.op_create(name="a", gpu=0, memory_limit_bytes=GIB)
+    assert (s["os_events"], s["os_events_limit"]) == (0, MAX_OS_EVENTS)
+    # What the kernel counts is shown, by show and list, and by top.
+    backend.slices["a"] = dataclasses.replace(backend.slices["a"],
+                                              os_events=9)
+    assert (svc.op_show("a")["os_events"],
+            svc.op_show("a")["os_events_limit"]) == (9, MAX_OS_EVENTS)
+    assert [v["os_events"] for v in svc.op_list()] == [9]
+    [t] = svc.op_top()["slices"]
+    assert (t["os_events"], t["os_events_limit"]) == (9, MAX_OS_EVENTS)
+    # The bound cannot be read (an xpu.ko without max_os_events): null;
+    # the other bound is its own.
+    backend.max_os_events = None
+    backend.slices["a"] = dataclasses.replace(backend.slices["a"],
+                                              os_events_limit=None)
+    assert svc.op_show("a")["os_events_limit"] is None
+    assert svc.op_show("a")["rm_handles_limit"] == MAX_HANDLES
+    [t] = svc.op_top()["slices"]
+    assert (t["os_events"], t["os_events_limit"]) == (9, None)
+    assert t["rm_handles_limit"] == MAX_HANDLES
+
+
 def test_a_pending_slice_has_no_rm_handles(make_service, backend):
     svc = make_service(CONFIG.replace("gpu = 1\nmemory", "gpu = 5\nmemory"))
     [s] = svc.op_list()
     assert s["state"] == "pending"
     assert (s["rm_handles"], s["rm_handles_limit"]) == (None, None)
+    assert (s["os_events"], s["os_events_limit"]) == (None, None)
 
 
 def test_host_memory_limit(make_service, backend, tmp_path):

@@ -18,6 +18,7 @@ from xpu.usage import KernelRead
 UUID0 = "GPU-00000000-1111-2222-3333-444444444444"
 UUID1 = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 MAX_HANDLES = 131072  # xpu.ko's default max_handles (XPU_MAX_HANDLES)
+MAX_OS_EVENTS = 1024  # xpu.ko's default max_os_events (XPU_MAX_OS_EVENTS)
 
 
 def two_gpus() -> list[model.Gpu]:
@@ -45,6 +46,8 @@ class FakeBackend(Backend):
         self.read_time = 1700000000.0
         # The module parameter max_handles; None: it cannot be read.
         self.max_handles: int | None = MAX_HANDLES
+        # The module parameter max_os_events; None: it cannot be read.
+        self.max_os_events: int | None = MAX_OS_EVENTS
 
     def _call(self, name, *args):
         self.calls.append((name,) + args)
@@ -73,7 +76,8 @@ class FakeBackend(Backend):
             raise BackendError(f"slice '{spec.name}' exists")
         self.slices[spec.name] = KernelSlice(
             spec, memory_used_bytes=0, host_memory_used_bytes=0,
-            rm_handles=0, rm_handles_limit=self.max_handles)
+            rm_handles=0, rm_handles_limit=self.max_handles,
+            os_events=0, os_events_limit=self.max_os_events)
         return self.slices[spec.name]
 
     def update_slice(self, spec):
@@ -133,7 +137,8 @@ class FakeBackend(Backend):
                       "denied_allocs": k.denied_allocs or 0,
                       "share_obtained": k.share_obtained or 0,
                       "host_memory_used": k.host_memory_used_bytes or 0,
-                      "rm_handles": k.rm_handles or 0}
+                      "rm_handles": k.rm_handles or 0,
+                      "os_events": k.os_events or 0}
             fields.update(self.usage.get(spec.name, {}))
             infos.append(ctl.SliceInfo(
                 id=k.id if k.id is not None else i, name=spec.name,
@@ -152,7 +157,7 @@ class FakeBackend(Backend):
                 memory_total=g.memory_total_bytes or 0,
                 memory_sliced=sum(s.memory_limit for s in mine)))
         return KernelRead(self.read_time, tuple(gpus), tuple(infos),
-                          self.max_handles)
+                          self.max_handles, self.max_os_events)
 
     def changes(self):
         """The calls that change the kernel, in order."""

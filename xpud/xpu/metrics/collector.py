@@ -75,6 +75,15 @@ SLICE = (
            "module parameter max_handles, the same for every slice); a "
            "call past it is refused. Absent when it cannot be read.",
            lambda s: s.rm_handles_limit),
+    Metric("xpu_slice_os_events", GAUGE,
+           "OS events (NV_ESC_ALLOC_OS_EVENT) the slice's clients hold, as "
+           "xpu.ko counts them.",
+           lambda s: s.os_events),
+    Metric("xpu_slice_os_events_limit", GAUGE,
+           "xpu.ko's bound on the OS events of the slice's clients (the "
+           "module parameter max_os_events, the same for every slice); a "
+           "call past it is refused. Absent when it cannot be read.",
+           lambda s: s.os_events_limit),
     Metric("xpu_slice_denied_allocations_total", COUNTER,
            "Allocations refused at the slice's video-memory limit or "
            "host-memory bound.",
