@@ -961,6 +961,8 @@ report(again=osev(vctl, A, vrm.handle, 8),     # its pair still free
         stdout=subprocess.PIPE, text=True, cwd="/")
     try:
         vhc = int(owner.stdout.readline())
+        # the slice's info counts what its clients hold
+        assert victim.get().os_events == 1
         run_in(sl, """
 A, F = abi.NV_ESC_ALLOC_OS_EVENT, abi.NV_ESC_FREE_OS_EVENT
 OK, FULL = abi.NV_OK, abi.NV_ERR_INSUFFICIENT_RESOURCES
@@ -1011,10 +1013,13 @@ for fd in fds[1:]:
     assert osev(ctl, A, rm.handle, fd) == OK
 assert osev(ctl, A, rm.handle, 400) == FULL
 """.replace("VHC", str(vhc)))
+        # the tenant's went with the close of its files
+        assert sl.get().os_events == 0
         out, _ = owner.communicate("go\n", timeout=60)
         assert owner.returncode == 0
         assert json.loads(out) == {"again": 0, "free": 0,
                                    "gone": abi.NV_ERR_INVALID_EVENT}
+        assert victim.get().os_events == 0
     finally:
         if owner.poll() is None:
             owner.kill()

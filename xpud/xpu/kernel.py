@@ -109,26 +109,26 @@ def slice_spec(info: ctl.SliceInfo, gpu_uuid: str) -> SliceSpec:
                      info.host_memory_limit)
 
 
-def read_max_handles(path: str = DEFAULT_MAX_HANDLES_PATH) -> int | None:
-    """xpu.ko's bound on the RM handles (clients and objects) of each
-    slice's clients, its module parameter max_handles; None when PATH
-    cannot be read (xpu.ko not loaded, or one without the parameter)."""
+def _read_param(path: str) -> int | None:
+    """The integer in a module parameter's file; None when PATH cannot be
+    read (xpu.ko not loaded, or one without the parameter)."""
     try:
         with open(path) as f:
             return int(f.read().strip())
     except (OSError, ValueError):
         return None
+
+
+def read_max_handles(path: str = DEFAULT_MAX_HANDLES_PATH) -> int | None:
+    """xpu.ko's bound on the RM handles (clients and objects) of each
+    slice's clients, its module parameter max_handles, or None."""
+    return _read_param(path)
 
 
 def read_max_os_events(path: str = DEFAULT_MAX_OS_EVENTS_PATH) -> int | None:
     """xpu.ko's bound on the OS events (NV_ESC_ALLOC_OS_EVENT) of each
-    slice's clients, its module parameter max_os_events; None when PATH
-    cannot be read (xpu.ko not loaded, or one without the parameter)."""
-    try:
-        with open(path) as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return None
+    slice's clients, its module parameter max_os_events, or None."""
+    return _read_param(path)
 
 
 def node_names(id: int) -> tuple[str, str]:

@@ -239,7 +239,7 @@ struct xpu_slice_info {
 	/*
 	 * OS events (NV_ESC_ALLOC_OS_EVENT) the slice's clients hold now;
 	 * bounded by xpu.ko's max_os_events parameter (docs/security.md,
-	 * class 30).  Was reserved (0) before.
+	 * class 27).  Was reserved (0) before.
 	 */
 	__u32	os_events;
 };
