@@ -247,28 +247,6 @@ def test_show_shows_the_rm_handles_and_their_bound(xpuctl, served):
     assert (t["rm_handles"], t["rm_handles_limit"]) == (57, 131072)
 
 
-def test_show_without_rm_handles_figures():
-    base = {"name": "a", "origin": "api", "gpu_index": 0,
-            "gpu_uuid": UUID0, "gpu_minor": 0, "memory_limit_bytes": GIB,
-            "memory_used_bytes": 0, "host_memory_limit_bytes": 0,
-            "host_memory_used_bytes": 0, "compute_share": 0, "weight": 100,
-            "priority": "normal", "cgroups": [], "nodes": [],
-            "state": "ready"}
-
-    def line(**kw):
-        out = io.StringIO()
-        cli.print_slice(out, dict(base, **kw))
-        return next(x for x in out.getvalue().splitlines()
-                    if x.startswith("RM handles:"))
-
-    # max_handles cannot be read: the count alone.
-    assert line(rm_handles=3, rm_handles_limit=None) == "RM handles:  3 / -"
-    # Not in the kernel (pending), or an older xpud: nothing to show.
-    assert line(rm_handles=None, rm_handles_limit=None) == \
-        "RM handles:  - / -"
-    assert line() == "RM handles:  - / -"
-
-
 def test_show_shows_the_os_events_and_their_bound(xpuctl, served):
     _, svc = served
     xpuctl("create", "a", "--gpu", "0", "--memory", "1GiB")
@@ -286,7 +264,10 @@ def test_show_shows_the_os_events_and_their_bound(xpuctl, served):
     assert (t["os_events"], t["os_events_limit"]) == (9, 1024)
 
 
-def test_show_without_os_events_figures():
+@pytest.mark.parametrize("field,label", [("rm_handles", "RM handles:  "),
+                                         ("os_events", "OS events:   ")])
+def test_show_without_rm_figures(field, label):
+    """RM handles and OS events: each count over xpu.ko's bound on it."""
     base = {"name": "a", "origin": "api", "gpu_index": 0,
             "gpu_uuid": UUID0, "gpu_minor": 0, "memory_limit_bytes": GIB,
             "memory_used_bytes": 0, "host_memory_limit_bytes": 0,
@@ -298,14 +279,13 @@ def test_show_without_os_events_figures():
         out = io.StringIO()
         cli.print_slice(out, dict(base, **kw))
         return next(x for x in out.getvalue().splitlines()
-                    if x.startswith("OS events:"))
+                    if x.startswith(label.strip()))
 
-    # max_os_events cannot be read: the count alone.
-    assert line(os_events=3, os_events_limit=None) == "OS events:   3 / -"
+    # The parameter bounding it cannot be read: the count alone.
+    assert line(**{field: 3, field + "_limit": None}) == label + "3 / -"
     # Not in the kernel (pending), or an older xpud: nothing to show.
-    assert line(os_events=None, os_events_limit=None) == \
-        "OS events:   - / -"
-    assert line() == "OS events:   - / -"
+    assert line(**{field: None, field + "_limit": None}) == label + "- / -"
+    assert line() == label + "- / -"
 
 
 def test_json_fields_are_the_documented_ones(with_config):
