@@ -33,7 +33,10 @@
  *   write-protected only at the start of a later call made when the
  *   address space has another user -- before xpu writes that call's
  *   parameters into it.  A single-threaded caller's calls thus take no
- *   fault and no TLB flush once its page is writable.
+ *   fault and no TLB flush once its page is writable.  A process with an
+ *   AIO context or an io_uring is never alone: a driver may complete its
+ *   asynchronous I/O from a kernel thread that adopts its address space
+ *   without counting in mm_users (kthread_use_mm; FunctionFS does).
  * Pages are kept for the processes that call through a file, one for each
  * call in flight (at most XPU_MAX_CALLPAGES a file; past that, one per
  * call, unmapped after it), so a call costs a copy, the copy-back's fault
@@ -54,6 +57,7 @@
 #include <linux/gfp.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
+#include <linux/rcupdate.h>
 #include <linux/refcount.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
@@ -187,11 +191,23 @@ static struct vm_area_struct *xpu_callpage_vma(struct xpu_callpage *cp)
 
 /*
  * Whether current is alone in its address space: then no other task can
- * store through the PTE of a page of its (see the top of this file).
+ * store through the PTE of a page of its (see the top of this file).  An
+ * AIO context or an io_uring, once made, stays until the exit: a kernel
+ * thread completing the I/O it started may adopt the mm uncounted.
  */
 static bool xpu_callpage_alone(void)
 {
-	return atomic_read(&current->mm->mm_users) == 1;
+	if (atomic_read(&current->mm->mm_users) != 1)
+		return false;
+#ifdef CONFIG_AIO
+	if (rcu_access_pointer(current->mm->ioctx_table))
+		return false;
+#endif
+#ifdef CONFIG_IO_URING
+	if (READ_ONCE(current->io_uring))
+		return false;
+#endif
+	return true;
 }
 
 /*

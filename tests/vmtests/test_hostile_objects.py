@@ -1310,6 +1310,63 @@ def test_a_thread_made_after_a_call_cannot_rewrite_the_next(reload_stub,
         assert child.finish() == -signal.SIGBUS, rest
 
 
+# A process with an AIO context or an io_uring is not alone, whatever its
+# threads: a driver completing its asynchronous I/O may adopt its address
+# space from a kernel thread that mm_users does not count (kthread_use_mm:
+# FunctionFS's reads).  Its page is write-protected after a call, so its own
+# store between calls faults, as any other thread's would.
+PAGE_AFTER_ASYNC = CONTROL_SETUP + """
+def threads():
+    with open("/proc/self/status") as f:
+        return next(int(v.split()[1]) for v in f if v.startswith("Threads:"))
+
+libc.syscall.restype = ctypes.c_long
+if ASYNC_KIND == "aio":
+    ctx = ctypes.c_ulong(0)             # io_setup(1, &ctx)
+    assert libc.syscall(206, 1, ctypes.byref(ctx)) == 0, ctypes.get_errno()
+elif ASYNC_KIND == "uring":
+    params = (ctypes.c_char * 120)()    # io_uring_setup(1, &params)
+    assert libc.syscall(425, 1, params) >= 0, ctypes.get_errno()
+p, call = send(LET_BY)
+p.paramsSize -= 4
+assert call() == 0 and p.status != abi.NV_OK, hex(p.status)
+with open("/proc/self/maps") as f:
+    pages = [int(v.split("-")[0], 16) for v in f if "xpu-call" in v]
+# the page the control was made on holds its struct
+n = ctypes.sizeof(abi.NVOS54_PARAMETERS)
+made = [a for a in pages
+        if abi.NVOS54_PARAMETERS.from_buffer_copy(ctypes.string_at(a, n)).cmd
+        == LET_BY]
+report(alone=threads(), pages=len(made))
+ctypes.c_uint32.from_address(made[0] + abi.NVOS54_PARAMETERS.cmd.offset).value = 0
+report(stored=1)
+"""
+
+
+@pytest.mark.parametrize("mode", ["plain", "aio", "uring"])
+def test_a_process_with_async_io_is_not_alone(reload_stub, nodedir, mode):
+    """A single-threaded caller's page is left writable after a call
+    (test above): no other task can store through it.  A driver's kernel
+    thread completing a process's asynchronous I/O can (kthread_use_mm,
+    which mm_users does not count: FunctionFS's reads, through AIO or
+    io_uring), so a process that made an AIO context or an io_uring has its
+    page write-protected after each call, and its own store between calls
+    gets SIGBUS.  Plain: the store lands (the premise, and the cost saved);
+    without the check the store landed in all three."""
+    with test_hostile_mem.racer_slice(reload_stub, nodedir) as (sl, _):
+        child = nvtest.spawn_child(
+            (PRELUDE + PAGE_AFTER_ASYNC).replace("CTL", repr(sl.ctl_node))
+            .replace("GPU", repr(sl.gpu_node)).replace("ASYNC_KIND", repr(mode)))
+        first = child.report()
+        assert first["alone"] == 1 and first["pages"] == 1, first
+        if mode == "plain":
+            assert child.report()["stored"] == 1
+            assert child.finish() == 0
+        else:
+            rest = child.p.stdout.read()
+            assert child.finish() == -signal.SIGBUS, rest
+
+
 # --- class 32: doors that act beyond the caller
 
 DOORS = """
