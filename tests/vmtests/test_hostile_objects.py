@@ -1197,6 +1197,14 @@ def send(cmd):
     return p, lambda: libc.ioctl(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_CONTROL,
                                                      ctypes.sizeof(p)),
                                  ctypes.addressof(p))
+
+def threads():
+    with open("/proc/self/status") as f:
+        return next(int(v.split()[1]) for v in f if v.startswith("Threads:"))
+
+def pages():
+    with open("/proc/self/maps") as f:
+        return [int(v.split("-")[0], 16) for v in f if "xpu-call" in v]
 """
 
 CONTROL_RACE = CONTROL_SETUP + """
@@ -1251,14 +1259,6 @@ def test_the_control_rm_runs_is_the_one_xpu_read(reload_stub, nodedir):
 # copy-back left it, writable (callpage.c); a thread it makes after that
 # stores into the next call's struct through it.
 PAGE_LEFT_WRITABLE = CONTROL_SETUP + """
-def threads():
-    with open("/proc/self/status") as f:
-        return next(int(v.split()[1]) for v in f if v.startswith("Threads:"))
-
-def pages():
-    with open("/proc/self/maps") as f:
-        return [int(v.split("-")[0], 16) for v in f if "xpu-call" in v]
-
 # a control made alone, told apart from the raced one below by its size
 p, call = send(LET_BY)
 p.paramsSize -= 4
@@ -1317,10 +1317,6 @@ def test_a_thread_made_after_a_call_cannot_rewrite_the_next(reload_stub,
 # FunctionFS's reads).  Its page is write-protected after a call, so its own
 # store between calls faults, as any other thread's would.
 PAGE_AFTER_ASYNC = CONTROL_SETUP + """
-def threads():
-    with open("/proc/self/status") as f:
-        return next(int(v.split()[1]) for v in f if v.startswith("Threads:"))
-
 libc.syscall.restype = ctypes.c_long
 if ASYNC_KIND == "aio":
     ctx = ctypes.c_ulong(0)             # io_setup(1, &ctx)
@@ -1331,11 +1327,9 @@ elif ASYNC_KIND == "uring":
 p, call = send(LET_BY)
 p.paramsSize -= 4
 assert call() == 0 and p.status != abi.NV_OK, hex(p.status)
-with open("/proc/self/maps") as f:
-    pages = [int(v.split("-")[0], 16) for v in f if "xpu-call" in v]
 # the page the control was made on holds its struct
 n = ctypes.sizeof(abi.NVOS54_PARAMETERS)
-made = [a for a in pages
+made = [a for a in pages()
         if abi.NVOS54_PARAMETERS.from_buffer_copy(ctypes.string_at(a, n)).cmd
         == LET_BY]
 report(alone=threads(), pages=len(made))
@@ -1345,7 +1339,7 @@ report(stored=1)
 
 
 @pytest.mark.parametrize("mode", ["plain", "aio", "uring"])
-def test_a_process_with_async_io_is_not_alone(reload_stub, nodedir, mode):
+def test_a_process_with_async_io_is_not_alone(sl, mode):
     """A single-threaded caller's page is left writable after a call
     (test above): no other task can store through it.  A driver's kernel
     thread completing a process's asynchronous I/O can (kthread_use_mm,
@@ -1354,18 +1348,17 @@ def test_a_process_with_async_io_is_not_alone(reload_stub, nodedir, mode):
     page write-protected after each call, and its own store between calls
     gets SIGBUS.  Plain: the store lands (the premise, and the cost saved);
     without the check the store landed in all three."""
-    with test_hostile_mem.racer_slice(reload_stub, nodedir) as (sl, _):
-        child = nvtest.spawn_child(
-            (PRELUDE + PAGE_AFTER_ASYNC).replace("CTL", repr(sl.ctl_node))
-            .replace("GPU", repr(sl.gpu_node)).replace("ASYNC_KIND", repr(mode)))
-        first = child.report()
-        assert first["alone"] == 1 and first["pages"] == 1, first
-        if mode == "plain":
-            assert child.report()["stored"] == 1
-            assert child.finish() == 0
-        else:
-            rest = child.p.stdout.read()
-            assert child.finish() == -signal.SIGBUS, rest
+    child = nvtest.spawn_child(
+        (PRELUDE + PAGE_AFTER_ASYNC).replace("CTL", repr(sl.ctl_node))
+        .replace("GPU", repr(sl.gpu_node)).replace("ASYNC_KIND", repr(mode)))
+    first = child.report()
+    assert first["alone"] == 1 and first["pages"] == 1, first
+    if mode == "plain":
+        assert child.report()["stored"] == 1
+        assert child.finish() == 0
+    else:
+        rest = child.p.stdout.read()
+        assert child.finish() == -signal.SIGBUS, rest
 
 
 # --- class 32: doors that act beyond the caller
