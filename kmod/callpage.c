@@ -77,6 +77,7 @@ struct xpu_callpage {
 	bool gone;			/* a VMA of the page was closed */
 	bool written;			/* the writer made it writable */
 	bool open;			/* its PTE may be writable (the call's) */
+	bool sealed;			/* the caller was alone at the call's start */
 };
 
 static void xpu_callpage_put(struct xpu_callpage *cp)
@@ -271,8 +272,13 @@ struct xpu_callpage *xpu_callpage_map(struct xpu_callpages *cps,
 		spin_unlock(&cps->lock);
 	}
 	cp->owner = cps;
+	/*
+	 * Alone now, alone until the call's end: only current could add a
+	 * task that stores through the page, and current is in the call.
+	 */
+	cp->sealed = xpu_callpage_alone();
 	/* left writable by a call made alone, and current is no longer */
-	if (cp->open && !xpu_callpage_alone())
+	if (cp->open && !cp->sealed)
 		xpu_callpage_protect(cp, true);
 	memcpy(page_address(cp->page), data, len);
 	WRITE_ONCE(cp->written, false);
@@ -288,7 +294,8 @@ void xpu_callpage_write(struct xpu_callpage *cp, size_t off, const void *data,
 		memcpy(page_address(cp->page) + off, data, len);
 }
 
-bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len)
+bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len,
+		       bool *sealed)
 {
 	bool kept;
 
@@ -308,6 +315,8 @@ bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len)
 		xpu_callpage_protect(cp, !list_empty(&cp->link));
 	kept = !READ_ONCE(cp->gone);
 	memcpy(data, page_address(cp->page), len);
+	if (sealed)
+		*sealed = cp->sealed && kept;
 	/* a held page stays listed: only the map of a page not held drops one */
 	if (list_empty(&cp->link)) {
 		if (kept)

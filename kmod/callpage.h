@@ -48,9 +48,12 @@ void xpu_callpage_write(struct xpu_callpage *cp, size_t off, const void *data,
  * bytes (what the driver wrote back, unless a thread of the caller's wrote
  * in between: the caller checks what it relies on).  Returns whether it
  * stayed mapped where it was throughout; if not, what the driver read is
- * not known.
+ * not known.  *SEALED, unless SEALED is NULL, says that nobody but the
+ * driver can have written what DATA got: current was alone in its address
+ * space from the call's start (callpage.c), and the page stayed.
  */
-bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len);
+bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len,
+		       bool *sealed);
 
 /*
  * The file of CPS is released, no call through it in flight: its pages go

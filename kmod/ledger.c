@@ -382,16 +382,20 @@ static void xpu_memrec_forget(struct xpu_file *xf, u32 hc, u32 ho)
  * what its parent HP is (as RM read it: the handles of the call are
  * checked on xpu's page), for the duplicate's parent.  Under the
  * slice's mem_lock, which every path that makes a handle in the slice's
- * clients takes.  0, -ESRCH for a claim that does not hold, -ENOSPC past
- * XPU_MAX_MEMRECS, -ENOMEM.
+ * clients takes.  MADE says the names are no claim: RM said, on a copy
+ * nobody else could write, that it made HO as video memory (mem.c,
+ * xpu_admit_call), so RM is not asked again.  0, -ESRCH for a claim that
+ * does not hold, -ENOSPC past XPU_MAX_MEMRECS, -ENOMEM.
  */
-int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 hp, u32 ho, u64 size)
+int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 hp, u32 ho, u64 size,
+		      bool made)
 {
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_memrec *r;
 
 	lockdep_assert_held(&slice->mem_lock);
-	if (xpu_rm_object_class(hc, ho) != NV01_MEMORY_LOCAL_USER ||
+	if ((!made &&
+	     xpu_rm_object_class(hc, ho) != NV01_MEMORY_LOCAL_USER) ||
 	    xpu_memrec_find(xf, hc, ho))
 		return -ESRCH;
 	if (atomic_inc_return(&slice->nr_memrecs) > XPU_MAX_MEMRECS) {

@@ -482,6 +482,14 @@ struct xpu_alloc_site {
 	 */
 	bool host;
 	u64 host_want;
+	/*
+	 * Where RM writes back the size of the video memory it made, for a
+	 * call xpu admitted as video memory (xpu_mem_grown): an offset in
+	 * the params (RM_ALLOC) when SIZE_IN_PARAMS, else in the struct
+	 * (VID_HEAP_CONTROL); 0 where there is none to read.
+	 */
+	size_t size;
+	bool size_in_params;
 };
 
 /*
@@ -525,6 +533,11 @@ struct xpu_escape {
 	u32 params_size;
 	u64 uparams;
 	size_t status;			/* the status's offset in the struct */
+	/*
+	 * After the call: what E got is what the driver wrote, as no thread
+	 * of the caller's could store into the page (xpu_callpage_done).
+	 */
+	bool sealed;
 	u8 params[XPU_ESCAPE_PARAMS_MAX];
 };
 
@@ -619,6 +632,7 @@ static long xpu_escape_ioctl(struct xpu_file *xf, struct file *file,
 
 	BUILD_BUG_ON(sizeof(e->u) > XPU_ESCAPE_PARAMS_OFF);
 	*cheated = false;
+	e->sealed = false;
 	if (site)
 		xpu_escape_handles(e, site, &hc, &hp, &ho);
 	if (e->params_size) {
@@ -639,7 +653,7 @@ static long xpu_escape_ioctl(struct xpu_file *xf, struct file *file,
 				   &pparams, sizeof(pparams));
 	}
 	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
-	*cheated = !xpu_callpage_done(cp, data, len);
+	*cheated = !xpu_callpage_done(cp, data, len, &e->sealed);
 	if (e->params_size) {
 		memcpy(e->u.raw, img, e->size);
 		memcpy(e->params, img + XPU_ESCAPE_PARAMS_OFF, e->params_size);
@@ -885,7 +899,7 @@ u32 xpu_free_as_caller(struct xpu_file *xf, struct file *file,
 	ret = xpu_drv.unlocked_ioctl(file, _IOWR(NV_IOCTL_MAGIC, NV_ESC_RM_FREE,
 						 struct nvos00_parameters),
 				     addr);
-	if (!xpu_callpage_done(cp, &p, sizeof(p))) {
+	if (!xpu_callpage_done(cp, &p, sizeof(p), NULL)) {
 		xpu_mem_unrecorded(xf, xpu_ledger_unseen(xf),
 				   "moved the page of a free xpu made as it");
 		return NV_ERR_INVALID_ARGUMENT;
@@ -907,11 +921,14 @@ u32 xpu_free_as_caller(struct xpu_file *xf, struct file *file,
  * the memory until it goes.  Past XPU_MAX_MEMRECS the allocation is undone.
  * A call of another class is recorded if RM says it made video memory, and
  * else left to RM's figure (which a member's call through another file may
- * have grown meanwhile).  Returns NV_OK or a status for the caller.
+ * have grown meanwhile).  MADE: RM said it made the video memory, on a copy
+ * nobody else could write (xpu_admit_call).  Returns NV_OK or a status for
+ * the caller.
  */
 static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 			  const struct xpu_escape *e,
-			  const struct xpu_alloc_site *site, u64 grown, u64 want)
+			  const struct xpu_alloc_site *site, u64 grown, u64 want,
+			  bool made)
 {
 	struct xpu_slice *slice = xf->slice;
 	u64 size = max(grown, want);
@@ -919,7 +936,7 @@ static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 	int err;
 
 	xpu_escape_handles(e, site, &hc, &hp, &ho);
-	err = xpu_ledger_record(xf, hc, hp, ho, size);
+	err = xpu_ledger_record(xf, hc, hp, ho, size, made);
 	/* RM made nothing: a failed allocation, or one of another class */
 	if (!err || (err == -ESRCH && (!site->vidmem || !grown)))
 		return NV_OK;
@@ -989,6 +1006,65 @@ static void xpu_mem_handle_made(struct xpu_file *xf, struct list_head *spare,
 		xpu_handles_add(xf, spare, hc, hp, ho);
 }
 
+/*
+ * Whether the allocation on E (SITE's) made video memory, by RM's word on a
+ * copy nobody but the driver can have written: the driver returned 0
+ * (DRV_RET: else RM may never have run, and the status is the caller's)
+ * and RM said NV_OK on xpu's copy,
+ * for a class and attributes that make video memory (SITE's size), the
+ * handles are the ones xpu wrote (not CHEATED), and E is sealed -- the
+ * caller was alone in its address space, so no thread of its stored into
+ * the page after the driver's copy-back made it writable.
+ */
+static bool xpu_mem_made(const struct xpu_escape *e,
+			 const struct xpu_alloc_site *site, bool cheated,
+			 long drv_ret)
+{
+	return site->size && !cheated && !drv_ret && e->sealed &&
+	       xpu_escape_u32(e, site->status) == NV_OK &&
+	       (!site->size_in_params ||
+		e->params_size >= site->size + sizeof(u64));
+}
+
+/*
+ * After an allocation through XF on E (SITE's): how much RM's figures for
+ * XF's creators grew.  RM writes the size of the video memory it made back
+ * into the params it read (vidmemConstruct: the memdesc's size, rounded as
+ * RM chose; VID_HEAP_CONTROL's ALLOC_SIZE copies it back from the params it
+ * built), and GET_PID_INFO's figure for the client's creator grows by just
+ * that (memConstructCommon takes the Memory's length from the same memdesc;
+ * docs/memory.md).  So when RM MADE the memory (xpu_mem_made) and XF has
+ * one creator, whose figure xpu knows, that figure grows by the size
+ * without a reading, as a settled free lowers it (xpu_mem_freed).  Else RM
+ * is asked (xpu_refresh_creators).
+ */
+static u64 xpu_mem_grown(struct xpu_slice *slice, struct xpu_file *xf,
+			 const struct xpu_escape *e,
+			 const struct xpu_alloc_site *site, bool made)
+{
+	struct xpu_member *m = NULL;
+	u64 size, used;
+
+	lockdep_assert_held(&slice->mem_lock);
+	if (!made)
+		return xpu_refresh_creators(slice, xf);
+	memcpy(&size, (site->size_in_params ? e->params : e->u.raw) + site->size,
+	       sizeof(size));
+	spin_lock(&slice->members_lock);
+	if (!READ_ONCE(slice->stale) && xf->nr_creators == 1)
+		m = xpu_member_find(slice, xf->creators[0]);
+	spin_unlock(&slice->members_lock);
+	/* members go only under mem_lock, which we hold */
+	if (!m || !size || size > READ_ONCE(slice->memory_limit))
+		return xpu_refresh_creators(slice, xf);
+	m->usage += size;
+	used = slice->used + size;
+	WRITE_ONCE(slice->used, used);
+	if (used > slice->peak)
+		WRITE_ONCE(slice->peak, used);
+	return size;
+}
+
 static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 			   unsigned int cmd, struct xpu_escape *e, u64 want,
 			   const struct xpu_alloc_site *site)
@@ -997,8 +1073,8 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	u32 hc, hp, ho, st;
 	u64 grown, before;
 	LIST_HEAD(spare);
-	bool cheated;
-	long ret;
+	bool cheated, made;
+	long ret, drv_ret;
 
 	ret = xpu_mem_join(slice);
 	if (ret)
@@ -1023,8 +1099,9 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	 * what counts.
 	 */
 	before = slice->used;
-	ret = xpu_escape_call(xf, file, cmd, e, site, &cheated, NULL);
-	grown = xpu_refresh_creators(slice, xf);
+	ret = xpu_escape_call(xf, file, cmd, e, site, &cheated, &drv_ret);
+	made = xpu_mem_made(e, site, cheated, drv_ret);
+	grown = xpu_mem_grown(slice, xf, e, site, made);
 	if (cheated) {
 		xpu_mem_unrecorded(xf, grown,
 				   "moved or rewrote the page of a call xpu made for it");
@@ -1039,7 +1116,8 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	}
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {
 		st = grown || want ?
-		     xpu_mem_record(xf, file, e, site, grown, want) : NV_OK;
+		     xpu_mem_record(xf, file, e, site, grown, want, made) :
+		     NV_OK;
 		if (st)
 			ret = xpu_escape_status(e, site, st);
 		else if (xpu_escape_u32(e, site->status) == NV_OK)
@@ -1471,8 +1549,11 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	 * make video memory too.
 	 */
 	if (h_class == NV01_MEMORY_LOCAL_USER && e.params_size &&
-	    !(mp->flags & NVOS32_ALLOC_FLAGS_VIRTUAL) && xpu_is_vidmem(mp->attr))
+	    !(mp->flags & NVOS32_ALLOC_FLAGS_VIRTUAL) && xpu_is_vidmem(mp->attr)) {
 		want = xpu_rm_rounded(mp->size, mp->attr, mp->attr2);
+		site.size = offsetof(struct nv_memory_allocation_params, size);
+		site.size_in_params = true;
+	}
 
 	site.vidmem = h_class == NV01_MEMORY_LOCAL_USER;
 	/* system memory by its size in xpu's copy, which RM reads */
@@ -1755,6 +1836,12 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		 */
 		if (xpu_is_vidmem(attr)) {
 			want = xpu_rm_rounded(want, attr, attr2);
+			/* RM copies ALLOC_SIZE's size back (docs/memory.md) */
+			if (q->function == NVOS32_FUNCTION_ALLOC_SIZE &&
+			    !(q->data.alloc_size.flags &
+			      NVOS32_ALLOC_FLAGS_VIRTUAL))
+				site.size = offsetof(struct nvos32_parameters,
+						     data.alloc_size.size);
 		} else {
 			site.host = true;
 			site.host_want = PAGE_ALIGN(want);
@@ -1984,7 +2071,7 @@ static long xpu_control_on_page(struct xpu_file *xf, struct file *file,
 			   &addr, sizeof(u64));
 	addr -= XPU_ESCAPE_PARAMS_OFF;
 	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
-	*moved = !xpu_callpage_done(cp, img, len);
+	*moved = !xpu_callpage_done(cp, img, len, NULL);
 	memcpy(p, img, sizeof(*p));
 	p->params = uparams;
 	memcpy(params, img + XPU_ESCAPE_PARAMS_OFF, p->params_size);
@@ -2340,7 +2427,7 @@ long xpu_mem_export_dmabuf(struct xpu_file *xf, struct file *file,
 		goto out;
 	}
 	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
-	stayed = xpu_callpage_done(cp, copy, size);
+	stayed = xpu_callpage_done(cp, copy, size, NULL);
 	if (!stayed)
 		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
 				   "moved the page of a call xpu made for it");
@@ -2631,7 +2718,7 @@ long xpu_mem_call_on_copy(struct xpu_file *xf, struct file *file,
 	if (IS_ERR(cp))
 		return PTR_ERR(cp);
 	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
-	if (!xpu_callpage_done(cp, data, len)) {
+	if (!xpu_callpage_done(cp, data, len, NULL)) {
 		WRITE_ONCE(xf->poisoned, true);
 		if (!make) {
 			xpu_mem_kill_caller(xf, why, 0);

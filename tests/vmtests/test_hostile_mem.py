@@ -982,6 +982,79 @@ def test_the_results_of_an_allocation_on_xpu_s_page_cannot_be_rewritten(
         assert sl.used() >= 32 * MiB
 
 
+RACE_SIZE = nvtest.RAW_PRELUDE + """
+import threading
+libc.pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
+                       ctypes.c_long]
+libc.pread.restype = ctypes.c_ssize_t
+mp = dev.memory_params(32 << 20)
+p = abi.NVOS21_PARAMETERS()
+p.hRoot, p.hObjectParent, p.hObjectNew = rm.handle, dev.hdevice, 0x5c00beef
+p.hClass = abi.NV01_MEMORY_LOCAL_USER
+p.pAllocParms = ctypes.addressof(mp); p.paramsSize = ctypes.sizeof(mp)
+sfd = os.memfd_create("small")
+os.write(sfd, bytes(ctypes.c_uint64(64 << 10)))
+
+CALL_PAGE
+go, got = threading.Event(), {}
+def race():
+    go.set()
+    while "wrote" not in got:
+        addr = call_page()
+        if not addr:
+            continue
+        cur = abi.NVOS21_PARAMETERS.from_buffer_copy(
+            ctypes.string_at(addr, ctypes.sizeof(p)))
+        if (cur.hRoot, cur.hClass, cur.hObjectNew) != \
+                (p.hRoot, p.hClass, p.hObjectNew):
+            continue
+        # the size in xpu's copy of the params, on the same page; the
+        # kernel's own store: EFAULT while read-only
+        at = cur.pAllocParms + type(mp).size.offset
+        if libc.pread(sfd, at, 8, 0) == 8:
+            got["wrote"] = at
+t = threading.Thread(target=race, daemon=True)
+t.start()
+go.wait()
+rc = client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC,
+                                           ctypes.sizeof(p)), p)
+t.join()
+# alone again: 48 MiB more does not fit the 64 MiB slice's 32 MiB left
+try:
+    dev.alloc_vidmem(48 << 20)
+    more = abi.NV_OK
+except client.NvStatusError as e:
+    more = e.status
+report(rc=rc, status=p.status, size=mp.size, more=more)
+sys.stdin.readline()
+""".replace("CALL_PAGE", CALL_PAGE)
+
+
+def test_a_size_rewritten_on_xpu_s_page_is_not_what_the_slice_pays(
+        nodedir, reload_stub):
+    """RM writes back the size of the video memory it made, and after an
+    allocation made alone in its address space xpu takes that size as what
+    the creator's figure grew by, without asking RM.  Here a second thread
+    stores 64 KiB over the size on xpu's page once the driver's copy-back
+    made it writable (the driver waits 300 ms after it), so the caller is
+    not alone: its slice must still pay RM's 32 MiB, read from RM, and
+    refuse 48 MiB more in its 64 MiB.  Trusting the page there charged 64
+    KiB, admitted the 48 MiB, and the slice held 80."""
+    with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
+            sl, heap0):
+        child = nvtest.spawn_child(
+            RACE_SIZE.replace("CTL", repr(sl.ctl_node))
+            .replace("GPU", repr(sl.gpu_node)))
+        r = child.report()
+        # the premise: the store landed inside the window, and the caller
+        # got the page as it was
+        assert (r["rc"], r["status"], r["size"]) == (0, abi.NV_OK, 64 << 10)
+        assert r["more"] == abi.NV_ERR_NO_MEMORY
+        assert sl.get().killed == 0
+        assert sl.used() == nvtest.heap_used(0) - heap0 >= 32 * MiB
+        assert let_go(child) == 0
+
+
 # A client's handle is never the caller's to name in hObjectNew: RM takes it
 # from hRoot (0: its own choice) and writes it there whatever it held
 # (serverAllocClient).  xpu checks on its page only the handles RM never

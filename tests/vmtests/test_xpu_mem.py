@@ -218,6 +218,44 @@ def test_both_paths_share_one_limit(inside):
     assert sl.used() == sl.limit // 2 + sl.limit // 4
 
 
+ALONE = """
+ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+made = [dev.alloc_vidmem(3 << 20), dev.heap_alloc(100 << 10),
+        dev.alloc_vidmem(1), dev.heap_alloc((2 << 20) + 1, huge=True),
+        dev.alloc_vidmem(64 << 10, nvos64=True)]
+report(sizes=[m.size for m in made])
+sys.stdin.readline()
+for m in made[::2]:
+    rm.free(m.handle)
+report(freed=True)
+sys.stdin.readline()
+"""
+
+
+def test_an_allocation_made_alone_is_charged_as_rm_rounds_it(sl):
+    """A process alone in its address space allocates sizes RM rounds up
+    (to 64 KiB or 2 MiB pages) through both paths.  xpu charges each at the
+    size RM wrote back on xpu's page, without asking RM (xpu_mem_grown):
+    the slice's figure is RM's heap, to the byte, after the allocations,
+    after some frees, and at the end."""
+    heap0 = nvtest.heap_used(0)
+    child = nvtest.spawn_child(ALONE.replace("CTL", repr(sl.ctl_node))
+                               .replace("GPU", repr(sl.gpu_node)))
+    sizes = child.report()["sizes"]
+    assert sizes == [4 * MiB, 128 << 10, 64 << 10, 4 * MiB, 64 << 10]
+    assert sl.used() == nvtest.heap_used(0) - heap0 == sum(sizes)
+    child.p.stdin.write("\n")
+    child.p.stdin.flush()
+    assert child.report()["freed"]
+    assert sl.used() == nvtest.heap_used(0) - heap0 == sum(sizes[1::2])
+    child.p.stdin.write("\n")
+    child.p.stdin.flush()
+    assert child.finish() == 0
+    assert sl.used() == 0
+    assert nvtest.heap_used(0) == heap0
+
+
 def test_system_memory_is_not_counted(inside):
     sl, dev = inside
     dev.alloc_sysmem(MiB)
