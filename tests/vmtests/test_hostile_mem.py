@@ -889,54 +889,73 @@ def let_go_on(child):
 # --- the results of a call made on xpu's page
 
 
-RACE_RESULT = nvtest.RAW_PRELUDE + """
+# An RM_ALLOC of 32 MiB of video memory made on xpu's page while a thread of
+# the caller's stores into the page (after RAW_PRELUDE).
+ALLOC_RACE = CALL_PAGE + """
 import threading
-from nvclient.cudalike import CudaContext
-from nvclient.uvm import Uvm
 libc.pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
                        ctypes.c_long]
 libc.pread.restype = ctypes.c_ssize_t
+
+def vidmem_alloc(rm, dev, h):
+    # NVOS21 for 32 MiB of video memory as handle H (0: RM's choice)
+    mp = dev.memory_params(32 << 20)
+    p = abi.NVOS21_PARAMETERS()
+    p.hRoot, p.hObjectParent, p.hObjectNew = rm.handle, dev.hdevice, h
+    p.hClass = abi.NV01_MEMORY_LOCAL_USER
+    p.pAllocParms = ctypes.addressof(mp); p.paramsSize = ctypes.sizeof(mp)
+    return p, mp
+
+def raced_alloc(p, store):
+    # P made while a thread calls STORE(addr, cur) -- the page and this
+    # call's struct there (its params lie on the page too, so its
+    # pAllocParms is xpu's), once it names the object made -- until that
+    # says it stored (the kernel's own store: EFAULT, not SIGBUS, while
+    # the page is read-only); the driver's return
+    go, done = threading.Event(), []
+    def race():
+        go.set()
+        while not done:
+            addr = call_page()
+            if not addr:
+                continue
+            cur = abi.NVOS21_PARAMETERS.from_buffer_copy(
+                ctypes.string_at(addr, ctypes.sizeof(p)))
+            if (cur.hRoot, cur.hClass) == (p.hRoot, p.hClass) and \
+                    cur.hObjectNew and store(addr, cur):
+                done.append(True)
+    t = threading.Thread(target=race, daemon=True)
+    t.start()
+    go.wait()
+    rc = client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC,
+                                               ctypes.sizeof(p)), p)
+    t.join()
+    return rc
+"""
+
+RACE_RESULT = nvtest.RAW_PRELUDE + ALLOC_RACE + """
+from nvclient.cudalike import CudaContext
+from nvclient.uvm import Uvm
 uvm = Uvm(ctl.abi.version)
 ctx = CudaContext(dev, uvm)
 rm2 = client.RmClient(ctl); dev2 = rm2.device(0, gpu_file=gpu)
 small = dev2.alloc_vidmem(2 << 20)
 D = rm2.dup(dev2.hdevice, small.handle)     # video memory xpu did not record
-H = HANDLE                  # 0: RM chooses it
-mp = dev2.memory_params(32 << 20)
-p = abi.NVOS21_PARAMETERS()
-p.hRoot, p.hObjectParent, p.hObjectNew = rm2.handle, dev2.hdevice, H
-p.hClass = abi.NV01_MEMORY_LOCAL_USER
-p.pAllocParms = ctypes.addressof(mp); p.paramsSize = ctypes.sizeof(mp)
+p, mp = vidmem_alloc(rm2, dev2, HANDLE)     # 0: RM chooses the handle
 lie = abi.NVOS21_PARAMETERS.from_buffer_copy(bytes(p))
 lie.hObjectNew = D                          # "RM made D"
 lfd = os.memfd_create("lie")
 os.write(lfd, bytes(lie))
+got = {}
 
-CALL_PAGE
-go, got = threading.Event(), {}
-def race():
-    go.set()
-    while "wrote" not in got:
-        addr = call_page()
-        if not addr:
-            continue
-        # this call's struct (its params lie on the page too, so its
-        # pAllocParms is xpu's), once it names the object made
-        cur = abi.NVOS21_PARAMETERS.from_buffer_copy(
-            ctypes.string_at(addr, ctypes.sizeof(p)))
-        if (cur.hRoot, cur.hClass) != (p.hRoot, p.hClass) or \
-                not cur.hObjectNew:
-            continue
-        # the kernel's own store: EFAULT, not SIGBUS, while read-only
-        if libc.pread(lfd, addr, ctypes.sizeof(lie), 0) == ctypes.sizeof(lie):
-            got["wrote"], got["made"] = addr, cur.hObjectNew
-            report(wrote=addr)  # the premise, before xpu reads the page
-t = threading.Thread(target=race, daemon=True)
-t.start()
-go.wait()
-rc = client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC,
-                                           ctypes.sizeof(p)), p)
-t.join()
+def store(addr, cur):
+    if libc.pread(lfd, addr, ctypes.sizeof(lie), 0) != ctypes.sizeof(lie):
+        return False
+    got["made"] = cur.hObjectNew
+    report(wrote=addr)      # the premise, before xpu reads the page
+    return True
+
+rc = raced_alloc(p, store)
 mapped = False
 try:                        # UVM keeps what it maps past RM_FREE
     va = ctx.va(32 << 20)
@@ -949,7 +968,7 @@ except client.NvStatusError:
 rm2.close()                 # the client, and what it holds, freed
 report(rc=rc, status=p.status, new=p.hObjectNew, mapped=mapped)
 sys.stdin.readline()
-""".replace("CALL_PAGE", CALL_PAGE)
+"""
 
 
 @pytest.mark.parametrize("chosen_by", ["client", "rm"])
@@ -982,44 +1001,21 @@ def test_the_results_of_an_allocation_on_xpu_s_page_cannot_be_rewritten(
         assert sl.used() >= 32 * MiB
 
 
-RACE_SIZE = nvtest.RAW_PRELUDE + """
-import threading
-libc.pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
-                       ctypes.c_long]
-libc.pread.restype = ctypes.c_ssize_t
-mp = dev.memory_params(32 << 20)
-p = abi.NVOS21_PARAMETERS()
-p.hRoot, p.hObjectParent, p.hObjectNew = rm.handle, dev.hdevice, 0x5c00beef
-p.hClass = abi.NV01_MEMORY_LOCAL_USER
-p.pAllocParms = ctypes.addressof(mp); p.paramsSize = ctypes.sizeof(mp)
+RACE_SIZE = nvtest.RAW_PRELUDE + ALLOC_RACE + """
+p, mp = vidmem_alloc(rm, dev, 0x5c00beef)
 sfd = os.memfd_create("small")
 os.write(sfd, bytes(ctypes.c_uint64(64 << 10)))
 
-CALL_PAGE
-go, got = threading.Event(), {}
-def race():
-    go.set()
-    while "wrote" not in got:
-        addr = call_page()
-        if not addr:
-            continue
-        cur = abi.NVOS21_PARAMETERS.from_buffer_copy(
-            ctypes.string_at(addr, ctypes.sizeof(p)))
-        if (cur.hRoot, cur.hClass, cur.hObjectNew) != \
-                (p.hRoot, p.hClass, p.hObjectNew):
-            continue
-        # the size in xpu's copy of the params, on the same page; the
-        # kernel's own store: EFAULT while read-only
-        at = cur.pAllocParms + type(mp).size.offset
-        if libc.pread(sfd, at, 8, 0) == 8:
-            got["wrote"] = at
-t = threading.Thread(target=race, daemon=True)
-t.start()
-go.wait()
-rc = client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC,
-                                           ctypes.sizeof(p)), p)
-t.join()
-# alone again: 48 MiB more does not fit the 64 MiB slice's 32 MiB left
+def store(addr, cur):
+    # the size in xpu's copy of the params, on the same page
+    at = cur.pAllocParms + type(mp).size.offset
+    return libc.pread(sfd, at, 8, 0) == 8
+
+rc = raced_alloc(p, store)
+# alone again (the thread's task gone, its hold on the address space
+# before it): 48 MiB more does not fit the 64 MiB slice's 32 MiB left
+while len(os.listdir("/proc/self/task")) > 1:
+    pass
 try:
     dev.alloc_vidmem(48 << 20)
     more = abi.NV_OK
@@ -1027,7 +1023,7 @@ except client.NvStatusError as e:
     more = e.status
 report(rc=rc, status=p.status, size=mp.size, more=more)
 sys.stdin.readline()
-""".replace("CALL_PAGE", CALL_PAGE)
+"""
 
 
 def test_a_size_rewritten_on_xpu_s_page_is_not_what_the_slice_pays(
