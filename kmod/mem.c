@@ -152,6 +152,14 @@ static noinline_for_stack void xpu_refresh_batch(struct xpu_slice *slice,
 		batch[i]->usage = bytes[i];
 }
 
+/* SLICE's figure becomes USED, its peak with it; under mem_lock. */
+static void xpu_mem_set_used(struct xpu_slice *slice, u64 used)
+{
+	WRITE_ONCE(slice->used, used);
+	if (used > slice->peak)
+		WRITE_ONCE(slice->peak, used);
+}
+
 /*
  * Read every member's usage anew, XPU_PID_BATCH members per RM query; forget
  * exited members that hold nothing.
@@ -185,9 +193,26 @@ static void xpu_refresh_locked(struct xpu_slice *slice)
 	used += READ_ONCE(slice->held_bytes) +
 		atomic64_read(&slice->rec_bytes) +
 		atomic64_read(&slice->lost_bytes);
-	WRITE_ONCE(slice->used, used);
-	if (used > slice->peak)
-		WRITE_ONCE(slice->peak, used);
+	xpu_mem_set_used(slice, used);
+}
+
+/*
+ * XF's one creator, whose figure xpu knows (not stale), or NULL: every client
+ * reached through XF was made by it, so RM charges it for what XF's calls
+ * make and free.  Under mem_lock, which members go only under, so the
+ * member stays after the members' lock is dropped.
+ */
+static struct xpu_member *xpu_mem_sole_creator(struct xpu_slice *slice,
+					       struct xpu_file *xf)
+{
+	struct xpu_member *m = NULL;
+
+	lockdep_assert_held(&slice->mem_lock);
+	spin_lock(&slice->members_lock);
+	if (!READ_ONCE(slice->stale) && xf->nr_creators == 1)
+		m = xpu_member_find(slice, xf->creators[0]);
+	spin_unlock(&slice->members_lock);
+	return m;
 }
 
 /*
@@ -208,7 +233,7 @@ static u64 xpu_refresh_creators(struct xpu_slice *slice, struct xpu_file *xf)
 {
 	struct xpu_member *batch[XPU_MAX_CREATORS];
 	struct xpu_member *m;
-	u64 before = 0, after = 0, used;
+	u64 before = 0, after = 0;
 	u32 n = 0, i;
 
 	BUILD_BUG_ON(XPU_MAX_CREATORS > XPU_PID_BATCH);
@@ -236,10 +261,7 @@ static u64 xpu_refresh_creators(struct xpu_slice *slice, struct xpu_file *xf)
 	xpu_refresh_batch(slice, batch, n);
 	for (i = 0; i < n; i++)
 		after += batch[i]->usage;
-	used = slice->used - before + after;
-	WRITE_ONCE(slice->used, used);
-	if (used > slice->peak)
-		WRITE_ONCE(slice->peak, used);
+	xpu_mem_set_used(slice, slice->used - before + after);
 	return after > before ? after - before : 0;
 }
 
@@ -1042,26 +1064,19 @@ static u64 xpu_mem_grown(struct xpu_slice *slice, struct xpu_file *xf,
 			 const struct xpu_escape *e,
 			 const struct xpu_alloc_site *site, bool made)
 {
-	struct xpu_member *m = NULL;
-	u64 size, used;
+	struct xpu_member *m;
+	u64 size;
 
 	lockdep_assert_held(&slice->mem_lock);
 	if (!made)
 		return xpu_refresh_creators(slice, xf);
 	memcpy(&size, (site->size_in_params ? e->params : e->u.raw) + site->size,
 	       sizeof(size));
-	spin_lock(&slice->members_lock);
-	if (!READ_ONCE(slice->stale) && xf->nr_creators == 1)
-		m = xpu_member_find(slice, xf->creators[0]);
-	spin_unlock(&slice->members_lock);
-	/* members go only under mem_lock, which we hold */
+	m = xpu_mem_sole_creator(slice, xf);
 	if (!m || !size || size > READ_ONCE(slice->memory_limit))
 		return xpu_refresh_creators(slice, xf);
 	m->usage += size;
-	used = slice->used + size;
-	WRITE_ONCE(slice->used, used);
-	if (used > slice->peak)
-		WRITE_ONCE(slice->peak, used);
+	xpu_mem_set_used(slice, slice->used + size);
 	return size;
 }
 
@@ -1161,9 +1176,7 @@ u32 xpu_mem_charge_locked(struct xpu_slice *slice, u64 bytes)
 	if (!xpu_mem_fits(slice, bytes))
 		return NV_ERR_NO_MEMORY;
 	atomic64_add(bytes, &slice->rec_bytes);
-	WRITE_ONCE(slice->used, slice->used + bytes);
-	if (slice->used > slice->peak)
-		WRITE_ONCE(slice->peak, slice->used);
+	xpu_mem_set_used(slice, slice->used + bytes);
 	return NV_OK;
 }
 
@@ -1619,17 +1632,12 @@ long xpu_mem_alloc_object(struct xpu_file *xf, struct file *file,
 static void xpu_mem_freed(struct xpu_slice *slice, struct xpu_file *xf,
 			  u64 gone)
 {
-	struct xpu_member *m = NULL;
+	struct xpu_member *m;
 
 	lockdep_assert_held(&slice->mem_lock);
 	if (!gone)
 		return;				/* RM freed nothing */
-	spin_lock(&slice->members_lock);
-	if (gone != U64_MAX && !READ_ONCE(slice->stale) &&
-	    xf->nr_creators == 1)
-		m = xpu_member_find(slice, xf->creators[0]);
-	spin_unlock(&slice->members_lock);
-	/* members go only under mem_lock, which we hold */
+	m = gone == U64_MAX ? NULL : xpu_mem_sole_creator(slice, xf);
 	if (!m || m->usage < gone || slice->used < gone) {
 		xpu_refresh_creators(slice, xf);
 		return;
