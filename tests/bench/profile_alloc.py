@@ -8,7 +8,8 @@ A client in a 16 GiB slice makes ALLOCS allocations of 2 MiB of video
 memory and frees each (as `make bench`'s alloc_overhead_ratio does) while
 the graph tracer follows xpu_mem_rm_alloc and xpu_mem_rm_free down to
 --depth levels, through xpu.ko's and the stub's functions only (the
-kernel's own, vm_mmap or the TLB flush, count in their caller's time).
+kernel's own, vm_mmap or the TLB flush, count in their caller's time,
+unless --also names them).
 Each row is a function at a depth below those two: how
 many calls, and their total and mean duration in microseconds as the
 tracer saw them.  Tracing slows every call it follows, so the figures are
@@ -83,6 +84,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--depth", type=int, default=3)
     ap.add_argument("--allocs", type=int, default=ALLOCS)
+    ap.add_argument("--also", default="",
+                    help="kernel functions to follow too, comma-separated "
+                         "(vm_mmap,handle_mm_fault,...)")
     args = ap.parse_args()
     d = tracefs()
     nodedir = tempfile.mkdtemp(prefix="xpuprof-", dir="/dev")
@@ -109,6 +113,9 @@ def main():
                 put(d, "set_ftrace_filter", ":mod:xpu")
                 with open(os.path.join(d, "set_ftrace_filter"), "a") as f:
                     f.write(":mod:nvstub")
+                for fn in filter(None, args.also.split(",")):
+                    with open(os.path.join(d, "set_ftrace_filter"), "a") as f:
+                        f.write(fn)
                 put(d, "set_graph_function", " ".join(ROOTS))
                 put(d, "max_graph_depth", str(args.depth + 1))
                 put(d, "current_tracer", "function_graph")
