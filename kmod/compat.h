@@ -76,4 +76,17 @@ static inline void release_fault_lock(struct vm_fault *vmf)
 	zap_vma_ptes(vma, address, size)
 #endif
 
+/*
+ * The dma-buf namespace (the test stub's dma-bufs import it): named by an
+ * identifier before cdd30ebb1b9f ("module: Convert symbol namespace to
+ * string literal"), v6.13, by a string since (conftest.sh).  Before
+ * 16b0314aa746 ("dma-buf: move dma-buf symbols into the DMA_BUF module
+ * namespace"), v5.16, nothing is in it, and the import asks for nothing.
+ */
+#ifdef XPU_HAVE_MODULE_IMPORT_NS_STRING
+#define XPU_IMPORT_NS_DMA_BUF MODULE_IMPORT_NS("DMA_BUF")
+#else
+#define XPU_IMPORT_NS_DMA_BUF MODULE_IMPORT_NS(DMA_BUF)
+#endif
+
 #endif /* XPU_COMPAT_H */

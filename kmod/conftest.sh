@@ -88,4 +88,15 @@ void xpu_conftest(struct vm_area_struct *vma)
 	zap_special_vma_range(vma, vma->vm_start, PAGE_SIZE);
 }' "$@"
 
+# MODULE_IMPORT_NS() takes the namespace as a string literal since
+# cdd30ebb1b9f ("module: Convert symbol namespace to string literal"),
+# v6.13; before, as an identifier, which it stringified (so a string
+# compiles either way: the probe looks at what reaches MODULE_INFO).
+probe XPU_HAVE_MODULE_IMPORT_NS_STRING '
+#include <linux/module.h>
+#undef MODULE_INFO
+#define MODULE_INFO(tag, info) \
+	_Static_assert(sizeof(info) == sizeof("DMA_BUF"), "stringified")
+MODULE_IMPORT_NS("DMA_BUF");' "$@"
+
 echo "#endif"

@@ -203,6 +203,37 @@ class GpuFile(NvFile):
         _check(p, "RM_ALLOC_MEMORY", check)
         return arg
 
+    def export_dmabuf(self, version, h_client, objects, total_size=None,
+                      total_objects=None, index=0, fd=-1, mapping_type=0):
+        """NV_ESC_EXPORT_TO_DMABUF_FD (nv-ioctl.h): ``objects`` of
+        (handle, offset, size) of client ``h_client`` attached from
+        ``index`` to the dma-buf ``fd``, or to a new one of ``total_size``
+        bytes for ``total_objects`` handles (by default those given) when
+        ``fd`` is -1.  ``version`` (a parse_version tuple) decides the
+        layout: ``mappingType`` and the arrays 4 bytes on from 570.
+        Returns (rc, status, fd): rc 0 or -errno, the fd RM wrote back."""
+        since_570 = version[:2] >= (570, 0)
+        size = 2608 if since_570 else 2600
+        handles, offsets, sizes = (36, 552, 1576) if since_570 else (32, 544, 1568)
+        buf = (ctypes.c_uint8 * size)()
+        if total_size is None:
+            total_size = sum(o[2] for o in objects)
+        if total_objects is None:
+            total_objects = len(objects)
+        struct.pack_into("<iIIII", buf, 0, fd, h_client, total_objects,
+                         len(objects), index)
+        struct.pack_into("<Q", buf, 24, total_size)
+        if since_570:
+            struct.pack_into("<B", buf, 32, mapping_type)
+        for i, (h, off, sz) in enumerate(objects):
+            struct.pack_into("<I", buf, handles + 4 * i, h)
+            struct.pack_into("<Q", buf, offsets + 8 * i, off)
+            struct.pack_into("<Q", buf, sizes + 8 * i, sz)
+        rc = ioctl_raw(self.fd, abi.nv_ioctl(abi.NV_ESC_EXPORT_TO_DMABUF_FD,
+                                             size), buf)
+        return (rc, struct.unpack_from("<I", buf, size - 8)[0],
+                struct.unpack_from("<i", buf, 0)[0])
+
 
 def _ptr(obj):
     return ctypes.addressof(obj) if obj is not None else 0

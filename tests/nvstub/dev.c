@@ -729,6 +729,8 @@ static int nvstub_dispatch(struct nvstub_file *nf, u32 nr, void *buf, u32 size)
 		if (!ctl)
 			return -EINVAL;
 		return nvstub_sys_params(buf, size);
+	case NV_ESC_EXPORT_TO_DMABUF_FD:
+		return nvstub_dmabuf_export(nf, buf, size);
 	}
 	return nvstub_rm_ioctl(nf, nr, buf, size) == NV_OK ? 0 : -EINVAL;
 }

@@ -405,9 +405,15 @@ static int __init nvstub_init(void)
 		pr_err("cannot register major %d: %d\n", NV_MAJOR_DEVICE_NUMBER, ret);
 		goto err_debugfs;
 	}
+	ret = nvstub_dmabuf_init();
+	if (ret) {
+		nvstub_dev_exit();
+		goto err_debugfs;
+	}
 	ret = nvstub_uvm_init();
 	if (ret) {
 		pr_err("cannot register nvidia-uvm: %d\n", ret);
+		nvstub_dmabuf_exit();
 		nvstub_dev_exit();
 		goto err_debugfs;
 	}
@@ -429,6 +435,7 @@ static void __exit nvstub_exit(void)
 	unsigned int i;
 
 	nvstub_uvm_exit();
+	nvstub_dmabuf_exit();
 	nvstub_dev_exit();
 	debugfs_remove_recursive(nvstub_debugfs);
 	proc_remove(nvstub_proc);

@@ -531,6 +531,13 @@ struct nvos57_parameters;
 u32 nvstub_rm_share(struct nvstub_call *call, struct nvos57_parameters *p);
 u32 nvstub_rm_dup_to_kernel(struct nvstub_client *dst, u32 h_parent,
 			    struct nvstub_object *src, u32 *h_new);
+u32 nvstub_rm_dup_for_dmabuf(struct nvstub_client *dst, u32 h_device,
+			     u32 h_subdevice, struct nvstub_gpu *gpu,
+			     u32 h_client, u32 h_memory, u64 offset, u64 size,
+			     u32 *h_new);
+int nvstub_dmabuf_export(struct nvstub_file *nf, void *buf, u32 size);
+int nvstub_dmabuf_init(void);
+void nvstub_dmabuf_exit(void);
 void nvstub_rm_free_clients_of(struct nvstub_file *nf);
 void nvstub_gpu_get(struct nvstub_gpu *gpu);
 void nvstub_gpu_put(struct nvstub_gpu *gpu);

@@ -1352,21 +1352,14 @@ u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p)
 	return NV_OK;
 }
 
-/*
- * A dup into a kernel client (UVM's nvGpuOpsDupMemory): with
- * NV04_DUP_HANDLE_FLAGS_REJECT_KERNEL_DUP_PRIVILEGE the source client's share
- * policy still applies, which by default admits only the process that made
- * the source client (cliresShareCallback, RS_SHARE_TYPE_PID).
- */
-u32 nvstub_rm_dup_to_kernel(struct nvstub_client *dst, u32 h_parent,
-			    struct nvstub_object *sobj, u32 *h_new)
+/* The dup of SOBJ into kernel client DST under H_PARENT, as *H_NEW. */
+static u32 nvstub_rm_dup_into(struct nvstub_client *dst, u32 h_parent,
+			      struct nvstub_object *sobj, u32 *h_new)
 {
 	struct nvstub_object *parent, *obj;
 	u32 status, h = 0;
 
 	lockdep_assert_held(&nvstub_rm_lock);
-	if (sobj->client->tgid != task_tgid_nr(current))
-		return NV_ERR_INSUFFICIENT_PERMISSIONS;
 	if (!sobj->cls || !(sobj->cls->flags & NVSTUB_CLS_COPYABLE))
 		return NV_ERR_INVALID_ARGUMENT;
 	parent = nvstub_object_find(dst, h_parent);
@@ -1382,6 +1375,60 @@ u32 nvstub_rm_dup_to_kernel(struct nvstub_client *dst, u32 h_parent,
 		nvstub_mem_dup(obj, sobj);
 	*h_new = h;
 	return NV_OK;
+}
+
+/*
+ * A dup into a kernel client (UVM's nvGpuOpsDupMemory): with
+ * NV04_DUP_HANDLE_FLAGS_REJECT_KERNEL_DUP_PRIVILEGE the source client's share
+ * policy still applies, which by default admits only the process that made
+ * the source client (cliresShareCallback, RS_SHARE_TYPE_PID).
+ */
+u32 nvstub_rm_dup_to_kernel(struct nvstub_client *dst, u32 h_parent,
+			    struct nvstub_object *sobj, u32 *h_new)
+{
+	lockdep_assert_held(&nvstub_rm_lock);
+	if (sobj->client->tgid != task_tgid_nr(current))
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	return nvstub_rm_dup_into(dst, h_parent, sobj, h_new);
+}
+
+/*
+ * A dma-buf's dup of (H_CLIENT, H_MEMORY), OFFSET and SIZE of it, into
+ * kernel client DST (osapi.c RmDmabufVerifyMemHandle, then the dup through
+ * RM's internal API: no share policy is asked, whoever's the client is),
+ * under DST's device or subdevice as the memory's parent is one.  The
+ * memory must be video memory of GPU, and the range page-aligned and in
+ * it.
+ */
+u32 nvstub_rm_dup_for_dmabuf(struct nvstub_client *dst, u32 h_device,
+			     u32 h_subdevice, struct nvstub_gpu *gpu,
+			     u32 h_client, u32 h_memory, u64 offset, u64 size,
+			     u32 *h_new)
+{
+	struct nvstub_client *c;
+	struct nvstub_object *o;
+	struct nvstub_mem *mem;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	c = xa_load(&nvstub_clients, h_client);
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;
+	o = nvstub_object_find(c, h_memory);
+	if (!o)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	if (!o->cls || !(o->cls->flags & NVSTUB_CLS_MEMORY))
+		return NV_ERR_INVALID_OBJECT;
+	mem = o->mem.mem;
+	if (o->gpu != gpu && (!mem || mem->gpu != gpu))
+		return NV_ERR_INVALID_OBJECT_PARENT;
+	if (!IS_ALIGNED(offset, PAGE_SIZE) || !IS_ALIGNED(size, PAGE_SIZE))
+		return NV_ERR_INVALID_ARGUMENT;
+	if (!mem || mem->type != NVSTUB_MEM_VIDMEM)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (!size || size > mem->size || offset > mem->size - size)
+		return NV_ERR_INVALID_ARGUMENT;
+	return nvstub_rm_dup_into(dst, o->parent->hclass == NV20_SUBDEVICE_0 ?
+				  h_subdevice : h_device, o, h_new);
 }
 
 /* nv_open_device() and nvidia_dev_get(): one more user of the GPU */

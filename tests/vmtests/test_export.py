@@ -6,6 +6,10 @@ os.c; docs/nvstub.md): the export is a duplicate in RM's own client that
 lives as long as the fd's file, the import a duplicate of that into the
 caller's client."""
 
+import ctypes
+import errno
+import os
+
 import nvtest
 import pytest
 from nvclient import abi, client
@@ -112,3 +116,77 @@ def test_export_and_import_refuse_what_rm_refuses(rm, dev, gpu0):
     assert r.status == bad
     for f in (ctl2, nodev):
         f.close()
+
+
+def _pid_vidmem(dev):
+    """This process's three GET_PID_INFO video-memory figures, summed."""
+    p = abi.NV2080_CTRL_GPU_GET_PID_INFO_PARAMS(pidInfoListCount=1)
+    p.pidInfoList[0].pid = os.getpid()
+    p.pidInfoList[0].index = \
+        abi.NV2080_CTRL_GPU_PID_INFO_INDEX_VIDEO_MEMORY_USAGE
+    dev.client.control(dev.hsubdevice, abi.NV2080_CTRL_CMD_GPU_GET_PID_INFO, p)
+    u = p.pidInfoList[0].data.vidMemUsage
+    return u.memPrivate + u.memSharedOwned + u.memSharedDuped
+
+
+def test_a_dma_buf_keeps_the_memory_it_exports_charged_to_no_one(
+        ctl, rm, dev, gpu0, config):
+    """NV_ESC_EXPORT_TO_DMABUF_FD (nv-dmabuf.c, osapi.c
+    RmDmabufVerifyMemHandle, 535 to 595): a GPU file's call duplicates the
+    named video memory into the GPU's memory-manager client (a kernel
+    client: no process's GET_PID_INFO figure) and returns a dma-buf that
+    holds the duplicates until its last reference goes.  Handles attach
+    over several calls; each is checked, and a call that fails undoes what
+    it attached."""
+    version = abi.parse_version(config.version)
+    heap0 = nvtest.heap_used(0)
+    m = dev.alloc_vidmem(4 * MiB)
+    s = dev.alloc_vidmem(2 * MiB)
+    sysmem = dev.alloc_sysmem(1 * MiB)
+    exp = gpu0.export_dmabuf
+    # the control file has no such escape; the size is the version's
+    for f in (ctl, gpu0):
+        assert client.escape_raw(f.fd, abi.NV_ESC_EXPORT_TO_DMABUF_FD,
+                                 (ctypes.c_uint8 * 2604)()) == -errno.EINVAL
+    rc, st, _ = client.GpuFile.export_dmabuf(ctl, version, rm.handle,
+                                         [(m.handle, 0, 4096)])
+    assert rc == -errno.EINVAL
+    bad = [
+        ([(m.handle, 0, 0)], None, abi.NV_ERR_INVALID_ARGUMENT),  # total 0
+        ([(m.handle, 4096 + 1, 4096)], 4096, abi.NV_ERR_INVALID_ARGUMENT),
+        ([(m.handle, 0, 8 * MiB)], None, abi.NV_ERR_INVALID_ARGUMENT),
+        ([(m.handle, 4 * MiB - 4096, 8192)], None,
+         abi.NV_ERR_INVALID_ARGUMENT),
+        ([(dev.hdevice, 0, 4096)], None, abi.NV_ERR_INVALID_OBJECT),
+        ([(sysmem.handle, 0, 4096)], None, abi.NV_ERR_INVALID_ARGUMENT),
+        ([(0x7e7e7e7e, 0, 4096)], None, abi.NV_ERR_OBJECT_NOT_FOUND),
+        # the last handle attached, the sizes must add up to the total
+        ([(m.handle, 0, 4096)], 8192, abi.NV_ERR_INVALID_ARGUMENT),
+    ]
+    for objs, total, want in bad:
+        rc, st, _ = exp(version, rm.handle, objs, total_size=total)
+        assert (rc, st) == (0, want), (objs, total, rc, hex(st))
+    rc, st, _ = exp(version, 0x7e7e7e7e, [(m.handle, 0, 4096)])
+    assert (rc, st) == (0, abi.NV_ERR_INVALID_CLIENT)
+    rm.free(sysmem.handle)
+    assert nvtest.heap_used(0) - heap0 == 6 * MiB
+    # two calls: a dma-buf for two handles, then the second attached
+    rc, st, fd = exp(version, rm.handle, [(m.handle, 0, 4 * MiB)],
+                     total_size=6 * MiB, total_objects=2)
+    assert (rc, st) == (0, abi.NV_OK) and fd >= 0
+    try:
+        rc, st, _ = exp(version, rm.handle, [(s.handle, 0, 2 * MiB)],
+                        fd=fd, index=0)
+        assert (rc, st) == (0, abi.NV_ERR_IN_USE)   # index 0 is taken
+        rc, st, _ = exp(version, rm.handle, [(s.handle, 0, 2 * MiB)],
+                        fd=fd, index=1)
+        assert (rc, st) == (0, abi.NV_OK)
+        before = _pid_vidmem(dev)
+        rm.free(m.handle)
+        rm.free(s.handle)
+        # the memory stays, and no process pays for it
+        assert nvtest.heap_used(0) - heap0 == 6 * MiB
+        assert before - _pid_vidmem(dev) == 6 * MiB
+    finally:
+        os.close(fd)
+    assert nvtest.heap_used(0) == heap0

@@ -1036,32 +1036,66 @@ def test_a_dma_buf_export_names_only_the_slice_s_clients(sl):
     (nv-dmabuf.c, osapi.c RmDmabufVerifyMemHandle, 535 to 595): another
     tenant's memory, for the asking.  Now a slice's call must name one of
     its own clients (NV_ERR_INVALID_CLIENT, the driver not called); one
-    that does goes to the driver on xpu's copy.  The stub makes no dma-bufs
-    (-EINVAL, docs/nvstub.md), which is what the slice's own client gets
-    here; without the check the other client's call got it too."""
+    that does goes to the driver on xpu's copy, and its own memory comes
+    back as a dma-buf.  Without the check the other client's call reached
+    the driver too (before session 39 the stub made no dma-bufs, and both
+    got -EINVAL)."""
     with client.Ctl() as c, client.RmClient(c) as other:
         run_in(sl, """
-import errno, struct
-v = abi.parse_version(ctl.version)[:2]
-size = 2608 if v >= (570, 0) else 2600
-
-def export(hc):
-    buf = (ctypes.c_uint8 * size)()
-    struct.pack_into("<iIIII", buf, 0, -1, hc, 1, 1, 0)
-    struct.pack_into("<Q", buf, 24, 4096)
-    ctypes.set_errno(0)
-    rc = libc.ioctl(gpu.fd, abi.nv_ioctl(abi.NV_ESC_EXPORT_TO_DMABUF_FD, size),
-                    ctypes.addressof(buf))
-    return rc, ctypes.get_errno(), struct.unpack_from("<I", buf, size - 8)[0]
-
+import os
+v = abi.parse_version(ctl.version)
+m = dev.alloc_vidmem(1 << 20)
 NOT_OURS = abi.NV_ERR_INVALID_CLIENT
 for hc in (OTHER, 0, rm.handle + 1):        # the host's, none, one to come
-    rc, err, st = export(hc)
-    assert (rc, st) == (0, NOT_OURS), (hex(hc), rc, err, hex(st))
-rc, err, st = export(rm.handle)             # its own: the driver's to answer
-assert (rc, err) == (-1, errno.EINVAL), (rc, err, hex(st))
+    rc, st, fd = gpu.export_dmabuf(v, hc, [(m.handle, 0, 1 << 20)])
+    assert (rc, st) == (0, NOT_OURS), (hex(hc), rc, hex(st))
+rc, st, fd = gpu.export_dmabuf(v, rm.handle, [(m.handle, 0, 1 << 20)])
+assert (rc, st) == (0, abi.NV_OK) and fd >= 0, (rc, hex(st), fd)
+os.close(fd)
+rm.free(m.handle)
 """.replace("OTHER", str(other.handle)))
 
+
+
+def test_memory_a_dma_buf_keeps_stays_charged_to_the_slice(sl):
+    """Class 28 and the ledger: a dma-buf of the slice's own memory holds
+    the driver's duplicates, in a kernel client that no process's
+    GET_PID_INFO figure counts (`test_export.py` shows the stub doing what
+    RM does), so a free of the tenant's handle lowers its figure while RM
+    keeps the memory.  The ledger's duplicate, taken before the free, is
+    not alone after it: the 128 MiB stays charged to the 256 MiB slice,
+    which refuses 192 MiB more, until the dma-buf's last reference goes;
+    then the same allocation is admitted.  Both orders of closing are
+    taken: the dma-buf first, and the memory's client first."""
+    run_in(sl, """
+import os
+from xpu import ctl as xpu_ctl
+v = abi.parse_version(ctl.version)
+for client_first in (False, True):
+    c = client.RmClient(ctl)
+    d = c.device(0, gpu_file=gpu)
+    m = d.alloc_vidmem(128 << 20)
+    rc, st, fd = gpu.export_dmabuf(v, c.handle, [(m.handle, 0, 128 << 20)])
+    assert (rc, st) == (0, abi.NV_OK), (rc, hex(st))
+    if client_first:
+        c.close()                   # the handle goes with its client
+    else:
+        c.free(m.handle)
+    with xpu_ctl.Ctl() as a:
+        assert a.slice_get(SLICE).memory_used >= 128 << 20
+    try:
+        dev.alloc_vidmem(192 << 20)
+        raise AssertionError("192 MiB admitted with 128 MiB kept")
+    except client.NvStatusError as e:
+        assert e.status == abi.NV_ERR_NO_MEMORY, hex(e.status)
+    os.close(fd)
+    big = dev.alloc_vidmem(192 << 20)
+    rm.free(big.handle)
+    if not client_first:
+        c.close()
+with xpu_ctl.Ctl() as a:
+    assert a.slice_get(SLICE).memory_used < 128 << 20
+""".replace("SLICE", str(sl.id)))
 
 # --- class 29: the memory-block size the driver takes from whoever comes first
 
