@@ -23,7 +23,8 @@
  * The GPU's client: RM's MemoryManager has one client, device and
  * subdevice per GPU from its start; the stub makes the device and
  * subdevice when a GPU's first dma-buf is made and frees them with its
- * last, holding the GPU meanwhile as nvidia_dev_get() does.
+ * last, holding the GPU meanwhile as nvidia_dev_get() does
+ * (nvstub_kgpus_get(), rm.c, which UVM's session shares).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -66,7 +67,7 @@ struct nvstub_dmabuf_head {
 };
 
 struct nvstub_dmabuf_handle {
-	u32 h_dup;			/* in nvstub_dmabuf_client; 0: free */
+	u32 h_dup;			/* in nvstub_dmabuf_mm.client; 0: free */
 	u64 size;
 };
 
@@ -79,58 +80,10 @@ struct nvstub_dmabuf {
 	struct nvstub_dmabuf_handle *handles;
 };
 
-/* under nvstub_rm_lock */
-static u32 nvstub_dmabuf_client;
-static u32 nvstub_dmabuf_device[NVSTUB_MAX_GPUS];
-static u32 nvstub_dmabuf_subdevice[NVSTUB_MAX_GPUS];
-static unsigned int nvstub_dmabuf_live[NVSTUB_MAX_GPUS];
+/* the GPUs' memory-manager client, its devices and subdevices */
+static struct nvstub_kgpus nvstub_dmabuf_mm;
 
 static const struct dma_buf_ops nvstub_dmabuf_ops;
-
-/* GPU's first dma-buf: the GPU held, its device and subdevice made */
-static u32 nvstub_dmabuf_gpu_get(struct nvstub_gpu *gpu)
-{
-	struct nvstub_call call = { .kernel = true };
-	struct nv0080_alloc_parameters dp = { .device_id = gpu->index };
-	unsigned int i = gpu->index;
-	u32 st;
-
-	lockdep_assert_held(&nvstub_rm_lock);
-	if (nvstub_dmabuf_live[i]++)
-		return NV_OK;
-	nvstub_gpu_get(gpu);
-	nvstub_dmabuf_device[i] = 0;
-	nvstub_dmabuf_subdevice[i] = 0;
-	st = nvstub_rm_alloc_kernel(&call, nvstub_dmabuf_client,
-				    nvstub_dmabuf_client,
-				    &nvstub_dmabuf_device[i], NV01_DEVICE_0,
-				    &dp);
-	if (!st)
-		st = nvstub_rm_alloc_kernel(&call, nvstub_dmabuf_client,
-					    nvstub_dmabuf_device[i],
-					    &nvstub_dmabuf_subdevice[i],
-					    NV20_SUBDEVICE_0, NULL);
-	if (st) {
-		if (nvstub_dmabuf_device[i])
-			nvstub_rm_free(&call, nvstub_dmabuf_client,
-				       nvstub_dmabuf_device[i]);
-		nvstub_dmabuf_live[i] = 0;
-		nvstub_gpu_put(gpu);
-	}
-	return st;
-}
-
-static void nvstub_dmabuf_gpu_put(struct nvstub_gpu *gpu)
-{
-	struct nvstub_call call = { .kernel = true };
-	unsigned int i = gpu->index;
-
-	lockdep_assert_held(&nvstub_rm_lock);
-	if (--nvstub_dmabuf_live[i])
-		return;
-	nvstub_rm_free(&call, nvstub_dmabuf_client, nvstub_dmabuf_device[i]);
-	nvstub_gpu_put(gpu);
-}
 
 /* nv_dma_buf_undup_mem_handles_unlocked(): COUNT handles from INDEX */
 static void nvstub_dmabuf_undup(struct nvstub_dmabuf *db, u32 index, u32 count)
@@ -144,7 +97,7 @@ static void nvstub_dmabuf_undup(struct nvstub_dmabuf *db, u32 index, u32 count)
 		h = &db->handles[index + i];
 		if (!h->h_dup)
 			continue;
-		nvstub_rm_free(&call, nvstub_dmabuf_client, h->h_dup);
+		nvstub_rm_free(&call, nvstub_dmabuf_mm.client, h->h_dup);
 		db->attached_size -= h->size;
 		db->num_objects--;
 		h->h_dup = 0;
@@ -175,9 +128,9 @@ static u32 nvstub_dmabuf_dup(struct nvstub_dmabuf *db, const void *buf,
 			break;
 		}
 		st = nvstub_rm_dup_for_dmabuf(xa_load(&nvstub_clients,
-						      nvstub_dmabuf_client),
-					      nvstub_dmabuf_device[gi],
-					      nvstub_dmabuf_subdevice[gi],
+						      nvstub_dmabuf_mm.client),
+					      nvstub_dmabuf_mm.device[gi],
+					      nvstub_dmabuf_mm.subdevice[gi],
 					      db->gpu, p->h_client, handles[i],
 					      offsets[i], sizes[i], &h->h_dup);
 		if (st)
@@ -209,7 +162,7 @@ static void nvstub_dmabuf_release(struct dma_buf *buf)
 
 	mutex_lock(&nvstub_rm_lock);
 	nvstub_dmabuf_undup(db, 0, db->total_objects);
-	nvstub_dmabuf_gpu_put(db->gpu);
+	nvstub_kgpus_put(&nvstub_dmabuf_mm, db->gpu);
 	mutex_unlock(&nvstub_rm_lock);
 	nvstub_dmabuf_free(db);
 }
@@ -241,6 +194,7 @@ static u32 nvstub_dmabuf_create(struct nvstub_gpu *gpu, void *buf,
 	DEFINE_DMA_BUF_EXPORT_INFO(exp);
 	struct nvstub_dmabuf *db;
 	struct dma_buf *dbuf;
+	bool first;
 	u32 st;
 	int fd;
 
@@ -262,7 +216,7 @@ static u32 nvstub_dmabuf_create(struct nvstub_gpu *gpu, void *buf,
 	db->mapping_type = l->mapping_type ? *(u8 *)(buf + 32) : 0;
 
 	mutex_lock(&nvstub_rm_lock);
-	st = nvstub_dmabuf_gpu_get(gpu);
+	st = nvstub_kgpus_get(&nvstub_dmabuf_mm, gpu, &first);
 	mutex_unlock(&nvstub_rm_lock);
 	if (st) {
 		nvstub_dmabuf_free(db);
@@ -294,7 +248,7 @@ static u32 nvstub_dmabuf_create(struct nvstub_gpu *gpu, void *buf,
 
 put:
 	mutex_lock(&nvstub_rm_lock);
-	nvstub_dmabuf_gpu_put(gpu);
+	nvstub_kgpus_put(&nvstub_dmabuf_mm, gpu);
 	mutex_unlock(&nvstub_rm_lock);
 	nvstub_dmabuf_free(db);
 	return st;
@@ -362,7 +316,7 @@ int nvstub_dmabuf_init(void)
 {
 	struct nvstub_call call = { .kernel = true };
 
-	return nvstub_rm_alloc_kparams(&call, 0, 0, &nvstub_dmabuf_client,
+	return nvstub_rm_alloc_kparams(&call, 0, 0, &nvstub_dmabuf_mm.client,
 				       NV01_ROOT_CLIENT, NULL) ? -ENOMEM : 0;
 }
 
@@ -370,10 +324,10 @@ void nvstub_dmabuf_exit(void)
 {
 	struct nvstub_call call = { .kernel = true };
 
-	if (!nvstub_dmabuf_client)
+	if (!nvstub_dmabuf_mm.client)
 		return;
 	mutex_lock(&nvstub_rm_lock);
-	nvstub_rm_free(&call, nvstub_dmabuf_client, nvstub_dmabuf_client);
+	nvstub_rm_free(&call, nvstub_dmabuf_mm.client, nvstub_dmabuf_mm.client);
 	mutex_unlock(&nvstub_rm_lock);
-	nvstub_dmabuf_client = 0;
+	nvstub_dmabuf_mm.client = 0;
 }

@@ -541,6 +541,22 @@ void nvstub_dmabuf_exit(void);
 void nvstub_rm_free_clients_of(struct nvstub_file *nf);
 void nvstub_gpu_get(struct nvstub_gpu *gpu);
 void nvstub_gpu_put(struct nvstub_gpu *gpu);
+
+/*
+ * A kernel client of the driver's own (UVM's session, the dma-buf memory
+ * manager) and, on each GPU it uses, a device and subdevice it makes with
+ * the GPU's first user and frees with its last, holding the GPU meanwhile
+ * (nvidia_dev_get).  Under nvstub_rm_lock.
+ */
+struct nvstub_kgpus {
+	u32 client;
+	u32 device[NVSTUB_MAX_GPUS];
+	u32 subdevice[NVSTUB_MAX_GPUS];
+	unsigned int users[NVSTUB_MAX_GPUS];
+};
+u32 nvstub_kgpus_get(struct nvstub_kgpus *k, struct nvstub_gpu *gpu,
+		     bool *first);
+void nvstub_kgpus_put(struct nvstub_kgpus *k, struct nvstub_gpu *gpu);
 u32 nvstub_client_get(struct nvstub_call *call, u32 h_client,
 		      struct nvstub_client **out);
 struct nvstub_object *nvstub_object_find(struct nvstub_client *c, u32 h);

@@ -1439,6 +1439,52 @@ void nvstub_gpu_get(struct nvstub_gpu *gpu)
 }
 
 /*
+ * K's device and subdevice on GPU, made for its first user (*FIRST says
+ * so, for what a caller makes beside them), the GPU held with them.
+ */
+u32 nvstub_kgpus_get(struct nvstub_kgpus *k, struct nvstub_gpu *gpu,
+		     bool *first)
+{
+	struct nvstub_call call = { .kernel = true };
+	struct nv0080_alloc_parameters dp = { .device_id = gpu->index };
+	unsigned int i = gpu->index;
+	u32 st;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	*first = !k->users[i]++;
+	if (!*first)
+		return NV_OK;
+	nvstub_gpu_get(gpu);
+	k->device[i] = 0;
+	k->subdevice[i] = 0;
+	st = nvstub_rm_alloc_kernel(&call, k->client, k->client, &k->device[i],
+				    NV01_DEVICE_0, &dp);
+	if (!st)
+		st = nvstub_rm_alloc_kernel(&call, k->client, k->device[i],
+					    &k->subdevice[i], NV20_SUBDEVICE_0,
+					    NULL);
+	if (st)
+		nvstub_kgpus_put(k, gpu);
+	return st;
+}
+
+/* K's last user of GPU gone: its device (and all under it) freed */
+void nvstub_kgpus_put(struct nvstub_kgpus *k, struct nvstub_gpu *gpu)
+{
+	struct nvstub_call call = { .kernel = true };
+	unsigned int i = gpu->index;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	if (WARN_ON(!k->users[i]) || --k->users[i])
+		return;
+	if (k->device[i])
+		nvstub_rm_free(&call, k->client, k->device[i]);
+	k->device[i] = 0;
+	k->subdevice[i] = 0;
+	nvstub_gpu_put(gpu);
+}
+
+/*
  * nv_close_device() and nvidia_dev_put(): the last user gone and persistence
  * mode off (the stub has none), RmShutdownAdapter() deletes every client's
  * devices on the GPU (rmapiDelPendingDevices): a kernel client that never

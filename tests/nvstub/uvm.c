@@ -194,10 +194,7 @@ struct nvstub_uvm_file {
  * under it for each GPU some va_space registered, which also holds the GPU
  * open (uvm_gpu's retained_count, nvidia_dev_get); under nvstub_rm_lock.
  */
-static u32 nvstub_uvm_client;
-static u32 nvstub_uvm_device[NVSTUB_MAX_GPUS];
-static u32 nvstub_uvm_subdevice[NVSTUB_MAX_GPUS];
-static unsigned int nvstub_uvm_retained[NVSTUB_MAX_GPUS];
+static struct nvstub_kgpus nvstub_uvm_session;
 
 static dev_t nvstub_uvm_dev;
 static const struct file_operations nvstub_uvm_fops;
@@ -227,53 +224,30 @@ static bool nvstub_uvm_range_invalid(u64 base, u64 length)
 static u32 nvstub_uvm_gpu_retain(struct nvstub_gpu *gpu)
 {
 	struct nvstub_call call = { .kernel = true };
-	struct nv0080_alloc_parameters dp = { .device_id = gpu->index };
 	struct nv_access_counter_notify_buffer_alloc_params acp = { 0 };
-	unsigned int i = gpu->index;
+	struct nvstub_kgpus *k = &nvstub_uvm_session;
+	bool first;
 	u32 st, h = 0;
 
 	lockdep_assert_held(&nvstub_rm_lock);
-	if (nvstub_uvm_retained[i]++)
-		return NV_OK;
-	nvstub_gpu_get(gpu);
-	nvstub_uvm_device[i] = 0;
-	nvstub_uvm_subdevice[i] = 0;
-	st = nvstub_rm_alloc_kernel(&call, nvstub_uvm_client, nvstub_uvm_client,
-				    &nvstub_uvm_device[i], NV01_DEVICE_0, &dp);
-	if (!st)
-		st = nvstub_rm_alloc_kernel(&call, nvstub_uvm_client,
-					    nvstub_uvm_device[i],
-					    &nvstub_uvm_subdevice[i],
-					    NV20_SUBDEVICE_0, NULL);
+	st = nvstub_kgpus_get(k, gpu, &first);
+	if (st || !first)
+		return st;
 	/*
 	 * init_parent_gpu() -> uvm_isr_init_access_counters(): the GPU's
 	 * access-counter buffer, in UVM's client; if another client holds it
 	 * (RM: NV_ERR_INVALID_STATE), the GPU cannot be added
 	 */
-	if (!st)
-		st = nvstub_rm_alloc_kernel(&call, nvstub_uvm_client,
-					    nvstub_uvm_subdevice[i], &h,
-					    ACCESS_COUNTER_NOTIFY_BUFFER, &acp);
-	if (st) {
-		if (nvstub_uvm_device[i])
-			nvstub_rm_free(&call, nvstub_uvm_client,
-				       nvstub_uvm_device[i]);
-		nvstub_uvm_retained[i] = 0;
-		nvstub_gpu_put(gpu);
-	}
+	st = nvstub_rm_alloc_kernel(&call, k->client, k->subdevice[gpu->index],
+				    &h, ACCESS_COUNTER_NOTIFY_BUFFER, &acp);
+	if (st)
+		nvstub_kgpus_put(k, gpu);
 	return st;
 }
 
 static void nvstub_uvm_gpu_release(struct nvstub_gpu *gpu)
 {
-	struct nvstub_call call = { .kernel = true };
-	unsigned int i = gpu->index;
-
-	lockdep_assert_held(&nvstub_rm_lock);
-	if (--nvstub_uvm_retained[i])
-		return;
-	nvstub_rm_free(&call, nvstub_uvm_client, nvstub_uvm_device[i]);
-	nvstub_gpu_put(gpu);
+	nvstub_kgpus_put(&nvstub_uvm_session, gpu);
 }
 
 /* --- mappings, ranges and channels */
@@ -285,7 +259,7 @@ static void nvstub_uvm_map_destroy(struct nvstub_uvm_map *m)
 
 	lockdep_assert_held(&nvstub_rm_lock);
 	nvstub_vas_unmap(m->vas, m->base, m);
-	nvstub_rm_free(&call, nvstub_uvm_client, m->h_dup);
+	nvstub_rm_free(&call, nvstub_uvm_session.client, m->h_dup);
 	list_del(&m->node);
 	nvstub_vas_put(m->vas);
 	kfree(m);
@@ -581,10 +555,10 @@ static u32 nvstub_uvm_map_on_gpu(struct nvstub_uvm_file *uf,
 	if (!m)
 		return NV_ERR_NO_MEMORY;
 	parent = o->parent->hclass == NV20_SUBDEVICE_0 ?
-		 nvstub_uvm_subdevice[o->gpu->index] :
-		 nvstub_uvm_device[o->gpu->index];
+		 nvstub_uvm_session.subdevice[o->gpu->index] :
+		 nvstub_uvm_session.device[o->gpu->index];
 	status = nvstub_rm_dup_to_kernel(xa_load(&nvstub_clients,
-						 nvstub_uvm_client),
+						 nvstub_uvm_session.client),
 					 parent, o, &m->h_dup);
 	if (status) {
 		kfree(m);
@@ -599,7 +573,7 @@ static u32 nvstub_uvm_map_on_gpu(struct nvstub_uvm_file *uf,
 	if (status) {
 		struct nvstub_call call = { .kernel = true };
 
-		nvstub_rm_free(&call, nvstub_uvm_client, m->h_dup);
+		nvstub_rm_free(&call, nvstub_uvm_session.client, m->h_dup);
 		kfree(m);
 		return status;
 	}
@@ -936,7 +910,7 @@ static int nvstub_uvm_session_create(void)
 {
 	struct nvstub_call call = { .kernel = true };
 
-	return nvstub_rm_alloc_kparams(&call, 0, 0, &nvstub_uvm_client,
+	return nvstub_rm_alloc_kparams(&call, 0, 0, &nvstub_uvm_session.client,
 				       NV01_ROOT_CLIENT, NULL) ? -ENOMEM : 0;
 }
 
@@ -944,12 +918,12 @@ static void nvstub_uvm_session_destroy(void)
 {
 	struct nvstub_call call = { .kernel = true };
 
-	if (!nvstub_uvm_client)
+	if (!nvstub_uvm_session.client)
 		return;
 	mutex_lock(&nvstub_rm_lock);
-	nvstub_rm_free(&call, nvstub_uvm_client, nvstub_uvm_client);
+	nvstub_rm_free(&call, nvstub_uvm_session.client, nvstub_uvm_session.client);
 	mutex_unlock(&nvstub_rm_lock);
-	nvstub_uvm_client = 0;
+	nvstub_uvm_session.client = 0;
 }
 
 int nvstub_uvm_init(void)
