@@ -54,8 +54,17 @@ def _dup():
 
 
 def _sys_params():
-    # 0 leaves the driver's memblock size unset, so every call is accepted.
-    return abi.nv_ioctl_sys_params_t(0)
+    # The kernel's own memory-block size, as CUDA's user space sends it: the
+    # driver takes the first size it is sent and refuses any other after,
+    # 0 included (nv.c), so the call is accepted whoever came first in the
+    # boot (NVIDIA's user space, the fuzzer).  A 0 was refused -EBUSY once
+    # a test before had set the true size.
+    path = "/sys/devices/system/memory/block_size_bytes"
+    block = 0
+    if os.path.exists(path):
+        with open(path) as f:
+            block = int(f.read(), 16)
+    return abi.nv_ioctl_sys_params_t(block)
 
 
 CTL_SIZED = {
