@@ -1208,6 +1208,17 @@ def test_a_stalled_tenant_blocks_no_other_slice(admin, nodedir):
         pytest.skip("this kernel has no userfaultfd(2) to stall a page with")
     a = Slice(admin, nodedir, name="stalled")
     b = Slice(admin, nodedir, name="other")
+    try:
+        _stall_against_the_others(a, b)
+    finally:
+        # the children have exited (or the failure was before them): the
+        # slices go whatever failed, so that a failure here is not the next
+        # test's too (their names are reused)
+        a.destroy()
+        b.destroy()
+
+
+def _stall_against_the_others(a, b):
     heap0 = nvtest.heap_used(0)
     stalled = start_child(STALL.replace("CTL", repr(a.ctl_node))
                           .replace("GPU", repr(a.gpu_node)))
@@ -1222,11 +1233,17 @@ def test_a_stalled_tenant_blocks_no_other_slice(admin, nodedir):
                               .replace("A_LOWER", str(LIMIT // 2))
                               .replace("SLICE_A", str(a.id))
                               .replace("SLICE_B", str(b.id)))]
-        deadline = time.monotonic() + 20
+        # A child blocked by the stall stays blocked while the stall holds,
+        # which is until this wait ends: the deadline only bounds how long a
+        # failure takes.  Three Python processes starting at once on the
+        # debug kernel took over 20 s on a slow hour (session 40), so it is
+        # 90 s, and a child that has not answered is shown where it sleeps.
+        deadline = time.monotonic() + 90
         for p in others:
             ready, _, _ = select.select([p.stdout], [], [],
                                         max(0.0, deadline - time.monotonic()))
-            assert ready, "blocked by another slice's stalled tenant"
+            assert ready, ("blocked by another slice's stalled tenant",
+                           where_it_sleeps(p.pid))
             assert '"ok": true' in p.stdout.readline(), p.stderr.read()
     finally:
         # Release the stall whatever happened, so that nothing stays stuck.
@@ -1242,8 +1259,18 @@ def test_a_stalled_tenant_blocks_no_other_slice(admin, nodedir):
     assert a.get().memory_limit == LIMIT
     assert a.used() == 0 and b.used() == 0
     assert nvtest.heap_used(0) == heap0
-    a.destroy()
-    b.destroy()
+
+
+def where_it_sleeps(pid):
+    """A process's state and kernel stack, as /proc shows them to root."""
+    out = []
+    for name in ("stat", "wchan", "stack"):
+        try:
+            with open(f"/proc/{pid}/{name}") as f:
+                out.append(f.read().strip())
+        except OSError as e:
+            out.append(f"{name}: {e}")
+    return out
 
 
 # --- class 15: a stalled tenant holds the admin's daemon
