@@ -194,7 +194,6 @@ static u32 nvstub_dmabuf_create(struct nvstub_gpu *gpu, void *buf,
 	DEFINE_DMA_BUF_EXPORT_INFO(exp);
 	struct nvstub_dmabuf *db;
 	struct dma_buf *dbuf;
-	bool first;
 	u32 st;
 	int fd;
 
@@ -216,7 +215,7 @@ static u32 nvstub_dmabuf_create(struct nvstub_gpu *gpu, void *buf,
 	db->mapping_type = l->mapping_type ? *(u8 *)(buf + 32) : 0;
 
 	mutex_lock(&nvstub_rm_lock);
-	st = nvstub_kgpus_get(&nvstub_dmabuf_mm, gpu, &first);
+	st = nvstub_kgpus_get(&nvstub_dmabuf_mm, gpu, NULL);
 	mutex_unlock(&nvstub_rm_lock);
 	if (st) {
 		nvstub_dmabuf_free(db);

@@ -1439,8 +1439,8 @@ void nvstub_gpu_get(struct nvstub_gpu *gpu)
 }
 
 /*
- * K's device and subdevice on GPU, made for its first user (*FIRST says
- * so, for what a caller makes beside them), the GPU held with them.
+ * K's device and subdevice on GPU, made for its first user (*FIRST, unless
+ * NULL, says so, for what a caller makes beside them), the GPU held with them.
  */
 u32 nvstub_kgpus_get(struct nvstub_kgpus *k, struct nvstub_gpu *gpu,
 		     bool *first)
@@ -1448,11 +1448,13 @@ u32 nvstub_kgpus_get(struct nvstub_kgpus *k, struct nvstub_gpu *gpu,
 	struct nvstub_call call = { .kernel = true };
 	struct nv0080_alloc_parameters dp = { .device_id = gpu->index };
 	unsigned int i = gpu->index;
+	bool made = !k->users[i]++;
 	u32 st;
 
 	lockdep_assert_held(&nvstub_rm_lock);
-	*first = !k->users[i]++;
-	if (!*first)
+	if (first)
+		*first = made;
+	if (!made)
 		return NV_OK;
 	nvstub_gpu_get(gpu);
 	k->device[i] = 0;

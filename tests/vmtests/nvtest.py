@@ -400,3 +400,12 @@ def guarded(cls):
     finally:
         _libc.munmap(base, span)
 
+
+def memory_block_size():
+    """The kernel's memory-block size (what CUDA's user space sends in
+    NV_ESC_SYS_PARAMS), 0 on a kernel without memory blocks."""
+    path = "/sys/devices/system/memory/block_size_bytes"
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        return int(f.read(), 16)

@@ -59,12 +59,7 @@ def _sys_params():
     # 0 included (nv.c), so the call is accepted whoever came first in the
     # boot (NVIDIA's user space, the fuzzer).  A 0 was refused -EBUSY once
     # a test before had set the true size.
-    path = "/sys/devices/system/memory/block_size_bytes"
-    block = 0
-    if os.path.exists(path):
-        with open(path) as f:
-            block = int(f.read(), 16)
-    return abi.nv_ioctl_sys_params_t(block)
+    return abi.nv_ioctl_sys_params_t(nvtest.memory_block_size())
 
 
 CTL_SIZED = {

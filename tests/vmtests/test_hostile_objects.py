@@ -1146,10 +1146,8 @@ def test_a_slice_sends_the_driver_only_the_true_memory_block_size(
     rewritten after xpu's check never reaches the driver.  The stub,
     reloaded, starts with no size set, and waits before it reads the struct
     (copyin_delay_us)."""
-    path = "/sys/devices/system/memory/block_size_bytes"
-    assert os.path.exists(path), "the kernel has no memory blocks"
-    with open(path) as f:
-        block = int(f.read(), 16)
+    block = nvtest.memory_block_size()
+    assert block, "the kernel has no memory blocks"
     with test_hostile_mem.racer_slice(reload_stub, nodedir,
                                       copyin_delay_us=300000) as (sl, _):
         run_in(sl, SYS_PARAMS.replace("BLOCK", str(block)))
