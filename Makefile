@@ -151,8 +151,7 @@ MATRIX_VERSION_TESTS ?= tests/vmtests/test_kernel_link.py \
 	'tests/vmtests/test_xpud_daemon.py::test_a_tenant_in_its_own_pid_namespace_fills_its_slice_exactly[535.288.01]' \
 	tests/vmtests/test_nvidia_userspace.py::test_libcuda_cuinit
 # Of those files, the tests of xpud's and xpuctl's side, which do not change
-# with the driver's version and cost most on 5.10, where each Python process
-# starts three times slower than on 6.1 (docs/testing.md): they run on 6.1.
+# with the driver's version and start the most processes: they run on 6.1.
 MATRIX_VERSION_DESELECT ?= \
 	tests/vmtests/test_xpu_ctl.py::test_xpud_makes_slices_with_nodes \
 	tests/vmtests/test_hostile_mem.py::test_a_stalled_tenant_holds_neither_the_admin_nor_xpud

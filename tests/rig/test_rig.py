@@ -16,16 +16,23 @@ def vm(*args, timeout=600):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_true_exits_0():
-    r = vm("--", "true")
+def test_true_exits_0_with_the_host_s_files_over_virtio_fs():
+    # tests/setup fetches virtiofsd (tests/vm/virtiofsd), and the rig then
+    # shares the root and the repository over virtio-fs, not 9p
+    r = vm("--", "sh", "-c", 'grep -q "^ROOTFS / virtiofs " /proc/mounts && '
+           'grep -q " $XPU_REPO virtiofs " /proc/mounts')
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "software emulation, virtio-fs)" in r.stderr or \
+        "KVM, virtio-fs)" in r.stderr, r.stderr
 
 
 def test_command_status_comes_back_and_runs_as_root_in_repo():
     # a failing command's own status (7 here, 1 for false) comes back; one
-    # boot for both, a boot being the cost of a rig test
-    r = vm("--", "sh", "-c",
+    # boot for both, a boot being the cost of a rig test.  --fs 9p: the
+    # share the rig falls back to without virtiofsd
+    r = vm("--fs", "9p", "--", "sh", "-c",
            'test "$(id -u)" = 0 && test "$PWD" = "$XPU_REPO" && '
+           'grep -q " $XPU_REPO 9p " /proc/mounts && '
            'test -c /dev/nvidiactl && exit 7')
     assert r.returncode == 7, r.stdout + r.stderr
 
