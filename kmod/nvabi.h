@@ -415,6 +415,35 @@ struct nvos34_parameters {
 	u32 flags;
 };
 
+/* NVOS49: RM_BIND_CONTEXT_DMA, NV0002_CTRL_CMD_BIND_CONTEXTDMA's old form */
+#define NVOS49_SIZE			16
+#define NVOS49_STATUS			12
+struct nvos49_parameters {
+	u32 h_client;
+	u32 h_channel;
+	u32 h_ctx_dma;
+	u32 status;
+};
+
+#define NV0002_CTRL_CMD_BIND_CONTEXTDMA	0x20102
+struct nv0002_ctrl_bind_contextdma_params {
+	u32 h_channel;
+};
+
+/* NVOS56: RM_UPDATE_DEVICE_MAPPING_INFO (a CPU mapping moved: mremap) */
+#define NVOS56_SIZE			40
+#define NVOS56_STATUS			32
+struct nvos56_parameters {
+	u32 h_client;
+	u32 h_device;
+	u32 h_memory;
+	u32 pad0;
+	u64 p_old_cpu_address;
+	u64 p_new_cpu_address;
+	u32 status;
+	u32 pad1;
+};
+
 /* nvos.h: NVOS32 (RM_VID_HEAP_CONTROL) and the parts of its union we use */
 #define NVOS32_FUNCTION_ALLOC_SIZE		2
 #define NVOS32_FUNCTION_FREE			3
@@ -624,10 +653,6 @@ struct nvos38_parameters {
  */
 #define NVOS_I2C_ACCESS_SIZE		32
 #define NVOS_I2C_ACCESS_STATUS		24
-#define NVOS49_SIZE			16	/* RM_BIND_CONTEXT_DMA */
-#define NVOS49_STATUS			12
-#define NVOS56_SIZE			40	/* RM_UPDATE_DEVICE_MAPPING_INFO */
-#define NVOS56_STATUS			32
 #define NVOS57_SIZE			24	/* RM_SHARE */
 #define NVOS57_STATUS			20
 /* NVOS46 (MAP_MEMORY_DMA) and NVOS47 (UNMAP_MEMORY_DMA) moved: status is last */
@@ -1255,6 +1280,10 @@ struct nv0000_ctrl_gpu_get_attached_ids_params {
 static inline void nvabi_build_checks(void)
 {
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_xfer) != 16);
+	BUILD_BUG_ON(sizeof(struct nvos49_parameters) != NVOS49_SIZE);
+	BUILD_BUG_ON(offsetof(struct nvos49_parameters, status) != NVOS49_STATUS);
+	BUILD_BUG_ON(sizeof(struct nvos56_parameters) != NVOS56_SIZE);
+	BUILD_BUG_ON(offsetof(struct nvos56_parameters, status) != NVOS56_STATUS);
 	BUILD_BUG_ON(sizeof(struct nvos30_parameters) != 56);
 	BUILD_BUG_ON(offsetof(struct nvos30_parameters, status) != 48);
 	BUILD_BUG_ON(sizeof(struct nvos38_parameters) != 72);

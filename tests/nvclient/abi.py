@@ -522,6 +522,26 @@ class NVOS34_PARAMETERS(_Struct):
                 ("status", c_uint32), ("flags", c_uint32)]
 
 
+class NVOS49_PARAMETERS(_Struct):
+    """RM_BIND_CONTEXT_DMA: NV0002_CTRL_CMD_BIND_CONTEXTDMA's old form."""
+    _fields_ = [("hClient", NvHandle), ("hChannel", NvHandle),
+                ("hCtxDma", NvHandle), ("status", c_uint32)]
+
+
+NV0002_CTRL_CMD_BIND_CONTEXTDMA = 0x20102
+
+
+class NV0002_CTRL_BIND_CONTEXTDMA_PARAMS(_Struct):
+    _fields_ = [("hChannel", NvHandle)]
+
+
+class NVOS56_PARAMETERS(_Struct):
+    """RM_UPDATE_DEVICE_MAPPING_INFO: a CPU mapping's new address."""
+    _fields_ = [("hClient", NvHandle), ("hDevice", NvHandle),
+                ("hMemory", NvHandle), ("pOldCpuAddress", NvP64),
+                ("pNewCpuAddress", NvP64), ("status", c_uint32)]
+
+
 class NVOS54_PARAMETERS(_Struct):
     _fields_ = [("hClient", NvHandle), ("hObject", NvHandle),
                 ("cmd", c_uint32), ("flags", c_uint32), ("params", NvP64),

@@ -413,6 +413,22 @@ class Ctl(NvFile):
         self.escape(abi.NV_ESC_RM_UNMAP_MEMORY, p)
         return _check(p, f"RM_UNMAP_MEMORY {hmemory:#x}", check)
 
+    def rm_bind_context_dma(self, hclient, hchannel, hctxdma, check=True):
+        p = abi.NVOS49_PARAMETERS(hClient=hclient, hChannel=hchannel,
+                                  hCtxDma=hctxdma)
+        self.escape(abi.NV_ESC_RM_BIND_CONTEXT_DMA, p)
+        return _check(p, f"RM_BIND_CONTEXT_DMA {hctxdma:#x}", check)
+
+    def rm_update_mapping(self, hclient, hdevice, hmemory, old, new,
+                          check=True):
+        """RM_UPDATE_DEVICE_MAPPING_INFO: RM's record of a mapping at
+        ``old`` (its address for RM_UNMAP_MEMORY) now says ``new``."""
+        p = abi.NVOS56_PARAMETERS(hClient=hclient, hDevice=hdevice,
+                                  hMemory=hmemory, pOldCpuAddress=old,
+                                  pNewCpuAddress=new)
+        self.escape(abi.NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO, p)
+        return _check(p, f"RM_UPDATE_DEVICE_MAPPING_INFO {hmemory:#x}", check)
+
     def rm_map_memory_dma(self, hclient, hdevice, hdma, hmemory, length,
                           offset=0, dma_offset=0, flags=0, check=True):
         """RM_MAP_MEMORY_DMA: map ``hmemory`` into the virtual allocation

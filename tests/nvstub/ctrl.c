@@ -561,7 +561,66 @@ static u32 nvstub_ctrl_phys_pages(struct nvstub_call *call,
 	return NV_OK;
 }
 
+/*
+ * NV0002_CTRL_CMD_BIND_CONTEXTDMA (context_dma.c
+ * ctxdmaCtrlCmdBindContextdma_IMPL, 535 to 595): binding to a host channel
+ * of the context DMA's client is "no longer required" and succeeds, doing
+ * nothing; anything else must be a display channel (dispchnBindCtx), which
+ * no simulated GPU has.
+ */
+static u32 nvstub_ctrl_bind_contextdma(struct nvstub_call *call,
+				       struct nvstub_object *obj, void *params)
+{
+	struct nv0002_ctrl_bind_contextdma_params *p = params;
+	struct nvstub_object *ch = nvstub_object_find_any(obj->client,
+							  p->h_channel);
+
+	if (!ch)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	if (ch->invalid || ch->hclass != HOPPER_CHANNEL_GPFIFO_A)
+		return NV_ERR_INVALID_OBJECT_HANDLE;	/* dispchnGetByHandle() */
+	return NV_OK;
+}
+
+/*
+ * RM_BIND_CONTEXT_DMA (rmapi_deprecated_misc.c RmDeprecatedBindContextDma):
+ * the control above on hCtxDma, in the caller's own client (the escape
+ * carries the file's security info, unlike RM_UPDATE_DEVICE_MAPPING_INFO).
+ * RM first asks the handle's class and lets an NV01_MEMORY_SYSTEM_DYNAMIC
+ * "bind" silently; the stub has no such class.
+ */
+u32 nvstub_esc_bind_context_dma(struct nvstub_call *call,
+				struct nvos49_parameters *p)
+{
+	struct nv0002_ctrl_bind_contextdma_params params = {
+		.h_channel = p->h_channel,
+	};
+	struct nvstub_object *obj;
+	struct nvstub_client *c;
+	u32 status;
+
+	mutex_lock(&nvstub_rm_lock);
+	status = nvstub_client_get(call, p->h_client, &c);
+	if (status)
+		goto unlock;
+	obj = nvstub_object_find_any(c, p->h_ctx_dma);
+	if (!obj)
+		status = NV_ERR_OBJECT_NOT_FOUND;
+	else if (obj->invalid)
+		status = NV_ERR_RESOURCE_LOST;		/* serverControl() */
+	else if (obj->hclass != NV01_CONTEXT_DMA)
+		status = NV_ERR_NOT_SUPPORTED;
+	else
+		status = nvstub_ctrl_bind_contextdma(call, obj, &params);
+unlock:
+	mutex_unlock(&nvstub_rm_lock);
+	return status;
+}
+
 static const struct nvstub_ctrl nvstub_ctrls[] = {
+	{ NV0002_CTRL_CMD_BIND_CONTEXTDMA, NV01_CONTEXT_DMA,
+	  sizeof(struct nv0002_ctrl_bind_contextdma_params),
+	  nvstub_ctrl_bind_contextdma },
 	{ NV003E_CTRL_CMD_GET_SURFACE_NUM_PHYS_PAGES, NV01_MEMORY_SYSTEM,
 	  sizeof(struct nv003e_ctrl_get_surface_num_phys_pages_params),
 	  nvstub_ctrl_num_phys_pages },

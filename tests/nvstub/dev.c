@@ -492,6 +492,24 @@ static u32 nvstub_esc_rm_unmap(struct nvstub_call *call, void *buf, u32 size)
 	return NV_OK;
 }
 
+static u32 nvstub_esc_rm_bind_context_dma(struct nvstub_call *call,
+					  void *buf, u32 size)
+{
+	struct nvos49_parameters *p = buf;
+
+	p->status = nvstub_esc_bind_context_dma(call, p);
+	return NV_OK;
+}
+
+static u32 nvstub_esc_rm_update_mapping(struct nvstub_call *call, void *buf,
+					u32 size)
+{
+	struct nvos56_parameters *p = buf;
+
+	p->status = nvstub_esc_update_mapping(call, p);
+	return NV_OK;
+}
+
 static u32 nvstub_esc_status_code(struct nvstub_call *call, void *buf,
 				  u32 size)
 {
@@ -616,7 +634,8 @@ static const struct nvstub_escape nvstub_escapes[] = {
 	  nvstub_esc_rm_access_registry },
 	{ NV_ESC_RM_ALLOC_CONTEXT_DMA2, sizeof(struct nvos39_parameters),
 	  NVSTUB_CTL, 0, nvstub_esc_rm_alloc_context_dma },
-	{ NV_ESC_RM_BIND_CONTEXT_DMA, NVOS49_SIZE, NVSTUB_CTL, NVOS49_STATUS },
+	{ NV_ESC_RM_BIND_CONTEXT_DMA, NVOS49_SIZE, NVSTUB_CTL, 0,
+	  nvstub_esc_rm_bind_context_dma },
 	{ NV_ESC_RM_MAP_MEMORY_DMA, 0, NVSTUB_CTL, 0, nvstub_esc_map_memory_dma },
 	{ NV_ESC_RM_UNMAP_MEMORY_DMA, 0, NVSTUB_CTL, 0,
 	  nvstub_esc_unmap_memory_dma },
@@ -627,8 +646,8 @@ static const struct nvstub_escape nvstub_escapes[] = {
 	  nvstub_esc_status_code },
 	{ NV_ESC_RM_CONTROL, sizeof(struct nvos54_parameters), NVSTUB_CTL, 0,
 	  nvstub_esc_rm_control },
-	{ NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO, NVOS56_SIZE, NVSTUB_CTL,
-	  NVOS56_STATUS },
+	{ NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO, NVOS56_SIZE, NVSTUB_CTL, 0,
+	  nvstub_esc_rm_update_mapping },
 	{ NV_ESC_REGISTER_FD, sizeof(struct nv_ioctl_register_fd), NVSTUB_ANY, 0,
 	  nvstub_esc_register_fd },
 };

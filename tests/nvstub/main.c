@@ -128,6 +128,7 @@ static const struct nvstub_abi nvstub_abis[] = {
 
 const struct nvstub_abi *nvstub_abi;
 char nvstub_version[NV_RM_API_VERSION_STRING_LENGTH];
+unsigned int nvstub_major;
 unsigned int nvstub_ngpus;
 unsigned int nvstub_alloc_reread_delay_us;
 unsigned int nvstub_copyin_delay_us;
@@ -170,8 +171,10 @@ static const struct nvstub_abi *nvstub_parse_version(const char *v)
 	if (!dots)
 		return NULL;
 	for (i = 0; i < ARRAY_SIZE(nvstub_abis); i++)
-		if (major >= nvstub_abis[i].since)
+		if (major >= nvstub_abis[i].since) {
+			nvstub_major = major;
 			return &nvstub_abis[i];
+		}
 	return NULL;
 }
 

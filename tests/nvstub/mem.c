@@ -988,6 +988,69 @@ out:
 	return status;
 }
 
+/*
+ * RM_UPDATE_DEVICE_MAPPING_INFO (osapi.c RmUpdateDeviceMappingInfo, escape.c;
+ * 535 to 595): user space moved a mapping (mremap) and tells RM its new CPU
+ * address, which a later RM_UNMAP_MEMORY names.  The client is looked up
+ * without asking whose it is (serverAcquireClient, not the file's check of
+ * the other escapes); hDevice must be a device or subdevice of it; the
+ * object a Memory or a channel (KernelCcuApi is not simulated), not a
+ * usermode object; and the mapping one of the calling process's own
+ * (serverutilMappingFilterCurrentUserProc), so another client can be named
+ * but none of its mappings reached.  An unknown client reads
+ * NV_ERR_INVALID_OBJECT up to 550 (_serverFindClientEntry) and
+ * NV_ERR_INVALID_OBJECT_HANDLE from 555 (_serverGetAndLockClientEntryByHandle).
+ */
+u32 nvstub_esc_update_mapping(struct nvstub_call *call,
+			      struct nvos56_parameters *p)
+{
+	struct nvstub_object *dev, *obj;
+	struct nvstub_cpu_mapping *m;
+	struct nvstub_client *c;
+	u32 status;
+
+	mutex_lock(&nvstub_rm_lock);
+	c = xa_load(&nvstub_clients, p->h_client);
+	if (!c) {
+		status = nvstub_major >= 555 ? NV_ERR_INVALID_OBJECT_HANDLE :
+					       NV_ERR_INVALID_OBJECT;
+		goto out;
+	}
+	/* clientGetResourceRef() finds an invalidated handle, without object */
+	dev = nvstub_object_find_any(c, p->h_device);
+	if (!dev) {
+		status = NV_ERR_OBJECT_NOT_FOUND;
+		goto out;
+	}
+	if (dev->invalid || (dev->hclass != NV01_DEVICE_0 &&
+			     dev->hclass != NV20_SUBDEVICE_0)) {
+		status = NV_ERR_INVALID_OBJECT_HANDLE;
+		goto out;
+	}
+	obj = nvstub_object_find_any(c, p->h_memory);
+	if (!obj) {
+		status = NV_ERR_OBJECT_NOT_FOUND;
+		goto out;
+	}
+	if (obj->invalid || (!nvstub_object_is_memory(obj) &&
+			     obj->hclass != HOPPER_CHANNEL_GPFIFO_A)) {
+		status = NV_ERR_INVALID_OBJECT_HANDLE;
+		goto out;
+	}
+	status = NV_ERR_OBJECT_NOT_FOUND;	/* refFindCpuMappingWithFilter() */
+	list_for_each_entry(m, &obj->cpu_maps, node) {
+		if (m->address == p->p_old_cpu_address &&
+		    m->tgid == task_tgid_nr(current)) {
+			m->address = p->p_new_cpu_address;
+			status = NV_OK;
+			break;
+		}
+	}
+out:
+	mutex_unlock(&nvstub_rm_lock);
+	return status;
+}
+
 /* --- mmap (nv-mmap.c) */
 
 static struct page *nvstub_vma_page(struct vm_area_struct *vma,

@@ -76,6 +76,7 @@ struct nvstub_abi {
 
 extern const struct nvstub_abi *nvstub_abi;
 extern char nvstub_version[NV_RM_API_VERSION_STRING_LENGTH];
+extern unsigned int nvstub_major;	/* the driver version's first number */
 extern unsigned int nvstub_ngpus;
 extern unsigned int nvstub_alloc_reread_delay_us;
 extern unsigned int nvstub_copyin_delay_us;
@@ -575,6 +576,8 @@ u32 nvstub_esc_vid_heap(struct nvstub_call *call, struct nvos32_parameters *p);
 u32 nvstub_esc_alloc_memory(struct nvstub_call *call, struct nvos02_with_fd *p,
 			    u32 *esc);
 u32 nvstub_esc_map_memory(struct nvstub_call *call, struct nvos33_with_fd *p);
+u32 nvstub_esc_update_mapping(struct nvstub_call *call,
+			      struct nvos56_parameters *p);
 u32 nvstub_esc_unmap_memory(struct nvstub_call *call,
 			    struct nvos34_parameters *p);
 void nvstub_cpu_maps_free(struct nvstub_object *obj);
@@ -623,6 +626,8 @@ u32 nvstub_esc_unmap_memory_dma(struct nvstub_call *call, void *buf,
 
 /* ctrl.c */
 u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p);
+u32 nvstub_esc_bind_context_dma(struct nvstub_call *call,
+				struct nvos49_parameters *p);
 
 /* engine.c */
 struct nvstub_tsg *nvstub_tsg_create(u32 engine_type);

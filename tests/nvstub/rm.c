@@ -454,7 +454,8 @@ static u32 nvstub_memory_construct(struct nvstub_call *call,
  * ctxdmaConstruct() and _ctxdmaConstruct() (context_dma.c): a window
  * [offset, offset + limit] of a memory object that has the context DMA's
  * parent, which it depends on (refAddDependant).  The stub keeps no
- * instance block or binding of it (RM_BIND_CONTEXT_DMA is not simulated).
+ * instance block or binding of it: binding one to a host channel does
+ * nothing in RM either (ctrl.c, NV0002_CTRL_CMD_BIND_CONTEXTDMA).
  */
 static u32 nvstub_ctxdma_construct(struct nvstub_call *call,
 				   struct nvstub_object *obj, void *params)

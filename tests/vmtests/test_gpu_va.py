@@ -6,6 +6,7 @@ and whose USERD may be video memory written through BAR1, a channel under a
 device, and objects freed with what they depend on (docs/nvstub.md)."""
 
 
+import errno
 import os
 
 import nvtest
@@ -283,6 +284,52 @@ def test_usermode_in_video_memory_through_bar1(dev0):
     rm.free(tsg)
     rm.free(virt)
     rm.free(vid.handle)
+
+
+def test_a_context_dma_binds_to_a_host_channel_doing_nothing(ctl, dev0):
+    """RM_BIND_CONTEXT_DMA (RmDeprecatedBindContextDma) is
+    NV0002_CTRL_CMD_BIND_CONTEXTDMA on hCtxDma in the caller's own client;
+    binding to a host channel "is no longer required" and succeeds doing
+    nothing (ctxdmaCtrlCmdBindContextdma_IMPL), anything else must be a
+    display channel, which no simulated GPU has.  Control node only."""
+    rm, c = dev0.client, dev0.client.handle
+    mem = dev0.alloc_sysmem(2 * PAGE_SIZE)
+    hctx = 0xCAFE0020
+    rm.alloc_context_dma(mem.handle, limit=PAGE_SIZE - 1,
+                         hsubdevice=dev0.hsubdevice, hnew=hctx,
+                         hparent=dev0.hdevice)
+    tsg = _tsg(dev0)
+    ch = rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A,
+                  _chan_params(dev0, userd=mem.handle, userd_offset=PAGE_SIZE,
+                               ring=0x7f0000000000, entries=16))
+
+    def bind(hchannel, hctxdma=hctx, hclient=c):
+        return ctl.rm_bind_context_dma(hclient, hchannel, hctxdma,
+                                       check=False).status
+
+    def control(hchannel, hctxdma=hctx):
+        return rm.control_raw(hctxdma, abi.NV0002_CTRL_CMD_BIND_CONTEXTDMA,
+                              abi.NV0002_CTRL_BIND_CONTEXTDMA_PARAMS(
+                                  hChannel=hchannel)).status
+
+    for call in (bind, control):
+        assert call(ch) == abi.NV_OK
+        assert call(tsg) == abi.NV_ERR_INVALID_OBJECT_HANDLE
+        assert call(0x0BADF00D) == abi.NV_ERR_OBJECT_NOT_FOUND
+        assert call(ch, hctxdma=mem.handle) == abi.NV_ERR_NOT_SUPPORTED
+        assert call(ch, hctxdma=0x0BADF00D) == abi.NV_ERR_OBJECT_NOT_FOUND
+    # the caller's own client only (the escape carries the file's identity)
+    with client.Ctl() as other:
+        st = other.rm_bind_context_dma(c, ch, hctx, check=False).status
+    assert st == abi.NV_ERR_INVALID_CLIENT
+    p = abi.NVOS49_PARAMETERS(hClient=c, hChannel=ch, hCtxDma=hctx)
+    assert dev0.gpu.escape_raw(abi.NV_ESC_RM_BIND_CONTEXT_DMA,
+                               p) == -errno.EINVAL
+    # gone with its memory, its handle kept: the control's answer
+    rm.free(tsg)
+    rm.free(mem.handle)
+    assert bind(0x0BADF00D) == abi.NV_ERR_RESOURCE_LOST
+    rm.free(hctx)
 
 
 def test_an_unmapped_ring_faults_its_channel(dev0):

@@ -786,6 +786,72 @@ def test_unmap_checks(ctl, dev0):
     dev0.client.free(mem.handle)
 
 
+def test_update_device_mapping_info_moves_the_callers_own_mapping(ctl, dev0,
+                                                                   config):
+    """RM_UPDATE_DEVICE_MAPPING_INFO (osapi.c RmUpdateDeviceMappingInfo):
+    the address RM keeps for a mapping -- the one RM_UNMAP_MEMORY names --
+    moves to where user space moved it (CUDA sends it: gVisor passes it to
+    compute workloads).  The client is any client, not only one of the
+    calling file's; the mapping must be the calling process's own."""
+    upd = ctl.rm_update_mapping
+    c, hdev = dev0.client.handle, dev0.hdevice
+    mem = dev0.alloc_sysmem(4096)
+    m = dev0.map(mem.handle, 4096)
+    old, new = m.linear, m.linear + (1 << 30)
+    # the checks, each before the mapping is looked at
+    unknown = (abi.NV_ERR_INVALID_OBJECT_HANDLE
+               if int(config.version.split(".")[0]) >= 555
+               else abi.NV_ERR_INVALID_OBJECT)
+    assert upd(0x0BADC0DE, hdev, mem.handle, old, new,
+               check=False).status == unknown
+    assert upd(c, 0x0BADF00D, mem.handle, old, new,
+               check=False).status == abi.NV_ERR_OBJECT_NOT_FOUND
+    assert upd(c, mem.handle, mem.handle, old, new,
+               check=False).status == abi.NV_ERR_INVALID_OBJECT_HANDLE
+    assert upd(c, hdev, 0x0BADF00D, old, new,
+               check=False).status == abi.NV_ERR_OBJECT_NOT_FOUND
+    um = dev0.client.alloc(dev0.hsubdevice, abi.HOPPER_USERMODE_A)
+    assert upd(c, hdev, um, old, new,
+               check=False).status == abi.NV_ERR_INVALID_OBJECT_HANDLE
+    assert upd(c, dev0.hsubdevice, mem.handle, old + 4096, new,
+               check=False).status == abi.NV_ERR_OBJECT_NOT_FOUND
+    # a GPU file: NV_CTL_DEVICE_ONLY, the ioctl fails
+    gfd = os.open(dev0.gpu.path, os.O_RDWR)
+    try:
+        p = abi.NVOS56_PARAMETERS(hClient=c, hDevice=hdev, hMemory=mem.handle,
+                                  pOldCpuAddress=old, pNewCpuAddress=new)
+        assert client.escape_raw(gfd, abi.NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO,
+                                 p) == -errno.EINVAL
+    finally:
+        os.close(gfd)
+    # another process (a forked child, same files and client) reaches none
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            st = upd(c, hdev, mem.handle, old, new, check=False).status
+            os.write(w, st.to_bytes(4, "little"))
+        finally:
+            os._exit(0)
+    os.close(w)
+    child = int.from_bytes(os.read(r, 4), "little")
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert child == abi.NV_ERR_OBJECT_NOT_FOUND
+    # the caller's own: moved, through a file the client was not made on
+    with client.Ctl() as other:
+        assert other.rm_update_mapping(c, hdev, mem.handle, old,
+                                       new).status == abi.NV_OK
+    assert ctl.rm_unmap_memory(c, hdev, mem.handle, old,
+                               check=False).status == abi.NV_ERR_OBJECT_NOT_FOUND
+    m.linear = new      # Mapping.close() unmaps at the address RM now keeps
+    m.close()
+    assert ctl.rm_unmap_memory(c, hdev, mem.handle, new,
+                               check=False).status == abi.NV_ERR_OBJECT_NOT_FOUND
+    dev0.client.free(um)
+    dev0.client.free(mem.handle)
+
+
 def test_mmap_rules(ctl, dev0):
     mem = dev0.alloc_sysmem(2 * 4096)
     fd = os.open(abi.NV_CTL_PATH, os.O_RDWR)

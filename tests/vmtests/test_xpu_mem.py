@@ -125,6 +125,25 @@ def test_fb_info_reports_the_limit(inside):
     assert (total, free) == (sl.limit, sl.limit - 16 * MiB)
 
 
+def test_a_mapping_moves_through_a_slice(inside):
+    """CUDA's RM_UPDATE_DEVICE_MAPPING_INFO reaches RM through a slice's
+    control file: xpu.ko passes it on, since RM lets it reach only the
+    calling process's own mappings (docs/security.md, "Doors read and left
+    open")."""
+    _, dev = inside
+    mem = dev.alloc_sysmem(4096)
+    m = dev.map(mem.handle, 4096)
+    new = m.linear + (1 << 30)
+    dev.ctl.rm_update_mapping(dev.client.handle, dev.hdevice, mem.handle,
+                              m.linear, new)
+    p = dev.ctl.rm_unmap_memory(dev.client.handle, dev.hdevice, mem.handle,
+                                m.linear, check=False)
+    assert p.status == abi.NV_ERR_OBJECT_NOT_FOUND
+    m.linear = new      # unmapped where RM now keeps it (NV_OK, or raises)
+    m.close()
+    dev.client.free(mem.handle)
+
+
 def test_size_query_reports_the_limit(inside):
     sl, dev = inside
     dev.gpu.register_fd(dev.ctl)
