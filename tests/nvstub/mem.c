@@ -788,6 +788,21 @@ static void nvstub_cpu_map_remove(struct nvstub_object *obj,
 }
 
 /*
+ * refFindCpuMappingWithFilter() with serverutilMappingFilterCurrentUserProc:
+ * OBJ's mapping at ADDRESS made by the calling process, or NULL.
+ */
+static struct nvstub_cpu_mapping *nvstub_cpu_map_find(struct nvstub_object *obj,
+						      u64 address)
+{
+	struct nvstub_cpu_mapping *m;
+
+	list_for_each_entry(m, &obj->cpu_maps, node)
+		if (m->address == address && m->tgid == task_tgid_nr(current))
+			return m;
+	return NULL;
+}
+
+/*
  * nv_add_mapping_context_to_file(): the file named by FD gets the mapping
  * context: a ctl file for system memory, a file of the memory's GPU else.
  */
@@ -974,15 +989,10 @@ u32 nvstub_esc_unmap_memory(struct nvstub_call *call,
 		status = NV_ERR_OBJECT_NOT_FOUND;
 		goto out;
 	}
-	status = NV_ERR_OBJECT_NOT_FOUND;	/* refFindCpuMappingWithFilter() */
-	list_for_each_entry(m, &obj->cpu_maps, node) {
-		if (m->address == p->p_linear_address &&
-		    m->tgid == task_tgid_nr(current)) {
-			nvstub_cpu_map_remove(obj, m);
-			status = NV_OK;
-			break;
-		}
-	}
+	m = nvstub_cpu_map_find(obj, p->p_linear_address);
+	if (m)
+		nvstub_cpu_map_remove(obj, m);
+	status = m ? NV_OK : NV_ERR_OBJECT_NOT_FOUND;
 out:
 	mutex_unlock(&nvstub_rm_lock);
 	return status;
@@ -1037,15 +1047,10 @@ u32 nvstub_esc_update_mapping(struct nvstub_call *call,
 		status = NV_ERR_INVALID_OBJECT_HANDLE;
 		goto out;
 	}
-	status = NV_ERR_OBJECT_NOT_FOUND;	/* refFindCpuMappingWithFilter() */
-	list_for_each_entry(m, &obj->cpu_maps, node) {
-		if (m->address == p->p_old_cpu_address &&
-		    m->tgid == task_tgid_nr(current)) {
-			m->address = p->p_new_cpu_address;
-			status = NV_OK;
-			break;
-		}
-	}
+	m = nvstub_cpu_map_find(obj, p->p_old_cpu_address);
+	if (m)
+		m->address = p->p_new_cpu_address;
+	status = m ? NV_OK : NV_ERR_OBJECT_NOT_FOUND;
 out:
 	mutex_unlock(&nvstub_rm_lock);
 	return status;
