@@ -522,6 +522,13 @@ class NVOS34_PARAMETERS(_Struct):
                 ("status", c_uint32), ("flags", c_uint32)]
 
 
+class NVOS05_PARAMETERS(_Struct):
+    """RM_ALLOC_OBJECT: an RM_ALLOC without params."""
+    _fields_ = [(n, NvHandle) for n in
+                ("hRoot", "hObjectParent", "hObjectNew", "hClass")] + \
+        [("status", c_uint32)]
+
+
 class NVOS49_PARAMETERS(_Struct):
     """RM_BIND_CONTEXT_DMA: NV0002_CTRL_CMD_BIND_CONTEXTDMA's old form."""
     _fields_ = [("hClient", NvHandle), ("hChannel", NvHandle),

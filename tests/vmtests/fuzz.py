@@ -159,10 +159,14 @@ CONTROLS = [abi.NV2080_CTRL_CMD_GPU_GET_PIDS,
             abi.NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD,
             abi.NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD,
             abi.NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD,
-            abi.NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD]
+            abi.NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD,
+            abi.NV0000_CTRL_CMD_IDLE_CHANNELS,
+            abi.NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS,
+            0xD02,                  # NV0000 CLIENT_GET_HANDLE_INFO
+            abi.NV0002_CTRL_CMD_BIND_CONTEXTDMA]
 
-# The escapes xpu.ko looks at (kmod/file.c, kmod/rmapi.c), with the struct
-# each one's size comes from.
+# The escapes xpu.ko looks at (kmod/file.c, kmod/mem.c, kmod/events.c), and
+# two it passes on, with the struct each one's size comes from.
 ESCAPES = {
     abi.NV_ESC_RM_ALLOC: [abi.NVOS21_PARAMETERS, abi.NVOS64_PARAMETERS],
     abi.NV_ESC_RM_FREE: [abi.NVOS00_PARAMETERS],
@@ -181,6 +185,14 @@ ESCAPES = {
     abi.NV_ESC_SYS_PARAMS: [abi.nv_ioctl_sys_params_t],
     abi.NV_ESC_ALLOC_OS_EVENT: [abi.nv_ioctl_alloc_os_event_t],
     abi.NV_ESC_FREE_OS_EVENT: [abi.nv_ioctl_alloc_os_event_t],
+    abi.NV_ESC_RM_ALLOC_OBJECT: [abi.NVOS05_PARAMETERS],
+    abi.NV_ESC_RM_ALLOC_CONTEXT_DMA2: [abi.NVOS39_PARAMETERS],
+    abi.NV_ESC_RM_SHARE: [abi.NVOS57_PARAMETERS],
+    abi.NV_ESC_RM_IDLE_CHANNELS: [abi.NVOS30_PARAMETERS],
+    abi.NV_ESC_RM_ACCESS_REGISTRY: [abi.NVOS38_PARAMETERS],
+    # passed on by xpu.ko (docs/security.md, "Doors read and left open")
+    abi.NV_ESC_RM_BIND_CONTEXT_DMA: [abi.NVOS49_PARAMETERS],
+    abi.NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO: [abi.NVOS56_PARAMETERS],
 }
 
 

@@ -103,11 +103,6 @@ def test_alloc_params_required_but_null(rm, gpu0):
     dev.close()
 
 
-class NVOS05(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint32) for n in
-                ("hRoot", "hObjectParent", "hObjectNew", "hClass", "status")]
-
-
 def test_alloc_object_is_an_alloc_with_no_params(ctl, rm, gpu0, config):
     """RM_ALLOC_OBJECT (escape.c: Nv01AllocObjectWithSecInfo) allocates with
     pAllocParms NULL: a class that takes none is made, one that needs them
@@ -116,7 +111,7 @@ def test_alloc_object_is_an_alloc_with_no_params(ctl, rm, gpu0, config):
     dev = rm.device(0, gpu_file=gpu0)
 
     def alloc_object(f, hparent, hclass, hnew):
-        p = NVOS05(rm.handle, hparent, hnew, hclass, 0xFFFFFFFF)
+        p = abi.NVOS05_PARAMETERS(rm.handle, hparent, hnew, hclass, 0xFFFFFFFF)
         client.escape(f.fd, abi.NV_ESC_RM_ALLOC_OBJECT, p)
         return p
 
@@ -127,7 +122,7 @@ def test_alloc_object_is_an_alloc_with_no_params(ctl, rm, gpu0, config):
     p = alloc_object(ctl, dev.hdevice, abi.NV01_MEMORY_LOCAL_USER, 0x5A000002)
     assert p.status == abi.NV_ERR_INVALID_ARGUMENT
     with client.RmClient(ctl) as bare:         # a client with no device
-        p = NVOS05(bare.handle, bare.handle, 0x5A000003, abi.NV01_DEVICE_0,
+        p = abi.NVOS05_PARAMETERS(bare.handle, bare.handle, 0x5A000003, abi.NV01_DEVICE_0,
                    0xFFFFFFFF)
         client.escape(ctl.fd, abi.NV_ESC_RM_ALLOC_OBJECT, p)
         since_550 = int(config.version.split(".")[0]) >= 550
