@@ -1523,6 +1523,22 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		return xpu_escape_status(&e, &site,
 					 NV_ERR_INSUFFICIENT_PERMISSIONS);
 	/*
+	 * OS-descriptor memory made by RM_ALLOC: RM takes the params'
+	 * descriptor as what the caller's descriptor type says -- a kernel
+	 * array of struct page pointers (OS_PAGE_ARRAY, for any client), a
+	 * physical address (OS_IO_MEMORY, with PeerMappingOverride or
+	 * CAP_SYS_ADMIN) -- and nothing asks that a user's value be one the
+	 * kernel made (os_desc_mem.c osdescConstruct, osmemdesc.c
+	 * osCreateMemFromOsDescriptor, 535 to 595).  CUDA registers host
+	 * memory with RM_ALLOC_MEMORY, whose escape builds the page array
+	 * itself from pages it pinned; gVisor's nvproxy, which runs CUDA,
+	 * passes no RM_ALLOC of the class.  The class is xpu's copy's, which
+	 * RM reads (docs/security.md, class 35).
+	 */
+	if (h_class == NV01_MEMORY_SYSTEM_OS_DESCRIPTOR && !xf->gpu)
+		return xpu_escape_status(&e, &site,
+					 NV_ERR_INSUFFICIENT_PERMISSIONS);
+	/*
 	 * Deviceless memory (event buffers' backing) is system memory RM
 	 * allocates like NV01_MEMORY_SYSTEM, but RM tells no kernel caller
 	 * its pages (it exports no NV003E control): a slice bounded in

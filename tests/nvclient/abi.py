@@ -199,6 +199,7 @@ NV01_EVENT_OS_EVENT = 0x79
 NV01_EVENT_KERNEL_CALLBACK_EX = 0x7E
 NV01_MEMORY_LOCAL_USER = 0x40
 NV01_MEMORY_VIRTUAL = 0x70
+NV01_MEMORY_SYSTEM_OS_DESCRIPTOR = 0x71
 NV01_MEMORY_LOCAL_PHYSICAL = 0xC2
 NV50_MEMORY_VIRTUAL = 0x50A0
 FERMI_VASPACE_A = 0x90F1
@@ -435,6 +436,19 @@ class NVOS39_PARAMETERS(_Struct):
 
 # class/cl0002.h: NV01_CONTEXT_DMA's params, a window [offset, offset +
 # limit] of hMemory
+# nvos.h: NVOS32_DESCRIPTOR_TYPE_*
+NVOS32_DESCRIPTOR_TYPE_VIRTUAL_ADDRESS = 0
+NVOS32_DESCRIPTOR_TYPE_OS_PAGE_ARRAY = 1
+NVOS32_DESCRIPTOR_TYPE_OS_IO_MEMORY = 2
+
+
+class NV_OS_DESC_MEMORY_ALLOCATION_PARAMS(_Struct):
+    """NV01_MEMORY_SYSTEM_OS_DESCRIPTOR's params (nvos.h)."""
+    _fields_ = [("type", c_uint32), ("flags", c_uint32), ("attr", c_uint32),
+                ("attr2", c_uint32), ("descriptor", NvP64), ("limit", c_uint64),
+                ("descriptorType", c_uint32), ("tag", c_uint32)]
+
+
 class NV_CONTEXT_DMA_ALLOCATION_PARAMS(_Struct):
     _fields_ = [("hSubDevice", NvHandle), ("flags", c_uint32),
                 ("hMemory", NvHandle), ("offset", c_uint64),

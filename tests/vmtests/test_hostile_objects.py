@@ -800,6 +800,40 @@ sys.stdin.readline()
         assert child.finish() == 0
 
 
+def test_a_slice_makes_no_os_descriptor_memory_by_rm_alloc(sl, dev0):
+    """Class 35: NV01_MEMORY_SYSTEM_OS_DESCRIPTOR by RM_ALLOC takes its
+    descriptor as the descriptor type the caller names says -- a kernel
+    array of struct page pointers, a physical address -- from a user
+    client as from the kernel (osdescConstruct,
+    osCreateMemFromOsDescriptor).  A slice's control file refuses the class
+    whatever the type (NV_ERR_INSUFFICIENT_PERMISSIONS, the driver not
+    called); CUDA registers host memory with RM_ALLOC_MEMORY instead.  A
+    process outside every slice reaches the driver: the stub has not the
+    class and says so (NV_ERR_INVALID_CLASS), which the slice's process
+    got before."""
+    def params(kind):
+        return abi.NV_OS_DESC_MEMORY_ALLOCATION_PARAMS(
+            descriptor=0xFFFF888000000000, limit=4095, descriptorType=kind)
+
+    kinds = (abi.NVOS32_DESCRIPTOR_TYPE_VIRTUAL_ADDRESS,
+             abi.NVOS32_DESCRIPTOR_TYPE_OS_PAGE_ARRAY,
+             abi.NVOS32_DESCRIPTOR_TYPE_OS_IO_MEMORY)
+    for kind in kinds:     # the premise: the call reaches the driver
+        p = dev0.client.alloc_raw(dev0.hdevice,
+                                  abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+                                  params(kind))
+        assert p.status == abi.NV_ERR_INVALID_CLASS, abi.status_name(p.status)
+    run_in(sl, """
+for kind in KINDS:
+    p = rm.alloc_raw(dev.hdevice, abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+                     abi.NV_OS_DESC_MEMORY_ALLOCATION_PARAMS(
+                         descriptor=0xFFFF888000000000, limit=4095,
+                         descriptorType=kind))
+    assert p.status == abi.NV_ERR_INSUFFICIENT_PERMISSIONS, \
+        abi.status_name(p.status)
+""".replace("KINDS", repr(kinds)))
+
+
 def test_rm_alloc_context_dma2_makes_only_context_dmas_in_a_slice(sl):
     """Class 26: RM_ALLOC_CONTEXT_DMA2 (NVOS39) is an RM_ALLOC by another
     door -- RM makes the class the caller names, whatever it is, under
