@@ -1780,6 +1780,26 @@ long xpu_mem_map_dma(struct xpu_file *xf, struct file *file,
 	return ret;
 }
 
+/*
+ * OS-descriptor memory (host memory the GPU may reach) asked with COHERENCY
+ * (NVOS02's or NVOS32's: the values agree): RM pins the caller's range if
+ * it can and makes a page array of it, which takes cached or write-back
+ * memory only; a range it cannot pin -- a VM_IO or VM_PFNMAP mapping, as
+ * xpu's call pages and doorbells are -- it looks up without a reference
+ * and takes as I/O memory, uncached only, for a caller with
+ * PeerMappingOverride or CAP_SYS_ADMIN (escape.c RmCreateOsDescriptor,
+ * os-mlock.c os_lookup_user_io_memory, osmemdesc.c, 535 to 595).  A slice
+ * asks the first only: any other coherency could succeed as I/O memory
+ * alone, whose pages the GPU would keep after their owner freed them
+ * (docs/security.md, class 35).  The coherency is xpu's copy's, which RM
+ * reads.
+ */
+static bool xpu_os_desc_cached(u32 coherency)
+{
+	return coherency == NV_COHERENCY_CACHED ||
+	       coherency == NV_COHERENCY_WRITE_BACK;
+}
+
 long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg)
 {
@@ -1872,6 +1892,13 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 			want = 0;
 		}
 		return xpu_admit_call(xf, file, cmd, &e, want, &site);
+	case NVOS32_FUNCTION_ALLOC_OS_DESCRIPTOR:
+		attr = q->data.alloc_os_desc.attr;
+		if (!xpu_os_desc_cached((attr & NVOS32_ATTR_COHERENCY_MASK) >>
+					NVOS32_ATTR_COHERENCY_SHIFT))
+			return xpu_escape_status(&e, &site,
+						 NV_ERR_INSUFFICIENT_PERMISSIONS);
+		return xpu_escape_plain(xf, file, cmd, &e, true);
 	case NVOS32_FUNCTION_INFO:
 		ret = xpu_escape_plain(xf, file, cmd, &e, false);
 		if (ret || q->status != NV_OK)
@@ -2497,6 +2524,11 @@ long xpu_mem_alloc_memory(struct xpu_file *xf, struct file *file,
 	site.record = true;
 	/* RM writes the status of every call it is asked for; a refusal not */
 	e.u.p02.params.status = NV_ERR_GENERIC;
+	if (q->h_class == NV01_MEMORY_SYSTEM_OS_DESCRIPTOR &&
+	    !xpu_os_desc_cached((q->flags & NVOS02_FLAGS_COHERENCY_MASK) >>
+				NVOS02_FLAGS_COHERENCY_SHIFT))
+		return xpu_escape_status(&e, &site,
+					 NV_ERR_INSUFFICIENT_PERMISSIONS);
 	if (q->h_class == NV01_MEMORY_SYSTEM) {
 		site.host = true;
 		site.host_want = q->limit < U64_MAX - PAGE_SIZE ?

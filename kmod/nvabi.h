@@ -554,6 +554,19 @@ struct nvos32_info {
 	u64 base;
 };
 
+/* NVOS32_FUNCTION_ALLOC_OS_DESCRIPTOR */
+struct nvos32_alloc_os_desc {
+	u32 h_memory;
+	u32 type;
+	u32 flags;
+	u32 attr;
+	u32 attr2;
+	u32 pad0;
+	u64 descriptor;
+	u64 limit;
+	u32 descriptor_type;
+};
+
 struct nvos32_parameters {
 	u32 h_root;
 	u32 h_object_parent;
@@ -570,6 +583,7 @@ struct nvos32_parameters {
 		struct nvos32_alloc_range alloc_range;
 		struct nvos32_free free;
 		struct nvos32_info info;
+		struct nvos32_alloc_os_desc alloc_os_desc;
 		u8 raw[144];
 	} data;
 };
@@ -801,6 +815,13 @@ struct nv_memory_allocation_params {
 #define NVOS32_ATTR_LOCATION_VIDMEM	0
 #define NVOS32_ATTR_LOCATION_PCI	1
 #define NVOS32_ATTR_LOCATION_ANY	3
+#define NVOS32_ATTR_COHERENCY_SHIFT	29	/* NVOS32_ATTR_COHERENCY 31:29 */
+#define NVOS32_ATTR_COHERENCY_MASK	(7u << NVOS32_ATTR_COHERENCY_SHIFT)
+/* NVOS02_FLAGS_COHERENCY 15:12; the values are NVOS32_ATTR_COHERENCY's */
+#define NVOS02_FLAGS_COHERENCY_SHIFT	12
+#define NVOS02_FLAGS_COHERENCY_MASK	(0xFu << NVOS02_FLAGS_COHERENCY_SHIFT)
+#define NV_COHERENCY_CACHED		1
+#define NV_COHERENCY_WRITE_BACK		5
 #define NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT 20	/* NVOS32_ATTR2_PAGE_SIZE_HUGE 21:20 */
 #define NVOS32_ATTR2_PAGE_SIZE_HUGE_MASK (3u << NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT)
 #define NVOS32_ATTR2_PAGE_SIZE_HUGE_DEFAULT 0
@@ -1280,6 +1301,8 @@ struct nv0000_ctrl_gpu_get_attached_ids_params {
 static inline void nvabi_build_checks(void)
 {
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_xfer) != 16);
+	BUILD_BUG_ON(offsetof(struct nvos32_alloc_os_desc, descriptor) != 24);
+	BUILD_BUG_ON(offsetof(struct nvos32_alloc_os_desc, descriptor_type) != 40);
 	BUILD_BUG_ON(sizeof(struct nvos49_parameters) != NVOS49_SIZE);
 	BUILD_BUG_ON(offsetof(struct nvos49_parameters, status) != NVOS49_STATUS);
 	BUILD_BUG_ON(sizeof(struct nvos56_parameters) != NVOS56_SIZE);

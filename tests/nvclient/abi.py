@@ -506,12 +506,27 @@ class _NVOS32Info(_Struct):
                 ("base", c_uint64)]
 
 
+class _NVOS32AllocOsDesc(_Struct):
+    _fields_ = [("hMemory", NvHandle), ("type", c_uint32), ("flags", c_uint32),
+                ("attr", c_uint32), ("attr2", c_uint32), ("descriptor", NvP64),
+                ("limit", c_uint64), ("descriptorType", c_uint32)]
+
+
+# NVOS32_ATTR_COHERENCY 31:29 and NVOS02_FLAGS_COHERENCY 15:12 (nvos.h),
+# whose values agree
+NVOS32_ATTR_COHERENCY_SHIFT = 29
+NVOS02_FLAGS_COHERENCY_SHIFT = 12
+NV_COHERENCY_UNCACHED = 0
+NV_COHERENCY_CACHED = 1
+NV_COHERENCY_WRITE_BACK = 5
+
+
 def _nvos32(alloc_size_fields, tag):
     alloc_size = type(f"_NVOS32AllocSize_{tag}", (_Struct,),
                       {"_fields_": alloc_size_fields})
     data = type(f"_NVOS32Data_{tag}", (ctypes.Union,), {"_fields_": [
         ("AllocSize", alloc_size), ("Free", _NVOS32Free), ("Info", _NVOS32Info),
-        ("_raw", c_uint64 * 18)]})
+        ("AllocOsDesc", _NVOS32AllocOsDesc), ("_raw", c_uint64 * 18)]})
     return _make_struct("NVOS32_PARAMETERS", [
         ("hRoot", NvHandle), ("hObjectParent", NvHandle),
         ("function", c_uint32), ("hVASpace", NvHandle),

@@ -11,8 +11,11 @@
   process, so a tenant filled the GPU with them past its slice's limit.
 """
 
+import ctypes
 import errno
+import inspect
 import json
+import mmap
 import os
 import signal
 import subprocess
@@ -800,17 +803,45 @@ sys.stdin.readline()
         assert child.finish() == 0
 
 
-def test_a_slice_makes_no_os_descriptor_memory_by_rm_alloc(sl, dev0):
-    """Class 35: NV01_MEMORY_SYSTEM_OS_DESCRIPTOR by RM_ALLOC takes its
-    descriptor as the descriptor type the caller names says -- a kernel
-    array of struct page pointers, a physical address -- from a user
-    client as from the kernel (osdescConstruct,
-    osCreateMemFromOsDescriptor).  A slice's control file refuses the class
-    whatever the type (NV_ERR_INSUFFICIENT_PERMISSIONS, the driver not
-    called); CUDA registers host memory with RM_ALLOC_MEMORY instead.  A
-    process outside every slice reaches the driver: the stub has not the
-    class and says so (NV_ERR_INVALID_CLASS), which the slice's process
-    got before."""
+def os_desc_calls(gpu, ctl, rm, dev, coherency):
+    """An OS descriptor of 4 KiB of this process's memory with COHERENCY,
+    by RM_ALLOC_MEMORY and by VID_HEAP_CONTROL: their statuses.  Also run
+    in a slice (its source goes into the tenant's script)."""
+    buf = mmap.mmap(-1, 4096)
+    va = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    arg = abi.nv_ioctl_nvos02_parameters_with_fd(fd=-1)
+    q = arg.params
+    q.hRoot, q.hObjectParent = rm.handle, dev.hdevice
+    q.hClass = abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR
+    q.flags = coherency << abi.NVOS02_FLAGS_COHERENCY_SHIFT
+    q.pMemory, q.limit = va, 4095
+    gpu.escape(abi.NV_ESC_RM_ALLOC_MEMORY, arg)
+    p = dev.abi.NVOS32_PARAMETERS(
+        hRoot=rm.handle, hObjectParent=dev.hdevice,
+        function=abi.NVOS32_FUNCTION_ALLOC_OS_DESCRIPTOR)
+    d = p.data.AllocOsDesc
+    d.attr = coherency << abi.NVOS32_ATTR_COHERENCY_SHIFT
+    d.descriptor, d.limit = va, 4095
+    ctl.vid_heap_control(p, check=False)
+    return q.status, p.status
+
+
+def test_a_slice_makes_os_descriptor_memory_of_pinned_pages_only(sl, dev0):
+    """Class 35: RM makes OS-descriptor memory (host memory the GPU may
+    reach) three ways.  By RM_ALLOC it takes the descriptor as the type the
+    caller names says -- a kernel array of struct page pointers, a
+    physical address -- from a user client as from the kernel
+    (osdescConstruct, osCreateMemFromOsDescriptor); by RM_ALLOC_MEMORY and
+    VID_HEAP_CONTROL it pins the caller's range itself, and takes a range
+    it cannot pin (a PFN map, as xpu's call pages are) as I/O memory,
+    without a reference, uncached only (RmCreateOsDescriptor).  A slice's
+    files refuse the first whatever the type, and the others unless the
+    memory is cached or write-back, all the page-array path takes
+    (NV_ERR_INSUFFICIENT_PERMISSIONS, the driver not called).  Outside
+    every slice each call reaches the driver, which the stub shows with
+    its answer (it has not the class, NV_ERR_INVALID_CLASS, and does not
+    simulate OS descriptors, NV_ERR_NOT_SUPPORTED); the slice's process
+    got the same before; its cached ones still get it."""
     def params(kind):
         return abi.NV_OS_DESC_MEMORY_ALLOCATION_PARAMS(
             descriptor=0xFFFF888000000000, limit=4095, descriptorType=kind)
@@ -823,7 +854,10 @@ def test_a_slice_makes_no_os_descriptor_memory_by_rm_alloc(sl, dev0):
                                   abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
                                   params(kind))
         assert p.status == abi.NV_ERR_INVALID_CLASS, abi.status_name(p.status)
-    run_in(sl, """
+    assert os_desc_calls(dev0.gpu, dev0.ctl, dev0.client, dev0,
+                         abi.NV_COHERENCY_UNCACHED) == \
+        (abi.NV_ERR_NOT_SUPPORTED,) * 2
+    run_in(sl, inspect.getsource(os_desc_calls) + """
 for kind in KINDS:
     p = rm.alloc_raw(dev.hdevice, abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
                      abi.NV_OS_DESC_MEMORY_ALLOCATION_PARAMS(
@@ -831,6 +865,13 @@ for kind in KINDS:
                          descriptorType=kind))
     assert p.status == abi.NV_ERR_INSUFFICIENT_PERMISSIONS, \
         abi.status_name(p.status)
+refused = (abi.NV_ERR_INSUFFICIENT_PERMISSIONS,) * 2
+driver = (abi.NV_ERR_NOT_SUPPORTED,) * 2
+for coherency, want in ((abi.NV_COHERENCY_UNCACHED, refused), (2, refused),
+                        (abi.NV_COHERENCY_CACHED, driver),
+                        (abi.NV_COHERENCY_WRITE_BACK, driver)):
+    got = os_desc_calls(gpu, ctl, rm, dev, coherency)
+    assert got == want, (coherency, [abi.status_name(x) for x in got])
 """.replace("KINDS", repr(kinds)))
 
 
