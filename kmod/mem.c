@@ -1539,6 +1539,22 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		return xpu_escape_status(&e, &site,
 					 NV_ERR_INSUFFICIENT_PERMISSIONS);
 	/*
+	 * An event buffer takes its params' notificationHandle as the
+	 * caller's OS event of that fd, and when no such event is found
+	 * keeps the caller's value all the same -- the lookup's status is
+	 * not checked -- and dereferences it as a kernel pointer when the
+	 * buffer goes (event_buffer.c eventbufferConstruct, eventbufferDestruct:
+	 * osDereferenceObjectCount decrements and may free what it points
+	 * at; 535 to 595).  An event freed by another thread between any check
+	 * of xpu's and RM's lookup leaves the same, so the class is not made
+	 * in a slice.  CUDA does not allocate it (gVisor's nvproxy, which runs
+	 * CUDA and NVML, passes no such class); FECS and video tracing do
+	 * (docs/security.md, class 36).
+	 */
+	if (h_class == NV_EVENT_BUFFER && !xf->gpu)
+		return xpu_escape_status(&e, &site,
+					 NV_ERR_INSUFFICIENT_PERMISSIONS);
+	/*
 	 * Deviceless memory (event buffers' backing) is system memory RM
 	 * allocates like NV01_MEMORY_SYSTEM, but RM tells no kernel caller
 	 * its pages (it exports no NV003E control): a slice bounded in

@@ -121,6 +121,7 @@ struct nv003e_ctrl_get_surface_phys_pages_params {
 
 #define NV01_MEMORY_LOCAL_USER		0x0040
 #define NV01_MEMORY_DEVICELESS		0x90CE	/* system memory, under the client */
+#define NV_EVENT_BUFFER			0x90CD	/* an event buffer, under the client */
 #define NV01_MEMORY_LOCAL_PRIVILEGED	0x003F
 #define NV01_MEMORY_SYSTEM_DYNAMIC	0x0070
 #define NV01_EVENT_KERNEL_CALLBACK	0x0078

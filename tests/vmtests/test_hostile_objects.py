@@ -855,7 +855,7 @@ def test_a_slice_makes_os_descriptor_memory_of_pinned_pages_only(sl, dev0):
                                   params(kind))
         assert p.status == abi.NV_ERR_INVALID_CLASS, abi.status_name(p.status)
     assert os_desc_calls(dev0.gpu, dev0.ctl, dev0.client, dev0,
-                         abi.NV_COHERENCY_UNCACHED) == \
+                         abi.NVOS32_ATTR_COHERENCY_UNCACHED) == \
         (abi.NV_ERR_NOT_SUPPORTED,) * 2
     run_in(sl, inspect.getsource(os_desc_calls) + """
 for kind in KINDS:
@@ -867,12 +867,37 @@ for kind in KINDS:
         abi.status_name(p.status)
 refused = (abi.NV_ERR_INSUFFICIENT_PERMISSIONS,) * 2
 driver = (abi.NV_ERR_NOT_SUPPORTED,) * 2
-for coherency, want in ((abi.NV_COHERENCY_UNCACHED, refused), (2, refused),
-                        (abi.NV_COHERENCY_CACHED, driver),
-                        (abi.NV_COHERENCY_WRITE_BACK, driver)):
+for coherency, want in ((abi.NVOS32_ATTR_COHERENCY_UNCACHED, refused),
+                        (abi.NVOS32_ATTR_COHERENCY_WRITE_COMBINE, refused),
+                        (abi.NVOS32_ATTR_COHERENCY_CACHED, driver),
+                        (abi.NVOS32_ATTR_COHERENCY_WRITE_BACK, driver)):
     got = os_desc_calls(gpu, ctl, rm, dev, coherency)
     assert got == want, (coherency, [abi.status_name(x) for x in got])
 """.replace("KINDS", repr(kinds)))
+
+
+def test_a_slice_makes_no_event_buffer(sl, dev0):
+    """Class 36: an event buffer (NV_EVENT_BUFFER, any client, under the
+    client) looks its params' notificationHandle up as the caller's OS
+    event of that fd, keeps the caller's value when none is found (the
+    lookup's status is not checked), and dereferences it as a kernel
+    pointer when the buffer goes (eventbufferConstruct and
+    eventbufferDestruct, osDereferenceObjectCount).  A slice's control
+    file refuses the class (NV_ERR_INSUFFICIENT_PERMISSIONS, the driver not
+    called).  Outside every slice the call reaches the driver: the stub
+    has not the class (NV_ERR_INVALID_CLASS), which the slice's process
+    got before."""
+    params = bytes(40) + (0xFFFF888000000000).to_bytes(8, "little") + bytes(24)
+    p = dev0.client.alloc_raw(dev0.client.handle, abi.NV_EVENT_BUFFER,
+                              (ctypes.c_uint8 * 72).from_buffer_copy(params))
+    assert p.status == abi.NV_ERR_INVALID_CLASS, abi.status_name(p.status)
+    run_in(sl, """
+params = bytes(40) + (0xFFFF888000000000).to_bytes(8, "little") + bytes(24)
+p = rm.alloc_raw(rm.handle, abi.NV_EVENT_BUFFER,
+                 (ctypes.c_uint8 * 72).from_buffer_copy(params))
+assert p.status == abi.NV_ERR_INSUFFICIENT_PERMISSIONS, \
+    abi.status_name(p.status)
+""")
 
 
 def test_rm_alloc_context_dma2_makes_only_context_dmas_in_a_slice(sl):

@@ -41,7 +41,8 @@ INCLUDES = ["nvtypes.h", "nvstatus.h", "nvos.h", "nv-ioctl.h", "nv-chardev-numbe
             "ctrl/ctrla06c.h", "ctrl/ctrlc36f.h", "rs_access.h",
             "ctrl/ctrl0000/ctrl0000client.h", "ctrl/ctrl0000/ctrl0000unix.h",
             "class/clc365.h", "ctrl/ctrl0000/ctrl0000gpu.h",
-            "ctrl/ctrl0080/ctrl0080fifo.h"]
+            "ctrl/ctrl0080/ctrl0080fifo.h", "class/cl0071.h",
+            "ctrl/ctrl0002.h", "class/cl90cd.h"]
 
 
 def field_paths(cls, prefix=""):
