@@ -1478,6 +1478,61 @@ static bool xpu_alloc_recorded(u32 h_class, const struct xpu_escape *e,
 	return xpu_sched_tracks_class(h_class);
 }
 
+/*
+ * The classes a slice's files do not make by RM_ALLOC, decided on xpu's copy
+ * of the struct, whose class RM reads: NV_OK, or the status the caller gets
+ * (RM not called).
+ */
+static u32 xpu_slice_class_refused(const struct xpu_slice *slice, u32 h_class)
+{
+	switch (h_class) {
+	/*
+	 * UVM's access-counter buffer is one a GPU: a tenant holding it
+	 * would keep UVM from adding the GPU for every process on the host
+	 * (docs/security.md, class 23).
+	 */
+	case ACCESS_COUNTER_NOTIFY_BUFFER:
+	/*
+	 * OS-descriptor memory: RM takes the params' descriptor as what the
+	 * caller's descriptor type says -- a kernel array of struct page
+	 * pointers (OS_PAGE_ARRAY, for any client), a physical address
+	 * (OS_IO_MEMORY, with PeerMappingOverride or CAP_SYS_ADMIN) -- and
+	 * nothing asks that a user's value be one the kernel made
+	 * (os_desc_mem.c osdescConstruct, osmemdesc.c
+	 * osCreateMemFromOsDescriptor, 535 to 595).  CUDA registers host
+	 * memory with RM_ALLOC_MEMORY, whose escape builds the page array
+	 * itself from pages it pinned (xpu_os_desc_cached); gVisor's
+	 * nvproxy, which runs CUDA, passes no RM_ALLOC of the class
+	 * (class 35).
+	 */
+	case NV01_MEMORY_SYSTEM_OS_DESCRIPTOR:
+	/*
+	 * An event buffer looks its params' notificationHandle up as the
+	 * caller's OS event of that fd, keeps the caller's value when none
+	 * is found (the lookup's status is not checked), and dereferences it
+	 * as a kernel pointer when the buffer goes (event_buffer.c
+	 * eventbufferConstruct, eventbufferDestruct: osDereferenceObjectCount
+	 * decrements and may free what it points at; 535 to 595).  An event
+	 * freed by another thread between a check of xpu's and RM's lookup
+	 * leaves the same, so the class is not made at all.  CUDA does not
+	 * allocate it (gVisor's nvproxy, which runs CUDA and NVML, passes no
+	 * such class); FECS and video tracing do (class 36).
+	 */
+	case NV_EVENT_BUFFER:
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	/*
+	 * Deviceless memory (event buffers' backing) is system memory RM
+	 * allocates like NV01_MEMORY_SYSTEM, but RM tells no kernel caller
+	 * its pages (it exports no NV003E control): a slice bounded in
+	 * system memory cannot follow it, so it is not made there (class 25).
+	 */
+	case NV01_MEMORY_DEVICELESS:
+		return READ_ONCE(slice->host_limit) ? NV_ERR_NOT_SUPPORTED : NV_OK;
+	default:
+		return NV_OK;
+	}
+}
+
 long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg)
 {
@@ -1513,56 +1568,9 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 	if (ret)
 		return ret;
 	h_class = e.u.p21.h_class;
-	/*
-	 * UVM's access-counter buffer is one a GPU: a tenant holding it
-	 * would keep UVM from adding the GPU for every process on the host
-	 * (docs/security.md, class 23).  The class checked is the one RM
-	 * reads, xpu's copy.
-	 */
-	if (h_class == ACCESS_COUNTER_NOTIFY_BUFFER)
-		return xpu_escape_status(&e, &site,
-					 NV_ERR_INSUFFICIENT_PERMISSIONS);
-	/*
-	 * OS-descriptor memory made by RM_ALLOC: RM takes the params'
-	 * descriptor as what the caller's descriptor type says -- a kernel
-	 * array of struct page pointers (OS_PAGE_ARRAY, for any client), a
-	 * physical address (OS_IO_MEMORY, with PeerMappingOverride or
-	 * CAP_SYS_ADMIN) -- and nothing asks that a user's value be one the
-	 * kernel made (os_desc_mem.c osdescConstruct, osmemdesc.c
-	 * osCreateMemFromOsDescriptor, 535 to 595).  CUDA registers host
-	 * memory with RM_ALLOC_MEMORY, whose escape builds the page array
-	 * itself from pages it pinned; gVisor's nvproxy, which runs CUDA,
-	 * passes no RM_ALLOC of the class.  The class is xpu's copy's, which
-	 * RM reads (docs/security.md, class 35).
-	 */
-	if (h_class == NV01_MEMORY_SYSTEM_OS_DESCRIPTOR && !xf->gpu)
-		return xpu_escape_status(&e, &site,
-					 NV_ERR_INSUFFICIENT_PERMISSIONS);
-	/*
-	 * An event buffer takes its params' notificationHandle as the
-	 * caller's OS event of that fd, and when no such event is found
-	 * keeps the caller's value all the same -- the lookup's status is
-	 * not checked -- and dereferences it as a kernel pointer when the
-	 * buffer goes (event_buffer.c eventbufferConstruct, eventbufferDestruct:
-	 * osDereferenceObjectCount decrements and may free what it points
-	 * at; 535 to 595).  An event freed by another thread between any check
-	 * of xpu's and RM's lookup leaves the same, so the class is not made
-	 * in a slice.  CUDA does not allocate it (gVisor's nvproxy, which runs
-	 * CUDA and NVML, passes no such class); FECS and video tracing do
-	 * (docs/security.md, class 36).
-	 */
-	if (h_class == NV_EVENT_BUFFER && !xf->gpu)
-		return xpu_escape_status(&e, &site,
-					 NV_ERR_INSUFFICIENT_PERMISSIONS);
-	/*
-	 * Deviceless memory (event buffers' backing) is system memory RM
-	 * allocates like NV01_MEMORY_SYSTEM, but RM tells no kernel caller
-	 * its pages (it exports no NV003E control): a slice bounded in
-	 * system memory cannot follow it, so it is not made there
-	 * (docs/security.md, class 25).
-	 */
-	if (h_class == NV01_MEMORY_DEVICELESS && READ_ONCE(xf->slice->host_limit))
-		return xpu_escape_status(&e, &site, NV_ERR_NOT_SUPPORTED);
+	st = xpu_slice_class_refused(xf->slice, h_class);
+	if (st)
+		return xpu_escape_status(&e, &site, st);
 	/*
 	 * A GPU file's RM_ALLOC is the driver's to refuse, params unread,
 	 * but for events, which RM makes through any file.
@@ -1812,8 +1820,8 @@ long xpu_mem_map_dma(struct xpu_file *xf, struct file *file,
  */
 static bool xpu_os_desc_cached(u32 coherency)
 {
-	return coherency == NV_COHERENCY_CACHED ||
-	       coherency == NV_COHERENCY_WRITE_BACK;
+	return coherency == NVOS32_ATTR_COHERENCY_CACHED ||
+	       coherency == NVOS32_ATTR_COHERENCY_WRITE_BACK;
 }
 
 long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,

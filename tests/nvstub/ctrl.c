@@ -582,41 +582,6 @@ static u32 nvstub_ctrl_bind_contextdma(struct nvstub_call *call,
 	return NV_OK;
 }
 
-/*
- * RM_BIND_CONTEXT_DMA (rmapi_deprecated_misc.c RmDeprecatedBindContextDma):
- * the control above on hCtxDma, in the caller's own client (the escape
- * carries the file's security info, unlike RM_UPDATE_DEVICE_MAPPING_INFO).
- * RM first asks the handle's class and lets an NV01_MEMORY_SYSTEM_DYNAMIC
- * "bind" silently; the stub has no such class.
- */
-u32 nvstub_esc_bind_context_dma(struct nvstub_call *call,
-				struct nvos49_parameters *p)
-{
-	struct nv0002_ctrl_bind_contextdma_params params = {
-		.h_channel = p->h_channel,
-	};
-	struct nvstub_object *obj;
-	struct nvstub_client *c;
-	u32 status;
-
-	mutex_lock(&nvstub_rm_lock);
-	status = nvstub_client_get(call, p->h_client, &c);
-	if (status)
-		goto unlock;
-	obj = nvstub_object_find_any(c, p->h_ctx_dma);
-	if (!obj)
-		status = NV_ERR_OBJECT_NOT_FOUND;
-	else if (obj->invalid)
-		status = NV_ERR_RESOURCE_LOST;		/* serverControl() */
-	else if (obj->hclass != NV01_CONTEXT_DMA)
-		status = NV_ERR_NOT_SUPPORTED;
-	else
-		status = nvstub_ctrl_bind_contextdma(call, obj, &params);
-unlock:
-	mutex_unlock(&nvstub_rm_lock);
-	return status;
-}
-
 static const struct nvstub_ctrl nvstub_ctrls[] = {
 	{ NV0002_CTRL_CMD_BIND_CONTEXTDMA, NV01_CONTEXT_DMA,
 	  sizeof(struct nv0002_ctrl_bind_contextdma_params),
@@ -715,11 +680,36 @@ static bool nvstub_client_exists(u32 h_client)
 	return ret;
 }
 
+/*
+ * serverControl(): CTRL (NULL: a command the stub does not know) on object
+ * H_OBJECT of client H_CLIENT, with PARAMS in kernel memory.
+ */
+static u32 nvstub_control_run(struct nvstub_call *call, u32 h_client,
+			      u32 h_object, const struct nvstub_ctrl *ctrl,
+			      void *params)
+{
+	struct nvstub_object *obj;
+	struct nvstub_client *c;
+	u32 status;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	status = nvstub_client_get(call, h_client, &c);
+	if (status)
+		return status;
+	obj = nvstub_object_find_any(c, h_object);
+	if (!obj)
+		return NV_ERR_OBJECT_NOT_FOUND;
+	/* before the command is looked up */
+	if (obj->invalid)
+		return NV_ERR_RESOURCE_LOST;
+	if (!ctrl || obj->hclass != ctrl->hclass)
+		return NV_ERR_NOT_SUPPORTED;
+	return ctrl->handler(call, obj, params);
+}
+
 u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)
 {
 	const struct nvstub_ctrl *ctrl;
-	struct nvstub_client *c;
-	struct nvstub_object *obj;
 	void *params = NULL;
 	u32 size, status;
 	bool direct;
@@ -779,25 +769,7 @@ u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)
 	}
 
 	mutex_lock(&nvstub_rm_lock);
-	status = nvstub_client_get(call, p->h_client, &c);
-	if (status)
-		goto unlock;
-	obj = nvstub_object_find_any(c, p->h_object);
-	if (!obj) {
-		status = NV_ERR_OBJECT_NOT_FOUND;
-		goto unlock;
-	}
-	/* serverControl(): before the command is looked up */
-	if (obj->invalid) {
-		status = NV_ERR_RESOURCE_LOST;
-		goto unlock;
-	}
-	if (!ctrl || obj->hclass != ctrl->hclass) {
-		status = NV_ERR_NOT_SUPPORTED;
-		goto unlock;
-	}
-	status = ctrl->handler(call, obj, params);
-unlock:
+	status = nvstub_control_run(call, p->h_client, p->h_object, ctrl, params);
 	mutex_unlock(&nvstub_rm_lock);
 
 	if (direct)
@@ -806,5 +778,28 @@ unlock:
 	if (!status && p->params_size)
 		status = nvstub_copy_out(call, p->params, params, p->params_size);
 	kvfree(params);
+	return status;
+}
+
+/*
+ * RM_BIND_CONTEXT_DMA (rmapi_deprecated_misc.c RmDeprecatedBindContextDma):
+ * the control above on hCtxDma, in the caller's own client (the escape
+ * carries the file's security info, unlike RM_UPDATE_DEVICE_MAPPING_INFO).
+ * RM first asks the handle's class and lets an NV01_MEMORY_SYSTEM_DYNAMIC
+ * "bind" silently; the stub has no such class.
+ */
+u32 nvstub_esc_bind_context_dma(struct nvstub_call *call,
+				struct nvos49_parameters *p)
+{
+	struct nv0002_ctrl_bind_contextdma_params params = {
+		.h_channel = p->h_channel,
+	};
+	u32 status;
+
+	mutex_lock(&nvstub_rm_lock);
+	status = nvstub_control_run(call, p->h_client, p->h_ctx_dma,
+				    nvstub_ctrl_find(NV0002_CTRL_CMD_BIND_CONTEXTDMA),
+				    &params);
+	mutex_unlock(&nvstub_rm_lock);
 	return status;
 }
