@@ -17,6 +17,7 @@ import inspect
 import json
 import mmap
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -83,12 +84,30 @@ def readonly_alloc(hparent, hclass, hnew, params=None):
     rc = libc.ioctl(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC, ctypes.sizeof(p)),
                     addr)
     return rc, ctypes.get_errno()
+
+def xfer_alloc(hparent, hclass, params):
+    # RM_ALLOC wrapped in IOCTL_XFER_CMD, the door for big arguments
+    p = abi.NVOS21_PARAMETERS(hRoot=rm.handle, hObjectParent=hparent,
+                              hClass=hclass,
+                              pAllocParms=ctypes.addressof(params),
+                              paramsSize=ctypes.sizeof(params))
+    x = abi.nv_ioctl_xfer_t(cmd=abi.NV_ESC_RM_ALLOC, size=ctypes.sizeof(p),
+                            ptr=ctypes.addressof(p))
+    assert libc.ioctl(ctl.fd, abi.IOCTL_XFER_CMD, ctypes.addressof(x)) == 0
+    return p
 """
 
 
+def tenant_source(sl, code):
+    """CODE after the prelude, with the slice's nodes for CTL and GPU
+    (whole words only: IOCTL_XFER_CMD keeps its name)."""
+    return re.sub(r"\bCTL\b", lambda _: repr(sl.ctl_node),
+                  re.sub(r"\bGPU\b", lambda _: repr(sl.gpu_node),
+                         PRELUDE + code))
+
+
 def run_in(sl, code, check=True, pass_fds=()):
-    src = (nvtest.CHILD_PRELUDE + PRELUDE + code).replace(
-        "CTL", repr(sl.ctl_node)).replace("GPU", repr(sl.gpu_node))
+    src = nvtest.CHILD_PRELUDE + tenant_source(sl, code)
     r = subprocess.run([sys.executable, "-c", src], check=False,
                        capture_output=True, pass_fds=pass_fds,
                        text=True, cwd="/", timeout=300)
@@ -784,13 +803,12 @@ def test_a_slice_cannot_take_the_gpu_s_access_counter_buffer(sl, config,
     (NV_ERR_INSUFFICIENT_PERMISSIONS, RM not called), and UVM still adds
     the GPU while the tenant lives.  Before, the tenant took the buffer and
     another process's UVM_REGISTER_GPU failed with NV_ERR_INVALID_STATE."""
-    child = nvtest.spawn_child(
-        (PRELUDE + """
+    child = nvtest.spawn_child(tenant_source(sl, """
 p = rm.alloc_raw(dev.hsubdevice, abi.ACCESS_COUNTER_NOTIFY_BUFFER,
                  ctypes.c_uint32(0))
 report(status=p.status)
 sys.stdin.readline()
-""").replace("CTL", repr(sl.ctl_node)).replace("GPU", repr(sl.gpu_node)))
+"""))
     try:
         got = child.report()
         # while the tenant lives, UVM adds the GPU for another process
@@ -835,7 +853,8 @@ def test_a_slice_makes_os_descriptor_memory_of_pinned_pages_only(sl, dev0):
     VID_HEAP_CONTROL it pins the caller's range itself, and takes a range
     it cannot pin (a PFN map, as xpu's call pages are) as I/O memory,
     without a reference, uncached only (RmCreateOsDescriptor).  A slice's
-    files refuse the first whatever the type, and the others unless the
+    files refuse the first whatever the type (also wrapped in
+    IOCTL_XFER_CMD), and the others unless the
     memory is cached or write-back, all the page-array path takes
     (NV_ERR_INSUFFICIENT_PERMISSIONS, the driver not called).  Outside
     every slice each call reaches the driver, which the stub shows with
@@ -865,6 +884,12 @@ for kind in KINDS:
                          descriptorType=kind))
     assert p.status == abi.NV_ERR_INSUFFICIENT_PERMISSIONS, \
         abi.status_name(p.status)
+    p = xfer_alloc(dev.hdevice, abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+                   abi.NV_OS_DESC_MEMORY_ALLOCATION_PARAMS(
+                       descriptor=0xFFFF888000000000, limit=4095,
+                       descriptorType=kind))
+    assert p.status == abi.NV_ERR_INSUFFICIENT_PERMISSIONS, \
+        abi.status_name(p.status)
 refused = (abi.NV_ERR_INSUFFICIENT_PERMISSIONS,) * 2
 driver = (abi.NV_ERR_NOT_SUPPORTED,) * 2
 for coherency, want in ((abi.NVOS32_ATTR_COHERENCY_UNCACHED, refused),
@@ -884,9 +909,10 @@ def test_a_slice_makes_no_event_buffer(sl, dev0):
     pointer when the buffer goes (eventbufferConstruct and
     eventbufferDestruct, osDereferenceObjectCount).  A slice's control
     file refuses the class (NV_ERR_INSUFFICIENT_PERMISSIONS, the driver not
-    called).  Outside every slice the call reaches the driver: the stub
-    has not the class (NV_ERR_INVALID_CLASS), which the slice's process
-    got before."""
+    called), by each door of RM_ALLOC: NVOS21, NVOS64 and NVOS21 wrapped
+    in IOCTL_XFER_CMD.  Outside every slice the call reaches the driver:
+    the stub has not the class (NV_ERR_INVALID_CLASS), which the slice's
+    process got before."""
     params = bytes(40) + (0xFFFF888000000000).to_bytes(8, "little") + bytes(24)
     p = dev0.client.alloc_raw(dev0.client.handle, abi.NV_EVENT_BUFFER,
                               (ctypes.c_uint8 * 72).from_buffer_copy(params))
@@ -895,6 +921,16 @@ def test_a_slice_makes_no_event_buffer(sl, dev0):
 params = bytes(40) + (0xFFFF888000000000).to_bytes(8, "little") + bytes(24)
 p = rm.alloc_raw(rm.handle, abi.NV_EVENT_BUFFER,
                  (ctypes.c_uint8 * 72).from_buffer_copy(params))
+assert p.status == abi.NV_ERR_INSUFFICIENT_PERMISSIONS, \
+    abi.status_name(p.status)
+# the same RM_ALLOC wrapped in IOCTL_XFER_CMD, and as NVOS64
+p = xfer_alloc(rm.handle, abi.NV_EVENT_BUFFER,
+               (ctypes.c_uint8 * 72).from_buffer_copy(params))
+assert p.status == abi.NV_ERR_INSUFFICIENT_PERMISSIONS, \
+    abi.status_name(p.status)
+p = rm.alloc_raw(rm.handle, abi.NV_EVENT_BUFFER,
+                 (ctypes.c_uint8 * 72).from_buffer_copy(params),
+                 nvos64=not rm.nvos64)
 assert p.status == abi.NV_ERR_INSUFFICIENT_PERMISSIONS, \
     abi.status_name(p.status)
 """)
@@ -1434,8 +1470,7 @@ def test_a_thread_made_after_a_call_cannot_rewrite_the_next(reload_stub,
     with test_hostile_mem.racer_slice(reload_stub, nodedir,
                                       control_delay_us=300000) as (sl, _):
         child = nvtest.spawn_child(
-            (PRELUDE + PAGE_LEFT_WRITABLE).replace("CTL", repr(sl.ctl_node))
-            .replace("GPU", repr(sl.gpu_node)))
+            tenant_source(sl, PAGE_LEFT_WRITABLE))
         # the premise: the first call was made alone, on a page of xpu's
         first = child.report()
         assert first["alone"] == 1 and first["pages"] >= 1, first
@@ -1481,8 +1516,7 @@ def test_a_process_with_async_io_is_not_alone(sl, mode):
     gets SIGBUS.  Plain: the store lands (the premise, and the cost saved);
     without the check the store landed in all three."""
     child = nvtest.spawn_child(
-        (PRELUDE + PAGE_AFTER_ASYNC).replace("CTL", repr(sl.ctl_node))
-        .replace("GPU", repr(sl.gpu_node)).replace("ASYNC_KIND", repr(mode)))
+        tenant_source(sl, PAGE_AFTER_ASYNC).replace("ASYNC_KIND", repr(mode)))
     first = child.report()
     assert first["alone"] == 1 and first["pages"] == 1, first
     if mode == "plain":
