@@ -1519,6 +1519,37 @@ static u32 xpu_slice_class_refused(const struct xpu_slice *slice, u32 h_class)
 	 * such class); FECS and video tracing do (class 36).
 	 */
 	case NV_EVENT_BUFFER:
+	/*
+	 * Register memory: all of BAR0, as an ADDR_REGMEM memdesc, for any
+	 * client (reg_mem.c, 535 to 595).  A user client can map it neither
+	 * to the CPU (mapping_cpu.c: an administrator's client only) nor to a
+	 * GPU VA space (virtual_mem.c virtmemMapTo), but a channel takes any
+	 * memory object as its error notifier or USERD without asking its
+	 * aperture (kernel_channel.c kchannelGetNotifierInfo,
+	 * kernel_channel_gv100.c kchannelCreateUserdMemDesc_GV100), and a
+	 * REGMEM memdesc there is written as video memory at its BAR0 offset
+	 * (kern_gmmu.c kgmmuGetMemAperture: NV_ASSERT, an aperture of 0).
+	 * CUDA does not allocate it; gVisor's nvproxy passes it by
+	 * RM_ALLOC_MEMORY for graphics only (class 37).
+	 */
+	case NV01_MEMORY_LOCAL_PRIVILEGED:
+	/*
+	 * Hardware resources (comptags, ZBC): RM describes them as video or
+	 * system memory at its "invalid offset" 0xdead000000000000 and of the
+	 * caller's size (hw_resources.c hwresConstruct), and nothing on the
+	 * GPU's or the CPU's mapping path asks for a real address; a PTE's
+	 * address field keeps the low bits, 0 on the GMMU's version 2 (Volta
+	 * to Ada): a mapping of video memory from physical 0 on, other
+	 * tenants' (class 37).  Not CUDA's (nvproxy passes neither the class
+	 * nor VID_HEAP_CONTROL's HW_ALLOC).
+	 */
+	case NV01_MEMORY_HW_RESOURCES:
+	/*
+	 * A host vGPU device registers a guest with the caller's gfid,
+	 * vGPU type and VM (kernel_hostvgpudeviceapi.c
+	 * kvgpumgrGuestRegister): a vGPU host's plugin's, not a tenant's.
+	 */
+	case NVA084_KERNEL_HOST_VGPU_DEVICE:
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;
 	/*
 	 * Deviceless memory (event buffers' backing) is system memory RM
@@ -1923,6 +1954,16 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 			return xpu_escape_status(&e, &site,
 						 NV_ERR_INSUFFICIENT_PERMISSIONS);
 		return xpu_escape_plain(xf, file, cmd, &e, true);
+	/*
+	 * HW_ALLOC makes NV01_MEMORY_HW_RESOURCES (refused by RM_ALLOC too,
+	 * xpu_slice_class_refused); HW_FREE is RM_FREE of any handle of
+	 * hRoot, the client itself included (_nvos32FunctionHwFree), by a
+	 * door xpu's records of frees do not stand at.  Neither is CUDA's.
+	 */
+	case NVOS32_FUNCTION_HW_ALLOC:
+	case NVOS32_FUNCTION_HW_FREE:
+		return xpu_escape_status(&e, &site,
+					 NV_ERR_INSUFFICIENT_PERMISSIONS);
 	case NVOS32_FUNCTION_INFO:
 		ret = xpu_escape_plain(xf, file, cmd, &e, false);
 		if (ret || q->status != NV_OK)
@@ -2548,11 +2589,19 @@ long xpu_mem_alloc_memory(struct xpu_file *xf, struct file *file,
 	site.record = true;
 	/* RM writes the status of every call it is asked for; a refusal not */
 	e.u.p02.params.status = NV_ERR_GENERIC;
-	if (q->h_class == NV01_MEMORY_SYSTEM_OS_DESCRIPTOR &&
-	    !xpu_os_desc_cached((q->flags & NVOS02_FLAGS_COHERENCY_MASK) >>
-				NVOS02_FLAGS_COHERENCY_SHIFT))
-		return xpu_escape_status(&e, &site,
-					 NV_ERR_INSUFFICIENT_PERMISSIONS);
+	if (q->h_class == NV01_MEMORY_SYSTEM_OS_DESCRIPTOR) {
+		if (!xpu_os_desc_cached((q->flags &
+					 NVOS02_FLAGS_COHERENCY_MASK) >>
+					NVOS02_FLAGS_COHERENCY_SHIFT))
+			return xpu_escape_status(&e, &site,
+					NV_ERR_INSUFFICIENT_PERMISSIONS);
+	} else {
+		/* the classes RM_ALLOC refuses: register memory by this door */
+		u32 st = xpu_slice_class_refused(xf->slice, q->h_class);
+
+		if (st)
+			return xpu_escape_status(&e, &site, st);
+	}
 	if (q->h_class == NV01_MEMORY_SYSTEM) {
 		site.host = true;
 		site.host_want = q->limit < U64_MAX - PAGE_SIZE ?

@@ -123,6 +123,8 @@ struct nv003e_ctrl_get_surface_phys_pages_params {
 #define NV01_MEMORY_DEVICELESS		0x90CE	/* system memory, under the client */
 #define NV_EVENT_BUFFER			0x90CD	/* an event buffer, under the client */
 #define NV01_MEMORY_LOCAL_PRIVILEGED	0x003F
+#define NV01_MEMORY_HW_RESOURCES	0x00B1
+#define NVA084_KERNEL_HOST_VGPU_DEVICE	0xA084
 #define NV01_MEMORY_SYSTEM_DYNAMIC	0x0070
 #define NV01_EVENT_KERNEL_CALLBACK	0x0078
 #define NV01_EVENT_OS_EVENT		0x0079
@@ -546,6 +548,12 @@ struct nvos32_free {
 	u32 flags;
 };
 
+/* data.HwFree: RmFree of any handle of hRoot (rmapi_deprecated_vidheapctrl.c) */
+struct nvos32_hw_free {
+	u32 h_resource_handle;
+	u32 flags;
+};
+
 /* data.Info */
 struct nvos32_info {
 	u32 attr;
@@ -583,6 +591,7 @@ struct nvos32_parameters {
 		struct nvos32_alloc_tiled alloc_tiled;
 		struct nvos32_alloc_range alloc_range;
 		struct nvos32_free free;
+		struct nvos32_hw_free hw_free;
 		struct nvos32_info info;
 		struct nvos32_alloc_os_desc alloc_os_desc;
 		u8 raw[144];

@@ -200,6 +200,9 @@ NV01_EVENT_KERNEL_CALLBACK_EX = 0x7E
 NV01_MEMORY_LOCAL_USER = 0x40
 NV01_MEMORY_VIRTUAL = 0x70
 NV01_MEMORY_SYSTEM_OS_DESCRIPTOR = 0x71
+NV01_MEMORY_LOCAL_PRIVILEGED = 0x3F
+NV01_MEMORY_HW_RESOURCES = 0xB1
+NVA084_KERNEL_HOST_VGPU_DEVICE = 0xA084
 NV_EVENT_BUFFER = 0x90CD
 NV01_MEMORY_LOCAL_PHYSICAL = 0xC2
 NV50_MEMORY_VIRTUAL = 0x50A0
@@ -268,6 +271,8 @@ NVOS32_FUNCTION_FREE = 3
 NVOS32_FUNCTION_INFO = 5
 NVOS32_FUNCTION_ALLOC_TILED_PITCH_HEIGHT = 6
 NVOS32_FUNCTION_ALLOC_SIZE_RANGE = 14
+NVOS32_FUNCTION_HW_ALLOC = 19
+NVOS32_FUNCTION_HW_FREE = 20
 NVOS32_FUNCTION_ALLOC_OS_DESCRIPTOR = 27
 
 NVOS32_TYPE_IMAGE = 0
@@ -502,6 +507,10 @@ class _NVOS32Free(_Struct):
     _fields_ = [("owner", c_uint32), ("hMemory", NvHandle), ("flags", c_uint32)]
 
 
+class _NVOS32HwFree(_Struct):
+    _fields_ = [("hResourceHandle", NvHandle), ("flags", c_uint32)]
+
+
 class _NVOS32Info(_Struct):
     _fields_ = [("attr", c_uint32), ("offset", c_uint64), ("size", c_uint64),
                 ("base", c_uint64)]
@@ -527,7 +536,8 @@ def _nvos32(alloc_size_fields, tag):
     alloc_size = type(f"_NVOS32AllocSize_{tag}", (_Struct,),
                       {"_fields_": alloc_size_fields})
     data = type(f"_NVOS32Data_{tag}", (ctypes.Union,), {"_fields_": [
-        ("AllocSize", alloc_size), ("Free", _NVOS32Free), ("Info", _NVOS32Info),
+        ("AllocSize", alloc_size), ("Free", _NVOS32Free),
+        ("HwFree", _NVOS32HwFree), ("Info", _NVOS32Info),
         ("AllocOsDesc", _NVOS32AllocOsDesc), ("_raw", c_uint64 * 18)]})
     return _make_struct("NVOS32_PARAMETERS", [
         ("hRoot", NvHandle), ("hObjectParent", NvHandle),

@@ -623,13 +623,26 @@ u32 nvstub_esc_vid_heap(struct nvstub_call *call, struct nvos32_parameters *a)
 		mutex_unlock(&nvstub_rm_lock);
 		return status;
 	}
+	/*
+	 * _nvos32FunctionHwFree: RmFree(hRoot, hResourceHandle), whatever the
+	 * handle names -- memory, a TSG, a device, the client -- and whatever
+	 * the flags say.
+	 */
+	case NVOS32_FUNCTION_HW_FREE: {
+		u32 status;
+
+		mutex_lock(&nvstub_rm_lock);
+		status = nvstub_rm_free(call, a->h_root,
+					a->data.hw_free.h_resource_handle);
+		mutex_unlock(&nvstub_rm_lock);
+		return status;
+	}
 	case NVOS32_FUNCTION_INFO:
 		return nvstub_vid_heap_info(call, a);
 	case NVOS32_FUNCTION_RELEASE_COMPR:
 	case NVOS32_FUNCTION_REACQUIRE_COMPR:
 	case NVOS32_FUNCTION_GET_MEM_ALIGNMENT:
 	case NVOS32_FUNCTION_HW_ALLOC:
-	case NVOS32_FUNCTION_HW_FREE:
 	case NVOS32_FUNCTION_ALLOC_OS_DESCRIPTOR:
 		return NV_ERR_NOT_SUPPORTED;	/* RM has them; the stub does not */
 	default:

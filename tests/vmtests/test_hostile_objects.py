@@ -936,6 +936,69 @@ assert p.status == abi.NV_ERR_INSUFFICIENT_PERMISSIONS, \
 """)
 
 
+# Class 37's classes, and the parent each is made under
+REGISTER_CLASSES = ((abi.NV01_MEMORY_LOCAL_PRIVILEGED, "hdevice"),
+                    (abi.NV01_MEMORY_HW_RESOURCES, "hdevice"),
+                    (abi.NVA084_KERNEL_HOST_VGPU_DEVICE, "hsubdevice"))
+
+
+def test_a_slice_makes_no_register_memory_or_hardware_resources(sl, dev0):
+    """Class 37 (read in NVIDIA's source, 535 to 595; no GPU to show what
+    the hardware does with them).  Any client may allocate:
+    NV01_MEMORY_LOCAL_PRIVILEGED, all of BAR0 as register memory, which a
+    channel takes as its error notifier or USERD without asking its
+    aperture (by RM_ALLOC and RM_ALLOC_MEMORY); NV01_MEMORY_HW_RESOURCES,
+    memory described at RM's invalid offset with the caller's size, which
+    nothing on the mapping paths refuses and a version-2 PTE truncates to
+    video memory from physical 0 (by RM_ALLOC and VID_HEAP_CONTROL's
+    HW_ALLOC); a host vGPU device, which registers a guest with the
+    caller's gfid.  And VID_HEAP_CONTROL's HW_FREE frees any handle of the
+    client (_nvos32FunctionHwFree), past xpu's records of frees.  CUDA
+    sends none of them.  A slice's files refuse each
+    (NV_ERR_INSUFFICIENT_PERMISSIONS, the driver not called).  Outside
+    every slice each reaches the driver -- the stub has not the classes
+    (NV_ERR_INVALID_CLASS), does not simulate register memory by
+    RM_ALLOC_MEMORY or HW_ALLOC (NV_ERR_NOT_SUPPORTED), and frees by
+    HW_FREE as RM does -- and the slice's process got the same before:
+    its HW_FREE freed its TSG behind xpu's records."""
+    for hclass, parent in REGISTER_CLASSES:
+        p = dev0.client.alloc_raw(getattr(dev0, parent), hclass,
+                                  (ctypes.c_uint8 * 256)())
+        assert p.status == abi.NV_ERR_INVALID_CLASS, abi.status_name(p.status)
+    arg = dev0.gpu.rm_alloc_memory(dev0.client.handle, dev0.hdevice,
+                                   abi.NV01_MEMORY_LOCAL_PRIVILEGED,
+                                   check=False)
+    assert arg.params.status == abi.NV_ERR_NOT_SUPPORTED
+    p = dev0._heap_params(abi.NVOS32_FUNCTION_HW_ALLOC)
+    assert dev0.ctl.vid_heap_control(p, check=False).status == \
+        abi.NV_ERR_NOT_SUPPORTED
+    run_in(sl, """
+refused = abi.NV_ERR_INSUFFICIENT_PERMISSIONS
+for hclass, parent in CLASSES:
+    p = rm.alloc_raw(getattr(dev, parent), hclass, (ctypes.c_uint8 * 256)())
+    assert p.status == refused, abi.status_name(p.status)
+    p = xfer_alloc(getattr(dev, parent), hclass, (ctypes.c_uint8 * 256)())
+    assert p.status == refused, abi.status_name(p.status)
+arg = gpu.rm_alloc_memory(rm.handle, dev.hdevice,
+                          abi.NV01_MEMORY_LOCAL_PRIVILEGED, check=False)
+assert arg.params.status == refused, abi.status_name(arg.params.status)
+p = dev._heap_params(abi.NVOS32_FUNCTION_HW_ALLOC)
+st = ctl.vid_heap_control(p, check=False).status
+assert st == refused, abi.status_name(st)
+t = tsg()
+rm.alloc(t, abi.HOPPER_CHANNEL_GPFIFO_A, chan_params())
+p = dev._heap_params(abi.NVOS32_FUNCTION_HW_FREE)
+p.data.HwFree.hResourceHandle = t
+st = ctl.vid_heap_control(p, check=False).status
+assert st == refused, abi.status_name(st)
+# the TSG is still RM's (and its channel, which the slice counts)
+p = rm.alloc_raw(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+                 abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                     engineType=abi.NV2080_ENGINE_TYPE_GR0), hnew=t)
+assert p.status == abi.NV_ERR_INSERT_DUPLICATE_NAME, abi.status_name(p.status)
+""".replace("CLASSES", repr(REGISTER_CLASSES)))
+
+
 def test_rm_alloc_context_dma2_makes_only_context_dmas_in_a_slice(sl):
     """Class 26: RM_ALLOC_CONTEXT_DMA2 (NVOS39) is an RM_ALLOC by another
     door -- RM makes the class the caller names, whatever it is, under

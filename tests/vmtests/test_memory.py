@@ -564,6 +564,34 @@ def test_vid_heap_info_details(dev0):
     dev0.client.free(mem.handle)
 
 
+def test_vid_heap_hw_free_frees_any_handle(dev0):
+    """NVOS32_FUNCTION_HW_FREE is RmFree(hRoot, hResourceHandle)
+    (_nvos32FunctionHwFree, 535 to 595), whatever the handle names and the
+    flags say: video memory and a TSG go by it, and their handles are free
+    to make again.  HW_ALLOC makes NV01_MEMORY_HW_RESOURCES, which the stub
+    does not simulate (NV_ERR_NOT_SUPPORTED)."""
+    rm = dev0.client
+    heap0 = nvtest.heap_used(0)
+    mem = dev0.alloc_vidmem(2 * MiB)
+    tsg = rm.alloc(dev0.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+                   abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                       engineType=abi.NV2080_ENGINE_TYPE_GR0))
+    for h in (mem.handle, tsg):
+        p = dev0._heap_params(abi.NVOS32_FUNCTION_HW_FREE)
+        p.data.HwFree.hResourceHandle = h
+        dev0.ctl.vid_heap_control(p)
+        rm._forget(h)
+    assert nvtest.heap_used(0) == heap0
+    # RM has nothing under either handle now
+    rm.alloc(dev0.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+             abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                 engineType=abi.NV2080_ENGINE_TYPE_GR0), hnew=tsg)
+    rm.free(tsg)
+    p = dev0._heap_params(abi.NVOS32_FUNCTION_HW_ALLOC)
+    assert dev0.ctl.vid_heap_control(p, check=False).status == \
+        abi.NV_ERR_NOT_SUPPORTED
+
+
 def test_size_query_other_classes(ctl, dev0):
     dev0.gpu.register_fd(ctl)
     # NV01_MEMORY_SYSTEM_DYNAMIC (cl0070.h): RM's, not the stub's

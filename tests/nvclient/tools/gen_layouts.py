@@ -42,7 +42,8 @@ INCLUDES = ["nvtypes.h", "nvstatus.h", "nvos.h", "nv-ioctl.h", "nv-chardev-numbe
             "ctrl/ctrl0000/ctrl0000client.h", "ctrl/ctrl0000/ctrl0000unix.h",
             "class/clc365.h", "ctrl/ctrl0000/ctrl0000gpu.h",
             "ctrl/ctrl0080/ctrl0080fifo.h", "class/cl0071.h",
-            "ctrl/ctrl0002.h", "class/cl90cd.h"]
+            "ctrl/ctrl0002.h", "class/cl90cd.h", "class/cl003f.h",
+            "class/cl00b1.h", "class/cla084.h"]
 
 
 def field_paths(cls, prefix=""):
