@@ -146,7 +146,12 @@ CLASSES = [abi.NV01_ROOT, abi.NV01_ROOT_NON_PRIV, abi.NV01_ROOT_CLIENT,
            abi.VOLTA_CHANNEL_GPFIFO_A, abi.HOPPER_CHANNEL_GPFIFO_A,
            0xC46F, 0xC56F, 0xC76F, 0xC96F, 0xCA6F,
            abi.VOLTA_USERMODE_A, 0xC461, 0xC561, abi.HOPPER_USERMODE_A,
-           0xC761, abi.HOPPER_COMPUTE_A, abi.MPS_COMPUTE]
+           0xC761, abi.HOPPER_COMPUTE_A, abi.MPS_COMPUTE,
+           # the classes a slice refuses (mem.c xpu_slice_class_refused)
+           abi.ACCESS_COUNTER_NOTIFY_BUFFER,
+           abi.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, abi.NV_EVENT_BUFFER,
+           abi.NV01_MEMORY_LOCAL_PRIVILEGED, abi.NV01_MEMORY_HW_RESOURCES,
+           abi.NVA084_KERNEL_HOST_VGPU_DEVICE]
 
 CONTROLS = [abi.NV2080_CTRL_CMD_GPU_GET_PIDS,
             abi.NV2080_CTRL_CMD_GPU_GET_PID_INFO,
@@ -245,8 +250,9 @@ class NvFuzzer:
             return v.size() if size == 8 else r.choice(
                 [0, 4, 8, 16, 20, 24, 64, 128, 184, 652, 2128, 4096,
                  0x4000, v.u32()])
-        if name == "function":
-            return r.randrange(12)
+        if name == "function":     # VID_HEAP_CONTROL's: RM has 0-27
+            return r.choice(list(range(12)) + [14, 15, 16, 18, 19, 20, 27,
+                                               r.randrange(32)])
         if size == 8:
             return r.choice([0, v.size(), r.getrandbits(64)])
         return v.u32() & ((1 << (8 * size)) - 1)
