@@ -93,6 +93,35 @@
 #define NV_ERR_ILLEGAL_ACTION		0x16
 #define NV_ERR_GENERIC			0xFFFF
 
+/*
+ * ctrl0041.h: a memory object's surface information, any Memory's
+ * (mem_ctrl.c memCtrlCmdGetSurfaceInfoLvm): a list of {index, data} the
+ * caller points to (embedded_param_copy.c copies it for user callers).
+ * PHYS_SIZE is memdescGetSize() in 4 KiB units; from 580 PHYS_SIZE_LO/HI
+ * give it in bytes.
+ */
+#define NV0041_CTRL_CMD_GET_SURFACE_INFO		0x410110
+#define NV0041_CTRL_SURFACE_INFO_INDEX_ATTRS		1
+#define NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_LO	2
+#define NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_HI	3
+#define NV0041_CTRL_SURFACE_INFO_INDEX_COMPR_COVERAGE	5
+#define NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE	7
+#define NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_ATTR	8
+#define NV0041_CTRL_SURFACE_INFO_INDEX_ADDR_SPACE_TYPE	9
+#define NV0041_CTRL_SURFACE_INFO_PHYS_SIZE_SCALE_FACTOR	0x1000
+#define NV0000_CTRL_CMD_CLIENT_GET_ADDR_SPACE_TYPE_SYSMEM 1
+#define NV0000_CTRL_CMD_CLIENT_GET_ADDR_SPACE_TYPE_VIDMEM 2
+struct nv0041_ctrl_surface_info {
+	u32 index;
+	u32 data;
+};
+
+struct nv0041_ctrl_get_surface_info_params {
+	u32 surface_info_list_size;
+	u32 pad0;
+	u64 surface_info_list;
+};
+
 /* class/cl*.h */
 #define NV01_ROOT			0x0000
 #define NV01_ROOT_NON_PRIV		0x0001

@@ -520,6 +520,24 @@ class RmClient:
         return self.ctl.rm_control(self.handle, hobject, cmd, params,
                                    params_size, check=False)
 
+    def surface_info_raw(self, hmemory, indices):
+        """NV0041_CTRL_CMD_GET_SURFACE_INFO on memory ``hmemory``: the
+        NVOS54 struct, unchecked, and the entries (index, data)."""
+        entries = (abi.NV0041_CTRL_SURFACE_INFO * len(indices))()
+        for e, i in zip(entries, indices):
+            e.index, e.data = i, 0xFFFFFFFF
+        p = abi.NV0041_CTRL_GET_SURFACE_INFO_PARAMS(
+            surfaceInfoListSize=len(indices),
+            surfaceInfoList=ctypes.addressof(entries) if indices else 0)
+        st = self.control_raw(hmemory, abi.NV0041_CTRL_CMD_GET_SURFACE_INFO, p)
+        return st, [(e.index, e.data) for e in entries]
+
+    def surface_info(self, hmemory, indices):
+        """{index: data} of memory ``hmemory`` (GET_SURFACE_INFO)."""
+        st, entries = self.surface_info_raw(hmemory, indices)
+        _check(st, "GET_SURFACE_INFO", True)
+        return dict(entries)
+
     def idle_channels(self, lists, flags=0, timeout=0):
         """NV0000_CTRL_CMD_IDLE_CHANNELS on this client: ``lists`` of
         (client, device, channel) triples, in this process's memory; the

@@ -199,6 +199,113 @@ out:
 	return status;
 }
 
+/* --- NV0041_CTRL_CMD_GET_SURFACE_INFO (mem_ctrl.c) */
+
+static u32 nvstub_surface_info_value(const struct nvstub_mem *mem, u32 index,
+				     u32 *data)
+{
+	u64 pages;
+
+	switch (index) {
+	case NV0041_CTRL_SURFACE_INFO_INDEX_ATTRS:
+	case NV0041_CTRL_SURFACE_INFO_INDEX_COMPR_COVERAGE:
+		*data = 0;		/* no compression or zcull resources */
+		return NV_OK;
+	case NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_LO:
+	case NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_HI:
+		if (nvstub_major < 580)		/* not in 570's headers */
+			return NV_ERR_INVALID_ARGUMENT;
+		*data = index == NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_LO ?
+			lower_32_bits(mem->size) : upper_32_bits(mem->size);
+		return NV_OK;
+	case NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE:
+		pages = mem->size / NV0041_CTRL_SURFACE_INFO_PHYS_SIZE_SCALE_FACTOR;
+		if (pages > U32_MAX)
+			return NV_ERR_OUT_OF_RANGE;
+		*data = pages;
+		return NV_OK;
+	case NV0041_CTRL_SURFACE_INFO_INDEX_ADDR_SPACE_TYPE:
+		*data = mem->type == NVSTUB_MEM_VIDMEM ?
+			NV0000_CTRL_CMD_CLIENT_GET_ADDR_SPACE_TYPE_VIDMEM :
+			mem->type == NVSTUB_MEM_SYSMEM ?
+			NV0000_CTRL_CMD_CLIENT_GET_ADDR_SPACE_TYPE_SYSMEM : 0;
+		return NV_OK;
+	default:
+		/* PHYS_ATTR too: the stub keeps no attributes (docs/nvstub.md) */
+		return NV_ERR_INVALID_ARGUMENT;
+	}
+}
+
+/*
+ * A Memory's surface information.  RM copies the caller's list in and out
+ * around the handler for a user caller (embedded_param_copy.c, as
+ * rmapiParamsAcquire: a size without a pointer or a pointer without a size
+ * is NV_ERR_INVALID_ARGUMENT) and uses a kernel caller's where it lies.
+ * The handler stops at the first entry it cannot answer, whose status the
+ * call returns, and nothing is copied out then.
+ */
+static u32 nvstub_surface_info(struct nvstub_call *call,
+			       struct nvos54_parameters *p)
+{
+	struct nv0041_ctrl_get_surface_info_params q;
+	struct nv0041_ctrl_surface_info *list = NULL;
+	struct nvstub_object *obj;
+	struct nvstub_client *c;
+	u32 n, i, status;
+
+	if (!p->params || p->params_size != sizeof(q))
+		return NV_ERR_INVALID_ARGUMENT;
+	status = nvstub_copy_in(call, &q, p->params, sizeof(q));
+	if (status)
+		return status;
+	n = q.surface_info_list_size;
+	if (!n != !q.surface_info_list ||
+	    (u64)n * sizeof(*list) > RMAPI_PARAM_COPY_MAX_PARAMS_SIZE)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (n) {
+		list = kvmalloc_array(n, sizeof(*list), GFP_KERNEL);
+		if (!list)
+			return NV_ERR_INSUFFICIENT_RESOURCES;
+		status = nvstub_copy_in(call, list, q.surface_info_list,
+					n * sizeof(*list));
+		if (status)
+			goto out;
+	}
+
+	mutex_lock(&nvstub_rm_lock);
+	status = nvstub_client_get(call, p->h_client, &c);
+	if (status)
+		goto unlock;
+	obj = nvstub_object_find_any(c, p->h_object);
+	if (!obj) {
+		status = NV_ERR_OBJECT_NOT_FOUND;
+		goto unlock;
+	}
+	if (obj->invalid) {
+		status = NV_ERR_RESOURCE_LOST;
+		goto unlock;
+	}
+	if (!nvstub_object_is_memory(obj)) {
+		status = NV_ERR_NOT_SUPPORTED;
+		goto unlock;
+	}
+	for (i = 0; i < n; i++) {
+		status = nvstub_surface_info_value(obj->mem.mem, list[i].index,
+						   &list[i].data);
+		if (status)
+			break;
+	}
+unlock:
+	mutex_unlock(&nvstub_rm_lock);
+	/* no copy-out on error (serverControlApiCopyOut) */
+	if (n && !status)
+		status = nvstub_copy_out(call, q.surface_info_list, list,
+					 n * sizeof(*list));
+out:
+	kvfree(list);
+	return status;
+}
+
 /* --- NV2080_CTRL_CMD_GPU_GET_PIDS / GET_PID_INFO */
 
 /*
@@ -733,6 +840,8 @@ u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)
 	if (!nvstub_client_exists(p->h_client))
 		return NV_ERR_INVALID_CLIENT;
 
+	if (p->cmd == NV0041_CTRL_CMD_GET_SURFACE_INFO)
+		return nvstub_surface_info(call, p);
 	if (p->cmd == NV2080_CTRL_CMD_FB_GET_INFO && !nvstub_abi->since_550) {
 		if (p->params_size != sizeof(struct nv2080_ctrl_fb_get_info_params))
 			return NV_ERR_INVALID_ARGUMENT;

@@ -592,6 +592,59 @@ def test_vid_heap_hw_free_frees_any_handle(dev0):
         abi.NV_ERR_NOT_SUPPORTED
 
 
+def test_surface_info_gives_a_memory_object_s_size(dev0, config):
+    """NV0041_CTRL_CMD_GET_SURFACE_INFO (mem_ctrl.c): a Memory's size as
+    RM made it (memdescGetSize: PHYS_SIZE in 4 KiB units; from 580 also
+    PHYS_SIZE_LO/HI in bytes) and its address space, through a list the
+    caller points to.  RM stops at the first index it cannot answer and
+    copies nothing out then; a size without a list or a list without a
+    size is NV_ERR_INVALID_ARGUMENT (rmapiParamsAcquire); an object that
+    is no Memory does not export the command."""
+    rm = dev0.client
+    I = abi                     # the indices' prefix is long
+    since_580 = int(config.version.split(".")[0]) >= 580
+    vid = dev0.alloc_vidmem(3 * MiB + 4096)
+    sysm = dev0.alloc_sysmem(5 * 4096)
+    for mem, space in ((vid, I.NV0000_CTRL_CMD_CLIENT_GET_ADDR_SPACE_TYPE_VIDMEM),
+                       (sysm, I.NV0000_CTRL_CMD_CLIENT_GET_ADDR_SPACE_TYPE_SYSMEM)):
+        got = rm.surface_info(mem.handle, [
+            I.NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE,
+            I.NV0041_CTRL_SURFACE_INFO_INDEX_ADDR_SPACE_TYPE,
+            I.NV0041_CTRL_SURFACE_INFO_INDEX_ATTRS])
+        assert got == {
+            I.NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE: mem.size // 4096,
+            I.NV0041_CTRL_SURFACE_INFO_INDEX_ADDR_SPACE_TYPE: space,
+            I.NV0041_CTRL_SURFACE_INFO_INDEX_ATTRS: 0}, got
+    # the rounded size RM made, not the one asked for
+    assert vid.size % (64 * 1024) == 0 and vid.size > 3 * MiB + 4096
+    lohi = [I.NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_LO,
+            I.NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE_HI]
+    st, entries = rm.surface_info_raw(vid.handle, lohi)
+    if since_580:
+        assert st.status == abi.NV_OK
+        assert entries == [(lohi[0], vid.size), (lohi[1], 0)]
+    else:
+        assert st.status == abi.NV_ERR_INVALID_ARGUMENT
+    # a bad index stops the list: nothing comes back, not even the first
+    st, entries = rm.surface_info_raw(vid.handle, [
+        I.NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE, 0xBEEF])
+    assert st.status == abi.NV_ERR_INVALID_ARGUMENT
+    assert [d for _, d in entries] == [0xFFFFFFFF] * 2
+    # a list without a size, a size without a list
+    for n, ptr in ((0, 0x1000), (1, 0)):
+        p = abi.NV0041_CTRL_GET_SURFACE_INFO_PARAMS(surfaceInfoListSize=n,
+                                                    surfaceInfoList=ptr)
+        st = rm.control_raw(vid.handle, abi.NV0041_CTRL_CMD_GET_SURFACE_INFO, p)
+        assert st.status == abi.NV_ERR_INVALID_ARGUMENT, (n, ptr)
+    st, _ = rm.surface_info_raw(vid.handle, [])
+    assert st.status == abi.NV_OK
+    st, _ = rm.surface_info_raw(dev0.hsubdevice,
+                                [I.NV0041_CTRL_SURFACE_INFO_INDEX_PHYS_SIZE])
+    assert st.status == abi.NV_ERR_NOT_SUPPORTED
+    rm.free(vid.handle)
+    rm.free(sysm.handle)
+
+
 def test_size_query_other_classes(ctl, dev0):
     dev0.gpu.register_fd(ctl)
     # NV01_MEMORY_SYSTEM_DYNAMIC (cl0070.h): RM's, not the stub's

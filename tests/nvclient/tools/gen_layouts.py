@@ -43,7 +43,7 @@ INCLUDES = ["nvtypes.h", "nvstatus.h", "nvos.h", "nv-ioctl.h", "nv-chardev-numbe
             "class/clc365.h", "ctrl/ctrl0000/ctrl0000gpu.h",
             "ctrl/ctrl0080/ctrl0080fifo.h", "class/cl0071.h",
             "ctrl/ctrl0002.h", "class/cl90cd.h", "class/cl003f.h",
-            "class/cl00b1.h", "class/cla084.h"]
+            "class/cl00b1.h", "class/cla084.h", "ctrl/ctrl0041.h"]
 
 
 def field_paths(cls, prefix=""):
