@@ -1315,17 +1315,99 @@ long xpu_escape_alloc_status(struct xpu_escape *e, u32 value)
 	return xpu_escape_status(e, &site, value);
 }
 
+/*
+ * A channel's or TSG's memory, named in xpu's copy of its params (which RM
+ * reads), that RM would reach by a physical address it never checks.
+ * RM takes any Memory of the client as a channel's USERD
+ * (kchannelCreateUserdMemDesc_GV100: the memdesc's "physical" address at
+ * the offset, whatever its address space) and as a channel's or TSG's
+ * error notifier (kchannelGetNotifierInfo).  A usermode object and
+ * register memory are BAR0 (ADDR_REGMEM), which the GMMU's aperture
+ * encodes as video memory (kgmmuGetMemAperture: NV_ASSERT, 0); hardware
+ * resources lie at RM's invalid offset; virtual memory's address is a GPU
+ * VA the tenant chose.  So USERD must be video or system memory (CUDA's,
+ * and what the stub takes), and an error notifier no BAR0 or
+ * hardware-resource object (a virtual one is looked up as a GPU mapping;
+ * class 37).  Asked of RM under mem_lock, which every call of the slice
+ * that makes or frees an object under a client of the slice takes, so the
+ * class RM finds is the one asked.  A client that is not the slice's is
+ * RM's to refuse.
+ */
+static bool xpu_notifier_class_refused(u32 cls)
+{
+	switch (cls) {
+	case NV01_MEMORY_LOCAL_PRIVILEGED:
+	case NV01_MEMORY_HW_RESOURCES:
+	case VOLTA_USERMODE_A:
+	case TURING_USERMODE_A:
+	case AMPERE_USERMODE_A:
+	case HOPPER_USERMODE_A:
+	case BLACKWELL_USERMODE_A:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static u32 xpu_channel_memory_check(struct xpu_file *xf,
+				    const struct xpu_escape *e)
+{
+	const struct nv_channel_group_allocation_parameters *gp =
+		(const void *)e->params;
+	const struct nv_channel_alloc_params *cp = (const void *)e->params;
+	u32 hc = e->u.p21.h_root, h_class = e->u.p21.h_class, cls, i;
+
+	lockdep_assert_held(&xf->slice->mem_lock);
+	if (!e->params_size || !xpu_handles_is_client(xf->slice, hc))
+		return NV_OK;
+	if (h_class == KEPLER_CHANNEL_GROUP_A) {
+		if ((gp->h_object_error &&
+		     xpu_notifier_class_refused(xpu_rm_object_class(hc,
+							gp->h_object_error))) ||
+		    (gp->h_object_ecc_error &&
+		     xpu_notifier_class_refused(xpu_rm_object_class(hc,
+							gp->h_object_ecc_error))))
+			return NV_ERR_INSUFFICIENT_PERMISSIONS;
+		return NV_OK;
+	}
+	if (!xpu_sched_is_channel_class(h_class))
+		return NV_OK;
+	if ((cp->h_object_error &&
+	     xpu_notifier_class_refused(xpu_rm_object_class(hc,
+							cp->h_object_error))) ||
+	    (cp->h_object_ecc_error &&
+	     xpu_notifier_class_refused(xpu_rm_object_class(hc,
+							cp->h_object_ecc_error))))
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	for (i = 0; i < NV_MAX_SUBDEVICES; i++) {
+		if (!cp->h_userd_memory[i])
+			continue;
+		cls = xpu_rm_object_class(hc, cp->h_userd_memory[i]);
+		/* no object: RM's own refusal (NV_ERR_OBJECT_NOT_FOUND) */
+		if (cls && cls != NV01_MEMORY_LOCAL_USER &&
+		    cls != NV01_MEMORY_SYSTEM)
+			return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	}
+	return NV_OK;
+}
+
 long xpu_mem_tracked_call(struct xpu_file *xf, struct file *file,
 			  unsigned int cmd, struct xpu_escape *e,
 			  struct xpu_alloc_result *r)
 {
 	struct xpu_alloc_site site;
 	long ret;
+	u32 st;
 
 	xpu_rm_alloc_site(&site, e->size, true);
 	memset(r, 0, sizeof(*r));
 	if (mutex_lock_killable(&xf->slice->mem_lock))
 		return -EINTR;
+	st = xpu_channel_memory_check(xf, e);
+	if (st) {
+		mutex_unlock(&xf->slice->mem_lock);
+		return xpu_escape_status(e, &site, st);
+	}
 	ret = xpu_escape_call(xf, file, cmd, e, &site, &r->cheated,
 			      &r->drv_ret);
 	r->made = true;		/* mem_lock stays held: the caller's to drop */

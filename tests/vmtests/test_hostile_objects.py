@@ -999,6 +999,69 @@ assert p.status == abi.NV_ERR_INSERT_DUPLICATE_NAME, abi.status_name(p.status)
 """.replace("CLASSES", repr(REGISTER_CLASSES)))
 
 
+CHANNEL_MEMORY = """
+u = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
+hva, _ = dev.alloc_virtual(1 << 21, lazy=True)
+got = {}
+got["tsg_error"] = rm.alloc_raw(
+    dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+    abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+        engineType=abi.NV2080_ENGINE_TYPE_GR0, hObjectError=u)).status
+t = tsg()
+
+def chan(userd=None, **kw):
+    p = chan_params()
+    for k, v in kw.items():
+        setattr(p, k, v)
+    if userd is not None:
+        p.hUserdMemory[0], p.userdOffset[0] = userd, 0
+    return rm.alloc_raw(t, abi.HOPPER_CHANNEL_GPFIFO_A, p).status
+
+got["chan_error"] = chan(hObjectError=u)
+got["chan_ecc_error"] = chan(hObjectEccError=u)
+got["userd_usermode"] = chan(userd=u)
+got["userd_virtual"] = chan(userd=hva)
+got["honest"] = chan()
+print(json.dumps(got))
+"""
+
+
+class _Bare:
+    """The bare driver's nodes, for run_in: a process outside every slice."""
+    ctl_node, gpu_node = "/dev/nvidiactl", "/dev/nvidia0"
+
+
+def test_a_channel_s_notifier_and_userd_are_memory_rm_can_address(sl):
+    """Class 37, the channels' side (session 43, from NVIDIA's source; no
+    GPU to show what the hardware does).  RM takes any Memory of the
+    client as a channel's USERD, at the memdesc's "physical" address
+    whatever its address space (kchannelCreateUserdMemDesc_GV100), and as
+    a channel's or TSG's error notifier (kchannelGetNotifierInfo).  A
+    usermode object is BAR0 memory, which the GMMU's aperture encodes as
+    video memory at its BAR0 offset; a virtual allocation's address is a
+    GPU VA the tenant chose.  A slice's channel takes as USERD video or
+    system memory only, and as error notifiers no BAR0 memory
+    (NV_ERR_INSUFFICIENT_PERMISSIONS, the driver not called); an honest
+    channel is made.  Outside every slice the calls reach the driver: the
+    stub, like RM, takes a usermode object as error notifier (it writes no
+    notifier), and refuses other USERD than system or video memory
+    (NV_ERR_INVALID_OBJECT_HANDLE; RM takes any Memory, a rule the stub
+    does not follow: it has no storage behind them).  Before, the slice's
+    process got the driver's answers."""
+    ok, refused = abi.NV_OK, abi.NV_ERR_INSUFFICIENT_PERMISSIONS
+    bare = json.loads(run_in(_Bare, "import json\n" + CHANNEL_MEMORY)
+                      .stdout.splitlines()[-1])
+    assert bare == {"tsg_error": ok, "chan_error": ok, "chan_ecc_error": ok,
+                    "userd_usermode": abi.NV_ERR_INVALID_OBJECT_HANDLE,
+                    "userd_virtual": abi.NV_ERR_INVALID_OBJECT_HANDLE,
+                    "honest": ok}, bare
+    got = json.loads(run_in(sl, "import json\n" + CHANNEL_MEMORY)
+                     .stdout.splitlines()[-1])
+    assert got == {"tsg_error": refused, "chan_error": refused,
+                   "chan_ecc_error": refused, "userd_usermode": refused,
+                   "userd_virtual": refused, "honest": ok}, got
+
+
 def test_rm_alloc_context_dma2_makes_only_context_dmas_in_a_slice(sl):
     """Class 26: RM_ALLOC_CONTEXT_DMA2 (NVOS39) is an RM_ALLOC by another
     door -- RM makes the class the caller names, whatever it is, under
