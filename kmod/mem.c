@@ -1326,7 +1326,9 @@ long xpu_escape_alloc_status(struct xpu_escape *e, u32 value)
  * encodes as video memory (kgmmuGetMemAperture: NV_ASSERT, 0); hardware
  * resources lie at RM's invalid offset; virtual memory's address is a GPU
  * VA the tenant chose.  So USERD must be video or system memory (CUDA's,
- * and what the stub takes), and an error notifier no BAR0 or
+ * and what the stub takes; pinned pages of the caller's too, which is
+ * all OS-descriptor memory a slice makes, class 35), and an error
+ * notifier no BAR0 or
  * hardware-resource object (a virtual one is looked up as a GPU mapping;
  * class 37).  Asked of RM under mem_lock, which every call of the slice
  * that makes or frees an object under a client of the slice takes, so the
@@ -1385,7 +1387,8 @@ static u32 xpu_channel_memory_check(struct xpu_file *xf,
 		cls = xpu_rm_object_class(hc, cp->h_userd_memory[i]);
 		/* no object: RM's own refusal (NV_ERR_OBJECT_NOT_FOUND) */
 		if (cls && cls != NV01_MEMORY_LOCAL_USER &&
-		    cls != NV01_MEMORY_SYSTEM)
+		    cls != NV01_MEMORY_SYSTEM &&
+		    cls != NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)
 			return NV_ERR_INSUFFICIENT_PERMISSIONS;
 	}
 	return NV_OK;
