@@ -1328,16 +1328,17 @@ long xpu_escape_alloc_status(struct xpu_escape *e, u32 value)
  * VA the tenant chose.  So USERD must be video or system memory (CUDA's,
  * and what the stub takes; pinned pages of the caller's too, which is
  * all OS-descriptor memory a slice makes, class 35), and an error
- * notifier no BAR0 or
- * hardware-resource object (a virtual one is looked up as a GPU mapping;
- * class 37).  Asked of RM under mem_lock, which every call of the slice
- * that makes or frees an object under a client of the slice takes, so the
- * class RM finds is the one asked.  A client that is not the slice's is
- * RM's to refuse.
+ * notifier no BAR0 or hardware-resource object (a virtual one is looked
+ * up as a GPU mapping; class 37).  Asked of RM under mem_lock, which every
+ * call of the slice that makes or frees an object under a client of the
+ * slice takes, so the class RM finds is the one asked.  A client that is
+ * not the slice's is RM's to refuse.
+ *
+ * Whether H of client HC, named as an error notifier, is refused:
  */
-static bool xpu_notifier_class_refused(u32 cls)
+static bool xpu_notifier_refused(u32 hc, u32 h)
 {
-	switch (cls) {
+	switch (h ? xpu_rm_object_class(hc, h) : 0) {
 	case NV01_MEMORY_LOCAL_PRIVILEGED:
 	case NV01_MEMORY_HW_RESOURCES:
 	case VOLTA_USERMODE_A:
@@ -1351,46 +1352,43 @@ static bool xpu_notifier_class_refused(u32 cls)
 	}
 }
 
+/* ... and as a channel's USERD */
+static bool xpu_userd_refused(u32 hc, u32 h)
+{
+	switch (h ? xpu_rm_object_class(hc, h) : 0) {
+	case 0:		/* none: RM's own refusal (NV_ERR_OBJECT_NOT_FOUND) */
+	case NV01_MEMORY_LOCAL_USER:
+	case NV01_MEMORY_SYSTEM:
+	case NV01_MEMORY_SYSTEM_OS_DESCRIPTOR:
+		return false;
+	default:
+		return true;
+	}
+}
+
 static u32 xpu_channel_memory_check(struct xpu_file *xf,
 				    const struct xpu_escape *e)
 {
 	const struct nv_channel_group_allocation_parameters *gp =
 		(const void *)e->params;
 	const struct nv_channel_alloc_params *cp = (const void *)e->params;
-	u32 hc = e->u.p21.h_root, h_class = e->u.p21.h_class, cls, i;
+	u32 hc = e->u.p21.h_root, h_class = e->u.p21.h_class, i;
 
 	lockdep_assert_held(&xf->slice->mem_lock);
 	if (!e->params_size || !xpu_handles_is_client(xf->slice, hc))
 		return NV_OK;
-	if (h_class == KEPLER_CHANNEL_GROUP_A) {
-		if ((gp->h_object_error &&
-		     xpu_notifier_class_refused(xpu_rm_object_class(hc,
-							gp->h_object_error))) ||
-		    (gp->h_object_ecc_error &&
-		     xpu_notifier_class_refused(xpu_rm_object_class(hc,
-							gp->h_object_ecc_error))))
-			return NV_ERR_INSUFFICIENT_PERMISSIONS;
-		return NV_OK;
-	}
+	if (h_class == KEPLER_CHANNEL_GROUP_A)
+		return xpu_notifier_refused(hc, gp->h_object_error) ||
+		       xpu_notifier_refused(hc, gp->h_object_ecc_error) ?
+		       NV_ERR_INSUFFICIENT_PERMISSIONS : NV_OK;
 	if (!xpu_sched_is_channel_class(h_class))
 		return NV_OK;
-	if ((cp->h_object_error &&
-	     xpu_notifier_class_refused(xpu_rm_object_class(hc,
-							cp->h_object_error))) ||
-	    (cp->h_object_ecc_error &&
-	     xpu_notifier_class_refused(xpu_rm_object_class(hc,
-							cp->h_object_ecc_error))))
+	if (xpu_notifier_refused(hc, cp->h_object_error) ||
+	    xpu_notifier_refused(hc, cp->h_object_ecc_error))
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;
-	for (i = 0; i < NV_MAX_SUBDEVICES; i++) {
-		if (!cp->h_userd_memory[i])
-			continue;
-		cls = xpu_rm_object_class(hc, cp->h_userd_memory[i]);
-		/* no object: RM's own refusal (NV_ERR_OBJECT_NOT_FOUND) */
-		if (cls && cls != NV01_MEMORY_LOCAL_USER &&
-		    cls != NV01_MEMORY_SYSTEM &&
-		    cls != NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)
+	for (i = 0; i < NV_MAX_SUBDEVICES; i++)
+		if (xpu_userd_refused(hc, cp->h_userd_memory[i]))
 			return NV_ERR_INSUFFICIENT_PERMISSIONS;
-	}
 	return NV_OK;
 }
 
