@@ -176,14 +176,21 @@ check-matrix:
 DEBUG_VM_TIMEOUT ?= 5400
 DEBUG_SELFTESTS ?= tests/rig/test_debug_tier.py
 DEBUG_TESTS ?= tests/vmtests
+# The fuzzer's seeds on the debug kernel: all of CHECK_FUZZ_SEEDS by hand;
+# CI's part runs the second alone, since the matrix's boots run the first.
+DEBUG_FUZZ_SEEDS ?= $(CHECK_FUZZ_SEEDS)
+# Tests (node ids) of DEBUG_TESTS the debug boot leaves out (CI's part:
+# .ci/run says which and why).
+DEBUG_DESELECT ?=
 check-debug: setup
 	@set -e; tree=$$(tests/vm/debug-kernel); \
 	echo "check-debug: kernel $$tree"; \
 	XPU_DEBUG_KERNEL=$$tree $(PY) -m pytest -q -p no:cacheprovider \
 		$(DEBUG_SELFTESTS); \
 	$(VMRUN) --kernel $$tree --werror --timeout $(DEBUG_VM_TIMEOUT) -- \
-		env XPU_FUZZ_SEED=$(CHECK_FUZZ_SEEDS) \
-		$(PY) -m pytest -q -p no:cacheprovider --durations=15 $(DEBUG_TESTS)
+		env XPU_FUZZ_SEED=$(DEBUG_FUZZ_SEEDS) \
+		$(PY) -m pytest -q -p no:cacheprovider --durations=15 $(DEBUG_TESTS) \
+		$(addprefix --deselect ,$(DEBUG_DESELECT))
 
 demo: setup
 	$(VMRUN) -- tests/demo

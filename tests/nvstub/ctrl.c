@@ -42,6 +42,33 @@ static u32 nvstub_copy_out(struct nvstub_call *call, u64 dst, const void *src,
 	       NV_ERR_INVALID_ADDRESS : NV_OK;
 }
 
+/*
+ * An embedded list's copy-in, as rmapiParamsAcquire() makes it for a user
+ * caller (param_copy.c): a count without a pointer or a pointer without a
+ * count is NV_ERR_INVALID_ARGUMENT, and so is a list over the copy bound.
+ * An empty list is no copy (*list stays NULL).  The caller kvfree()s *list.
+ */
+static u32 nvstub_list_copy_in(struct nvstub_call *call, u64 src, u32 n,
+			       size_t size, void **list)
+{
+	u32 status;
+
+	*list = NULL;
+	if (!n != !src || (u64)n * size > RMAPI_PARAM_COPY_MAX_PARAMS_SIZE)
+		return NV_ERR_INVALID_ARGUMENT;
+	if (!n)
+		return NV_OK;
+	*list = kvmalloc_array(n, size, GFP_KERNEL);
+	if (!*list)
+		return NV_ERR_INSUFFICIENT_RESOURCES;
+	status = nvstub_copy_in(call, *list, src, n * size);
+	if (status) {
+		kvfree(*list);
+		*list = NULL;
+	}
+	return status;
+}
+
 /* --- NV2080_CTRL_CMD_FB_GET_INFO(_V2) */
 
 static u32 nvstub_fb_info_value(struct nvstub_gpu *gpu, u32 index, u32 *data)
@@ -161,19 +188,10 @@ static u32 nvstub_fb_info_v1(struct nvstub_call *call,
 	n = v1.fb_info_list_size;
 	if (deprecated && n > nvstub_abi->fb_info_max_list)
 		return NV_ERR_OUT_OF_RANGE;
-	if ((u64)n * sizeof(*list) > RMAPI_PARAM_COPY_MAX_PARAMS_SIZE)
-		return NV_ERR_INVALID_ARGUMENT;
-	if (n) {
-		if (!v1.fb_info_list)
-			return NV_ERR_INVALID_ARGUMENT;
-		list = kvmalloc_array(n, sizeof(*list), GFP_KERNEL);
-		if (!list)
-			return NV_ERR_NO_MEMORY;
-		status = nvstub_copy_in(call, list, v1.fb_info_list,
-					n * sizeof(*list));
-		if (status)
-			goto out;
-	}
+	status = nvstub_list_copy_in(call, v1.fb_info_list, n, sizeof(*list),
+				     (void **)&list);
+	if (status)
+		return status;
 
 	mutex_lock(&nvstub_rm_lock);
 	status = nvstub_client_get(call, p->h_client, &c);
@@ -194,7 +212,6 @@ unlock:
 	if (!status)
 		status = nvstub_copy_out(call, v1.fb_info_list, list,
 					 n * sizeof(*list));
-out:
 	kvfree(list);
 	return status;
 }
@@ -259,18 +276,10 @@ static u32 nvstub_surface_info(struct nvstub_call *call,
 	if (status)
 		return status;
 	n = q.surface_info_list_size;
-	if (!n != !q.surface_info_list ||
-	    (u64)n * sizeof(*list) > RMAPI_PARAM_COPY_MAX_PARAMS_SIZE)
-		return NV_ERR_INVALID_ARGUMENT;
-	if (n) {
-		list = kvmalloc_array(n, sizeof(*list), GFP_KERNEL);
-		if (!list)
-			return NV_ERR_INSUFFICIENT_RESOURCES;
-		status = nvstub_copy_in(call, list, q.surface_info_list,
-					n * sizeof(*list));
-		if (status)
-			goto out;
-	}
+	status = nvstub_list_copy_in(call, q.surface_info_list, n,
+				     sizeof(*list), (void **)&list);
+	if (status)
+		return status;
 
 	mutex_lock(&nvstub_rm_lock);
 	status = nvstub_client_get(call, p->h_client, &c);
@@ -301,7 +310,6 @@ unlock:
 	if (n && !status)
 		status = nvstub_copy_out(call, q.surface_info_list, list,
 					 n * sizeof(*list));
-out:
 	kvfree(list);
 	return status;
 }

@@ -645,8 +645,11 @@ def cheat():
     before = ctypes.string_at(addr, 64)
 
     def replace():                  # once xpu wrote the next call there
+        # A poll, not a spin: the driver sleeps 20 ms before it reads, and
+        # four spinning threads on the guest's two CPUs starved the forks
+        # and exits that make the kills (127 s on the debug kernel).
         while ctypes.string_at(addr, 64) == before:
-            pass
+            time.sleep(0.001)
         libc.mmap(addr, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_WRITE,
                   mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED, -1, 0)
     threading.Thread(target=replace, daemon=True).start()
