@@ -167,9 +167,10 @@ static u32 nvstub_ctrl_fb_info_v2(struct nvstub_call *call,
 
 /*
  * V1 carries a pointer to the list. Before 550 it is an ordinary control
- * with an embedded copy (embedded_param_copy.c); from 550 a deprecated one
- * rerouted to V2 (rmapi_deprecated_control.c), which ignores paramsSize and
- * caps the list at V2's size.
+ * with an embedded copy (embedded_param_copy.c), made before RM looks the
+ * object up; from 550 a deprecated one rerouted to V2
+ * (rmapi_deprecated_control.c), which ignores paramsSize, caps the list at
+ * V2's size, and leaves an empty list to V2 (ctrlparamAcquire).
  */
 static u32 nvstub_fb_info_v1(struct nvstub_call *call,
 			     struct nvos54_parameters *p, bool deprecated)
@@ -188,10 +189,13 @@ static u32 nvstub_fb_info_v1(struct nvstub_call *call,
 	n = v1.fb_info_list_size;
 	if (deprecated && n > nvstub_abi->fb_info_max_list)
 		return NV_ERR_OUT_OF_RANGE;
-	status = nvstub_list_copy_in(call, v1.fb_info_list, n, sizeof(*list),
-				     (void **)&list);
-	if (status)
-		return status;
+	/* ctrlparamAcquire: an empty list is not copied, its pointer not asked */
+	if (n || !deprecated) {
+		status = nvstub_list_copy_in(call, v1.fb_info_list, n,
+					     sizeof(*list), (void **)&list);
+		if (status)
+			return status;
+	}
 
 	mutex_lock(&nvstub_rm_lock);
 	status = nvstub_client_get(call, p->h_client, &c);

@@ -136,20 +136,34 @@ def _fb_v1(dev, indices, params_size=None):
 
 def test_fb_info_v1_deprecated_from_550(dev0):
     """From 550 FB_GET_INFO (V1) goes through rmapi_deprecated_control.c to
-    V2: paramsSize is not checked, and the list is capped at V2's length
-    (NV_ERR_OUT_OF_RANGE); before, it is an ordinary exact-size control."""
+    V2: paramsSize is not checked, the list is capped at V2's length
+    (NV_ERR_OUT_OF_RANGE), and an empty one is left to V2; before, it is
+    an ordinary exact-size control whose list is copied first, by
+    rmapiParamsAcquire's rules."""
     idx = [abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE]
     total = dev0.heap_info()[0] // 1024
     assert _fb_v1(dev0, idx) == (abi.NV_OK, [total])
     too_long = [abi.NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE] * \
         (dev0.abi.fb_info_max_list + 1)
+    # an empty list with a pointer, on the device, where no FB_GET_INFO is
+    entry = abi.NV2080_CTRL_FB_INFO()
+    empty = abi.NV2080_CTRL_FB_GET_INFO_PARAMS(
+        fbInfoListSize=0, fbInfoList=ctypes.addressof(entry))
+    on_device = dev0.client.control_raw(
+        dev0.hdevice, abi.NV2080_CTRL_CMD_FB_GET_INFO, empty).status
     if dev0.abi.fb_get_info_v1_deprecated:
         assert _fb_v1(dev0, idx, params_size=8) == (abi.NV_OK, [total])
         assert _fb_v1(dev0, idx, params_size=1 << 12) == (abi.NV_OK, [total])
         assert _fb_v1(dev0, too_long)[0] == abi.NV_ERR_OUT_OF_RANGE
+        # ctrlparamAcquire leaves an empty list to V2, which RM finds no
+        # handler of on a device for
+        assert on_device == abi.NV_ERR_NOT_SUPPORTED, hex(on_device)
     else:
         assert _fb_v1(dev0, idx, params_size=8)[0] == \
             abi.NV_ERR_INVALID_ARGUMENT
+        # the embedded copy refuses a pointer without a count before RM
+        # looks the object up (rmapiParamsAcquire, serverControlApiCopyIn)
+        assert on_device == abi.NV_ERR_INVALID_ARGUMENT, hex(on_device)
     # the longest list V2 holds is fine either way
     full = too_long[:-1]
     assert _fb_v1(dev0, full) == (abi.NV_OK, [total] * len(full))
