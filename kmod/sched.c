@@ -71,6 +71,42 @@
 #define XPU_MAX_RECS		1024
 
 /*
+ * Both bounds are module parameters an admin may change at any time (a slice
+ * over a bound lowered keeps what it has and is refused more), within
+ * 1..XPU_MAX_BOUND: a pass over a slice's records copies them to one
+ * allocation, and a switch zaps every doorbell file.
+ */
+#define XPU_MAX_BOUND		4096
+
+static int xpu_bound_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int n;
+	int ret = kstrtouint(val, 0, &n);
+
+	if (ret)
+		return ret;
+	if (n < 1 || n > XPU_MAX_BOUND)
+		return -EINVAL;
+	WRITE_ONCE(*(unsigned int *)kp->arg, n);
+	return 0;
+}
+
+static const struct kernel_param_ops xpu_bound_ops = {
+	.set = xpu_bound_set,
+	.get = param_get_uint,
+};
+
+static unsigned int max_records = XPU_MAX_RECS;
+module_param_cb(max_records, &xpu_bound_ops, &max_records, 0644);
+MODULE_PARM_DESC(max_records,
+		 "RM objects of one kind (devices, VA spaces, virtual allocations, TSGs, channels, usermode objects) one slice may hold (1..4096)");
+
+static unsigned int max_doorbell_files = XPU_MAX_DOORBELL_FILES;
+module_param_cb(max_doorbell_files, &xpu_bound_ops, &max_doorbell_files, 0644);
+MODULE_PARM_DESC(max_doorbell_files,
+		 "files through which one slice may map its doorbell page (1..4096)");
+
+/*
  * Video memory RM takes for a channel and a TSG and charges to no process
  * (issue 18, rule 5; docs/memory.md): a channel's instance block
  * (NV_RAMIN_ALLOC_SIZE), and a TSG's GR context buffers, whose size the GSP
@@ -316,7 +352,8 @@ static bool xpu_rec_matches_under(const struct xpu_rec *r,
  * xpu's privilege but acting on nothing): what the caller's struct said was
  * freed is only a claim.  TSGs go first, so that the channels of one found
  * gone (freed or invalidated with what it depends on) are asked too.  At
- * most XPU_MAX_RECS queries per list.
+ * most as many queries per list as it holds records (max_records, or more
+ * where the bound was lowered since).
  */
 static void xpu_recs_forget_gone(struct xpu_sched *s, struct xpu_slice *slice,
 				 const struct xpu_rec_match *m)
@@ -433,7 +470,7 @@ static void xpu_gate_channels(struct xpu_sched *s, struct xpu_slice *slice,
  * on the file: a reference dropped here, in the scheduler's thread, would be
  * the last whenever the tenant closed the file meanwhile, and would put the
  * release off to a work item, leaving the file counted against the slice's
- * XPU_MAX_DOORBELL_FILES after its close returned.  Files come and go
+ * max_doorbell_files after its close returned.  Files come and go
  * meanwhile, so each pass has a generation: a file taken is stamped with it
  * and moved to the tail, and a file listed during the pass is stamped when
  * listed (its own mmap zaps what it maps, xpu_sched_mmap()).  The files not
@@ -614,7 +651,7 @@ static bool xpu_sched_is_doorbell(struct xpu_file *xf)
 
 /*
  * Before the driver's mmap of FILE: a doorbell file is listed now, so that a
- * slice past XPU_MAX_DOORBELL_FILES is refused before anything is mapped.
+ * slice past max_doorbell_files is refused before anything is mapped.
  * A file listed before its mmap, or whose mmap fails, is zapped for nothing.
  */
 int xpu_sched_mmap_prepare(struct file *file)
@@ -630,7 +667,7 @@ int xpu_sched_mmap_prepare(struct file *file)
 	s = slice->gpu->sched;
 	spin_lock(&s->list_lock);
 	if (list_empty(&xf->db_link)) {
-		if (slice->nr_dbfiles >= XPU_MAX_DOORBELL_FILES) {
+		if (slice->nr_dbfiles >= READ_ONCE(max_doorbell_files)) {
 			ret = -EMFILE;
 		} else {
 			xf->zap_gen = slice->zap_gen;	/* see xpu_gate_zap() */
@@ -642,7 +679,7 @@ int xpu_sched_mmap_prepare(struct file *file)
 	if (ret)
 		pr_warn_ratelimited("slice %u: pid %d maps more than %u doorbell files; refused\n",
 				    slice->id, task_tgid_nr(current),
-				    XPU_MAX_DOORBELL_FILES);
+				    READ_ONCE(max_doorbell_files));
 	return ret;
 }
 
@@ -756,13 +793,15 @@ static void xpu_sched_cheat(struct xpu_file *xf, const char *what)
 static bool xpu_recs_room(struct xpu_sched *s, struct xpu_slice *slice,
 			  int kind, u32 cls)
 {
-	if (READ_ONCE(slice->nr_recs[kind]) < XPU_MAX_RECS)
+	unsigned int bound = READ_ONCE(max_records);
+
+	if (READ_ONCE(slice->nr_recs[kind]) < bound)
 		return true;
 	xpu_forget_stale(s, slice);
-	if (READ_ONCE(slice->nr_recs[kind]) < XPU_MAX_RECS)
+	if (READ_ONCE(slice->nr_recs[kind]) < bound)
 		return true;
 	pr_warn_ratelimited("slice %u: pid %d has %u objects of class 0x%x; refused\n",
-			    slice->id, task_tgid_nr(current), XPU_MAX_RECS, cls);
+			    slice->id, task_tgid_nr(current), bound, cls);
 	return false;
 }
 

@@ -304,6 +304,12 @@ rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
 """
 
 
+def xpu_param(name):
+    """xpu.ko's module parameter NAME, an integer."""
+    with open(f"/sys/module/xpu/parameters/{name}") as f:
+        return int(f.read())
+
+
 def fuzz_seed(default):
     """The first seed XPU_FUZZ_SEED names (it may list several, comma-
     separated: docs/testing.md), or DEFAULT."""

@@ -55,8 +55,14 @@ def chan_params():
     p.engineType = abi.NV2080_ENGINE_TYPE_GR0
     return p
 
+# xpu.ko's bounds, module parameters (1024 unless the boot set them lower:
+# CI's debug boot does, docs/testing.md).
+RECS = int(open("/sys/module/xpu/parameters/max_records").read())
+DBFILES = int(open("/sys/module/xpu/parameters/max_doorbell_files").read())
+
 # A doorbell file: a mapping of the usermode object H through a GPU file
-# of its own; the slice's 1025th is refused, whatever the object.
+# of its own; the one past the slice's DBFILES is refused, whatever the
+# object.
 def bell(h):
     return dev.map(h, abi.NVC361_NV_USERMODE__SIZE, hparent=dev.hsubdevice,
                    node=GPU)
@@ -65,7 +71,7 @@ def refused(h):
     import errno
     try:
         bell(h)
-        raise AssertionError("a 1025th doorbell file was mapped")
+        raise AssertionError("a doorbell file past the bound was mapped")
     except OSError as e:
         # mmap's refusal (xpu's), not open's (the fd limit): open names it
         assert e.errno == errno.EMFILE and e.filename is None, e
@@ -226,12 +232,13 @@ with xpu_ctl.Ctl() as a:
 
 
 def test_records_are_bounded_with_a_clear_refusal(sl):
-    """Class 7: a slice keeps at most 1024 usermode objects; the next is
+    """Class 7: a slice keeps at most max_records (1024) usermode objects;
+    the next is
     refused with NV_ERR_INSUFFICIENT_RESOURCES, nothing made; freeing
     one makes room again."""
     run_in(sl, """
 from nvclient import stub
-hs = [rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A) for _ in range(1024)]
+hs = [rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A) for _ in range(RECS)]
 n = stub.objects()["objects"]
 p = rm.alloc_raw(dev.hsubdevice, abi.HOPPER_USERMODE_A)
 assert p.status == abi.NV_ERR_INSUFFICIENT_RESOURCES, hex(p.status)
@@ -249,14 +256,14 @@ def test_devices_are_bounded_with_a_clear_refusal(sl):
     """A device's default VA space comes with RM's page directories (a
     root, four more on GSP), made when first used and charged to no
     process, and a client may hold one device per GPU, so a tenant making
-    clients made directories without bound.  A slice keeps at most 1024
-    devices: the next is refused with NV_ERR_INSUFFICIENT_RESOURCES,
-    nothing made; freeing one makes room again.  Before, the 1025th was
-    made as every other."""
+    clients made directories without bound.  A slice keeps at most
+    max_records (1024) devices: the next is refused with
+    NV_ERR_INSUFFICIENT_RESOURCES, nothing made; freeing one makes room
+    again.  Before, the 1025th was made as every other."""
     run_in(sl, """
 from nvclient import stub
 cs = []
-for _ in range(1023):           # the prelude's client holds one already
+for _ in range(RECS - 1):       # the prelude's client holds one already
     c = client.RmClient(ctl)
     c.device(0, gpu_file=gpu)
     cs.append(c)
@@ -273,13 +280,14 @@ c.device(0, gpu_file=gpu)
 
 def test_doorbell_files_are_bounded_with_a_clear_refusal(sl):
     """Every doorbell file of a waiting slice is zapped, so a slice may map
-    its usermode page through at most 1024 files: the 1025th mmap fails
+    its usermode page through at most max_doorbell_files (1024) files: the
+    next mmap fails
     with EMFILE and maps nothing; closing one makes room again."""
     run_in(sl, """
 import resource
 resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
 h = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
-maps = [bell(h) for _ in range(1024)]
+maps = [bell(h) for _ in range(DBFILES)]
 refused(h)
 maps.pop().close()
 maps.append(bell(h))
@@ -296,7 +304,8 @@ def test_a_closed_doorbell_file_frees_its_place_at_once(sl, admin):
     still open, counted against the slice's 1024, after its close returned,
     and the next mapping could be refused (seen once in CI, on 5.10).  Now
     the zap holds no reference and a release waits for the zap of its own
-    file.  With 1024 doorbell files and a zap pass every millisecond, each
+    file.  With every doorbell file the slice may have (1024 by default)
+    and a zap pass every millisecond, each
     close is seen at once by the slice's count of open files, and the
     mapping made next succeeds, 200 times.  (Without the fix the count
     was wrong at the second close; the mapping after it was refused 2 to
@@ -310,7 +319,7 @@ import resource
 from xpu import ctl as xpu_ctl
 resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
 h = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
-maps = [bell(h) for _ in range(1024)]
+maps = [bell(h) for _ in range(DBFILES)]
 refused(h)
 with xpu_ctl.Ctl() as a:
     n = a.slice_get(SLICE).open_files
@@ -340,7 +349,7 @@ import resource
 resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
 h = rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
 d = rm.dup(dev.hsubdevice, h)
-maps = [bell(h) for _ in range(1023)]
+maps = [bell(h) for _ in range(DBFILES - 1)]
 maps.append(bell(d))        # premise: the duplicate maps as its source does
 refused(h)
 refused(d)
@@ -419,7 +428,7 @@ def used():
         return a.slice_get(SLICE).memory_used
 u0 = used()
 h = rm.import_object(UFD, dev.hsubdevice)
-maps = [bell(h) for _ in range(1024)]
+maps = [bell(h) for _ in range(DBFILES)]
 refused(h)
 for mp in maps:
     mp.close()
@@ -511,7 +520,8 @@ with xpu_ctl.Ctl() as a:
     assert a.slice_get(SLICE).channels == 0, a.slice_get(SLICE)
 rc, err = readonly_alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A, 0)
 assert rc == -1 and err == errno.EFAULT, (rc, err)
-hs = [rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A) for _ in range(1023)]
+hs = [rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
+      for _ in range(RECS - 1)]
 p = rm.alloc_raw(dev.hsubdevice, abi.HOPPER_USERMODE_A)
 assert p.status == abi.NV_ERR_INSUFFICIENT_RESOURCES, hex(p.status)
 """.replace("SLICE", str(sl.id)))
@@ -1176,6 +1186,68 @@ assert handles() == 64 - 8 + 2
 rm.free(dev.hdevice)
 assert handles() == 1, handles()
 """.replace("SLICE", str(sl.id)))
+
+
+@pytest.fixture
+def max_records():
+    """Sets xpu.ko's max_records for the test, and puts it back."""
+    yield from module_param("max_records")
+
+
+@pytest.fixture
+def max_doorbell_files():
+    """Sets xpu.ko's max_doorbell_files for the test, and puts it back."""
+    yield from module_param("max_doorbell_files")
+
+
+def test_the_bounds_on_records_and_doorbell_files_are_module_parameters(
+        sl, max_records, max_doorbell_files):
+    """The bounds of class 7 (records of each kind) and class 3 (doorbell
+    files) are xpu.ko's parameters max_records and max_doorbell_files,
+    1024 by default, which root may set from 1 to 4096 at any time.  A
+    value outside is refused with EINVAL and changes nothing.  A bound
+    set holds at once, and one lowered below what a slice holds takes
+    nothing away: the slice is refused more until it is under the bound
+    again.  (Before, both were constants; CI's debug boot sets them
+    lower to show the same refusals in less time: docs/testing.md.)"""
+    for name in ("max_records", "max_doorbell_files"):
+        old = nvtest.xpu_param(name)
+        for bad in ("0", "4097", "-1", "x"):
+            with pytest.raises(OSError) as e, \
+                    open(f"/sys/module/xpu/parameters/{name}", "w") as f:
+                f.write(bad)
+            assert e.value.errno == errno.EINVAL, (name, bad, e.value)
+            assert nvtest.xpu_param(name) == old, (name, bad)
+    max_records(4096)
+    max_records(4)
+    max_doorbell_files(4)
+    run_in(sl, """
+def set_bound(n):
+    with open("/sys/module/xpu/parameters/max_records", "w") as f:
+        f.write(str(n))
+
+def usermode():
+    return rm.alloc_raw(dev.hsubdevice, abi.HOPPER_USERMODE_A).status
+
+hs = [rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A) for _ in range(4)]
+assert usermode() == abi.NV_ERR_INSUFFICIENT_RESOURCES
+maps = [bell(hs[0]) for _ in range(4)]
+refused(hs[0])
+maps.pop().close()
+maps.append(bell(hs[0]))
+refused(hs[1])
+for m in maps:
+    m.close()
+set_bound(2)                # below the 4 held: nothing is taken
+rm.free(hs.pop())
+assert usermode() == abi.NV_ERR_INSUFFICIENT_RESOURCES     # 3 held
+rm.free(hs.pop())
+rm.free(hs.pop())
+hs.append(rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A))  # 2 held
+assert usermode() == abi.NV_ERR_INSUFFICIENT_RESOURCES
+set_bound(3)
+hs.append(rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A))
+""")
 
 
 @pytest.fixture
