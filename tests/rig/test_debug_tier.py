@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The debug-kernel tier tests itself: on the KASAN/lockdep/kmemleak kernel a
 planted use-after-free and a planted leak each fail the run, and a run of the
-stub and xpu.ko with nothing planted passes.
+stub and xpu.ko with nothing planted passes; CI boots once for both plants.
 
 Needs the debug kernel's tree in XPU_DEBUG_KERNEL (`make check-debug` builds
 it and sets it); each test is one boot of that kernel (1.5-2 minutes under
@@ -77,3 +77,21 @@ def test_planted_leak_fails_the_run(unload):
     assert "unreferenced object" in r.stdout and "(size 256)" in r.stdout
     if not unload:
         assert "[xpu_planted_leak]" in r.stdout, r.stdout
+
+
+def test_planted_faults_fail_the_run_each_by_its_check():
+    # CI's self-test (.ci/run): both plants in one boot, which costs half of
+    # the two tests above.  Each check prints its own heading when it fails
+    # the run -- the kernel log's failure lines, then kmemleak's leaks of our
+    # modules -- so each heading, with what it names, shows that check would
+    # have failed the run alone.
+    r = vm("--no-stub", "--", "sh", "-c",
+           f'insmod "{PLANTED}/xpu_planted_uaf.ko" && '
+           f'insmod "{PLANTED}/xpu_planted_leak.ko" && '
+           'rmmod xpu_planted_leak')
+    assert r.returncode == 120, r.stdout + r.stderr
+    log, leaks = r.stdout.partition("vm: kmemleak reports leaks")[::2]
+    assert "vm: the kernel log gained failure lines:" in log, r.stdout
+    assert "KASAN: use-after-free" in log, r.stdout
+    assert "xpu_planted_uaf_read" in log, r.stdout
+    assert "unreferenced object" in leaks and "(size 256)" in leaks, r.stdout
