@@ -1269,6 +1269,7 @@ struct nv0000_ctrl_client_objects_are_duplicates_params {
 #define NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD	0x3d06
 #define NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD	0x3d0b
 #define NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD	0x3d0c
+#define NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO	0x3d08
 #define NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TYPE_RM	1
 #define NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TO_FD_FLAGS_EMPTY_FD_TRUE 1
 #define NV0000_OS_UNIX_EXPORT_OBJECT_FD_BUFFER_SIZE	64
@@ -1306,6 +1307,22 @@ struct nv0000_ctrl_os_unix_export_objects_to_fd_params {
 	u16 index;
 };
 
+/* GET_EXPORT_OBJECT_INFO: 545 added gpu_instance_id (76 -> 80 bytes) */
+struct nv0000_ctrl_os_unix_get_export_object_info_params_v535 {
+	s32 fd;
+	u32 device_instance;
+	u16 max_objects;
+	u8 metadata[NV0000_OS_UNIX_EXPORT_OBJECT_FD_BUFFER_SIZE];
+};
+
+struct nv0000_ctrl_os_unix_get_export_object_info_params {
+	s32 fd;
+	u32 device_instance;
+	u32 gpu_instance_id;
+	u16 max_objects;
+	u8 metadata[NV0000_OS_UNIX_EXPORT_OBJECT_FD_BUFFER_SIZE];
+};
+
 struct nv0000_ctrl_os_unix_import_objects_from_fd_params {
 	s32 fd;
 	u32 h_parent;
@@ -1340,6 +1357,8 @@ struct nv0000_ctrl_gpu_get_attached_ids_params {
 static inline void nvabi_build_checks(void)
 {
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_xfer) != 16);
+	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_os_unix_get_export_object_info_params_v535) != 76);
+	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_os_unix_get_export_object_info_params) != 80);
 	BUILD_BUG_ON(offsetof(struct nvos32_alloc_os_desc, descriptor) != 24);
 	BUILD_BUG_ON(offsetof(struct nvos32_alloc_os_desc, descriptor_type) != 40);
 	BUILD_BUG_ON(sizeof(struct nvos49_parameters) != NVOS49_SIZE);

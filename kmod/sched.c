@@ -380,7 +380,8 @@ static void xpu_recs_forget_gone(struct xpu_sched *s, struct xpu_slice *slice,
 		spin_unlock(&s->list_lock);
 		if (!want)
 			continue;
-		pairs = kmalloc_array(want, sizeof(*pairs), GFP_KERNEL);
+		/* up to XPU_MAX_BOUND (224 KiB): vmalloc when pages are scattered */
+		pairs = kvmalloc_array(want, sizeof(*pairs), GFP_KERNEL);
 		if (!pairs)
 			break;
 		n = 0;
@@ -402,7 +403,7 @@ static void xpu_recs_forget_gone(struct xpu_sched *s, struct xpu_slice *slice,
 			xpu_recs_drop(slice, k, &one);
 			spin_unlock(&s->list_lock);
 		}
-		kfree(pairs);
+		kvfree(pairs);
 		if (ngone)
 			sort(gone, ngone, sizeof(*gone), xpu_u32_cmp, NULL);
 	}

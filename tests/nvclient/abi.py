@@ -730,6 +730,16 @@ NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD = 0x3d05
 NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD = 0x3d06
 NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD = 0x3d0b
 NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD = 0x3d0c
+NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO = 0x3d08
+NV_U32_MAX = 0xFFFFFFFF
+NV_MAX_DEVICES = 32         # nvlimits.h: an object under no device
+
+# NV0000_CTRL_OS_UNIX_GET_EXPORT_OBJECT_INFO_PARAMS: what an export fd's
+# table was made with; 545 added gpuInstanceId (the row's export_gpu_instance)
+_EXPORT_INFO_HEAD = [("fd", ctypes.c_int32), ("deviceInstance", c_uint32)]
+_EXPORT_INFO_TAIL = [("maxObjects", c_uint16),
+                     ("metadata", ctypes.c_uint8
+                      * NV0000_OS_UNIX_EXPORT_OBJECT_FD_BUFFER_SIZE)]
 NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TYPE_RM = 1
 NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_TYPE_NONE = 0
 NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_TYPE_VIDMEM = 1
@@ -940,6 +950,7 @@ class _Row:
     nvos32_numa_node: bool      # NVOS32 data.AllocSize.numaNode (550)
     channel_tpc_config_id: bool  # NV_CHANNEL_ALLOC_PARAMS.tpcConfigID (570)
     schedule_skip_enable: bool  # GPFIFO_SCHEDULE_PARAMS.bSkipEnable (575)
+    export_gpu_instance: bool   # GET_EXPORT_OBJECT_INFO.gpuInstanceId (545)
     fb_get_info_v1_deprecated: bool  # FB_GET_INFO rerouted to V2 (550)
     device_check: str           # how NV01_DEVICE_0 recognises a GPU file
 
@@ -948,13 +959,13 @@ class _Row:
 # everything here assumes.  FB_GET_INFO (V1) left the subdevice's method
 # table (generated/g_subdevice_nvoc.c) in 550 for the deprecated-control shim.
 _ROWS = (
-    _Row((535, 0), 0x36, 0x35, 56, 40, False, False, False, False, False, "rdev"),
-    _Row((545, 0), 0x37, 0x36, 56, 40, True, False, False, False, False, "rdev"),
-    _Row((550, 0), 0x37, 0x36, 56, 48, True, True, False, False, True, "fops"),
-    _Row((560, 0), 0x39, 0x38, 56, 48, True, True, False, False, True, "fops"),
-    _Row((570, 0), 0x39, 0x38, 56, 48, True, True, True, False, True, "fops"),
-    _Row((575, 0), 0x39, 0x38, 56, 48, True, True, True, True, True, "fops"),
-    _Row((580, 0), 0x80, 0x3B, 64, 48, True, True, True, True, True, "fops"),
+    _Row((535, 0), 0x36, 0x35, 56, 40, False, False, False, False, False, False, "rdev"),
+    _Row((545, 0), 0x37, 0x36, 56, 40, True, False, False, False, True, False, "rdev"),
+    _Row((550, 0), 0x37, 0x36, 56, 48, True, True, False, False, True, True, "fops"),
+    _Row((560, 0), 0x39, 0x38, 56, 48, True, True, False, False, True, True, "fops"),
+    _Row((570, 0), 0x39, 0x38, 56, 48, True, True, True, False, True, True, "fops"),
+    _Row((575, 0), 0x39, 0x38, 56, 48, True, True, True, True, True, True, "fops"),
+    _Row((580, 0), 0x80, 0x3B, 64, 48, True, True, True, True, True, True, "fops"),
 )
 
 
@@ -978,6 +989,7 @@ class DriverAbi:
     NVOS46_PARAMETERS: type
     NVOS47_PARAMETERS: type
     NV_VASPACE_ALLOCATION_PARAMETERS: type
+    NV0000_CTRL_OS_UNIX_GET_EXPORT_OBJECT_INFO_PARAMS: type
 
     @property
     def mem_alloc_params_size(self):
@@ -1010,7 +1022,8 @@ class DriverAbi:
                                   self.NVOS32_PARAMETERS,
                                   self.NVOS46_PARAMETERS,
                                   self.NVOS47_PARAMETERS,
-                                  self.NV_VASPACE_ALLOCATION_PARAMETERS]
+                                  self.NV_VASPACE_ALLOCATION_PARAMETERS,
+                                  self.NV0000_CTRL_OS_UNIX_GET_EXPORT_OBJECT_INFO_PARAMS]
 
 
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
@@ -1051,7 +1064,13 @@ def _abi_for_row(row):
     vas = list(_VASPACE_ALLOCATION_FIELDS)
     if row.nvos46_size == 64:       # the same release (580)
         vas.append(("pasid", c_uint32))
+    info = list(_EXPORT_INFO_HEAD)
+    if row.export_gpu_instance:
+        info.append(("gpuInstanceId", c_uint32))
+    info += _EXPORT_INFO_TAIL
     return {
+        "NV0000_CTRL_OS_UNIX_GET_EXPORT_OBJECT_INFO_PARAMS": _make_struct(
+            "NV0000_CTRL_OS_UNIX_GET_EXPORT_OBJECT_INFO_PARAMS", info, tag),
         "NV_VASPACE_ALLOCATION_PARAMETERS": _make_struct(
             "NV_VASPACE_ALLOCATION_PARAMETERS", vas, tag),
         "NVOS46_PARAMETERS": _make_struct("NVOS46_PARAMETERS", os46, tag),

@@ -589,16 +589,29 @@ class RmClient:
         self.parents[h] = hparent
         return h
 
+    def export_info(self, fd, check=True):
+        """NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO of the control
+        file ``fd``: the params, or the NVOS54 struct when not
+        ``check``ed."""
+        p = self.ctl.abi.NV0000_CTRL_OS_UNIX_GET_EXPORT_OBJECT_INFO_PARAMS(
+            fd=fd)
+        r = self.ctl.rm_control(
+            self.handle, self.handle,
+            abi.NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO, p,
+            check=check)
+        return p if check else r
+
     def export_objects(self, fd, hdevice, objects, max_objects=None, index=0,
-                       check=True):
+                       metadata=b"", check=True):
         """NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD of ``objects`` into
-        slots ``index``... of ``fd`` (made ``max_objects`` long by the
-        first export into it)."""
+        slots ``index``... of ``fd`` (made ``max_objects`` long, with
+        ``metadata``, by the first export into it)."""
         p = abi.NV0000_CTRL_OS_UNIX_EXPORT_OBJECTS_TO_FD_PARAMS(
             fd=fd, hDevice=hdevice, numObjects=len(objects), index=index,
             maxObjects=len(objects) if max_objects is None else max_objects)
         for i, h in enumerate(objects):
             p.objects[i] = h
+        ctypes.memmove(p.metadata, metadata, len(metadata))
         return self.ctl.rm_control(
             self.handle, self.handle,
             abi.NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECTS_TO_FD, p, check=check)

@@ -726,6 +726,8 @@ static const struct nvstub_ctrl nvstub_ctrls[] = {
 	{ NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECTS_FROM_FD, NV01_ROOT_CLIENT,
 	  sizeof(struct nv0000_ctrl_os_unix_import_objects_from_fd_params),
 	  nvstub_ctrl_import_objects },
+	{ NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO, NV01_ROOT_CLIENT, 0,
+	  nvstub_ctrl_export_info },
 	{ NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO, NV01_ROOT_CLIENT,
 	  sizeof(struct nv0000_ctrl_client_get_handle_info_params),
 	  nvstub_ctrl_handle_info },
@@ -786,6 +788,8 @@ static u32 nvstub_ctrl_size(const struct nvstub_ctrl *ctrl)
 		return nvstub_abi->gpfifo_schedule_size;	/* bSkipEnable: 575 */
 	if (ctrl->cmd == NV0000_CTRL_CMD_GPU_GET_PROBED_IDS)
 		return nvstub_probed_ids_size();		/* gpuFlags: 580 */
+	if (ctrl->cmd == NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO)
+		return nvstub_export_info_size();	/* gpuInstanceId: 545 */
 	return nvstub_fb_info_v2_size();
 }
 

@@ -428,6 +428,50 @@ out:
 	return st;
 }
 
+u32 nvstub_export_info_size(void)
+{
+	return nvstub_major >= 545 ?
+		sizeof(struct nv0000_ctrl_os_unix_get_export_object_info_params) :
+		sizeof(struct nv0000_ctrl_os_unix_get_export_object_info_params_v535);
+}
+
+/*
+ * cliresCtrlCmdOsUnixGetExportObjectInfo(): what the first export into the
+ * control file FD made its table with (_initializeExportObjectFd), on any
+ * client of the caller's: the device instance (NV_MAX_DEVICES for an object
+ * under no device), from 545 the device's MIG GPU instance (NV_U32_MAX
+ * without one, as on every GPU here), the table's length and the exporter's
+ * metadata (zeros for the singular export).  A negative fd, one that is no
+ * control file of the caller's, and a control file nothing was exported to
+ * are NV_ERR_INVALID_PARAMETER.
+ */
+u32 nvstub_ctrl_export_info(struct nvstub_call *call,
+			    struct nvstub_object *obj, void *params)
+{
+	struct nv0000_ctrl_os_unix_get_export_object_info_params_v535 *old = params;
+	struct nv0000_ctrl_os_unix_get_export_object_info_params *p = params;
+	struct nvstub_export_fd *x;
+	struct nvstub_file *nf;
+	struct file *f;
+
+	nf = nvstub_export_file(p->fd, &f);
+	if (!nf)
+		return NV_ERR_INVALID_PARAMETER;
+	x = nf->exp;
+	if (x && nvstub_major >= 545) {
+		p->device_instance = x->device_instance;
+		p->gpu_instance_id = U32_MAX;
+		p->max_objects = x->max;
+		memcpy(p->metadata, x->metadata, sizeof(p->metadata));
+	} else if (x) {
+		old->device_instance = x->device_instance;
+		old->max_objects = x->max;
+		memcpy(old->metadata, x->metadata, sizeof(old->metadata));
+	}
+	fput(f);
+	return x ? NV_OK : NV_ERR_INVALID_PARAMETER;
+}
+
 /* rm_cleanup_file_private(): a closing control file lets its exports go */
 void nvstub_export_release(struct nvstub_file *nf)
 {

@@ -524,6 +524,9 @@ u32 nvstub_ctrl_export_objects(struct nvstub_call *call,
 			       struct nvstub_object *obj, void *params);
 u32 nvstub_ctrl_import_objects(struct nvstub_call *call,
 			       struct nvstub_object *obj, void *params);
+u32 nvstub_ctrl_export_info(struct nvstub_call *call,
+			    struct nvstub_object *obj, void *params);
+u32 nvstub_export_info_size(void);
 void nvstub_export_release(struct nvstub_file *nf);
 struct nv0000_ctrl_client_set_inherited_share_policy_params;
 u32 nvstub_share(struct nvstub_object *obj,

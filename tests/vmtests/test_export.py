@@ -118,6 +118,47 @@ def test_export_and_import_refuse_what_rm_refuses(rm, dev, gpu0):
         f.close()
 
 
+def test_an_export_fd_tells_what_its_table_was_made_with(rm, dev, gpu0):
+    """NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO (os.c
+    cliresCtrlCmdOsUnixGetExportObjectInfo; CUDA asks it before a
+    shareable handle's import, gVisor's nvproxy passes it): what the first
+    export into the fd made its table with -- the device instance
+    (NV_MAX_DEVICES for objects under no device), from 545 the device's MIG
+    GPU instance (NV_U32_MAX without one), the table's length and the
+    exporter's metadata (zeros for the singular export) -- through any
+    client of the caller's.  A negative fd, a GPU file and a control file
+    nothing was exported into are NV_ERR_INVALID_PARAMETER.  The params
+    are 76 bytes before 545 and 80 from it.  Before session 45 the stub
+    answered NV_ERR_NOT_SUPPORTED."""
+    bad = abi.NV_ERR_INVALID_PARAMETER
+    m = dev.alloc_vidmem(64 << 10).handle
+    many, one, nodev, empty = (client.Ctl() for _ in range(4))
+    meta = bytes(range(1, 65))
+    rm.export_objects(many.fd, dev.hdevice, [m], max_objects=5,
+                      metadata=meta)
+    rm.export_object(m, one.fd, hdevice=dev.hdevice)
+    rm.export_objects(nodev.fd, 0, [0], max_objects=2)
+    other = client.RmClient(rm.ctl)     # any client of the caller's asks
+    p = other.export_info(many.fd)
+    since_545 = abi.parse_version(rm.ctl.abi.version) >= (545,)
+    assert ctypes.sizeof(p) == (80 if since_545 else 76)
+    assert hasattr(p, "gpuInstanceId") == since_545
+    assert (p.deviceInstance, p.maxObjects, bytes(p.metadata)) == \
+        (0, 5, meta)
+    p = rm.export_info(one.fd)
+    assert (p.deviceInstance, p.maxObjects, bytes(p.metadata)) == \
+        (0, 1, bytes(64))
+    p = rm.export_info(nodev.fd)
+    assert (p.deviceInstance, p.maxObjects) == (abi.NV_MAX_DEVICES, 2)
+    if since_545:
+        assert p.gpuInstanceId == abi.NV_U32_MAX
+    for fd in (-1, gpu0.fd, empty.fd):
+        assert rm.export_info(fd, check=False).status == bad, fd
+    other.close()
+    for f in (many, one, nodev, empty):
+        f.close()
+
+
 def _pid_vidmem(dev):
     """This process's three GET_PID_INFO video-memory figures, summed."""
     p = abi.NV2080_CTRL_GPU_GET_PID_INFO_PARAMS(pidInfoListCount=1)
