@@ -701,6 +701,12 @@ static u32 nvstub_ctrl_bind_contextdma(struct nvstub_call *call,
 	return NV_OK;
 }
 
+/* NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS: bSkipEnable from 575 */
+static u32 nvstub_gpfifo_schedule_size(void)
+{
+	return nvstub_abi->gpfifo_schedule_size;
+}
+
 static const struct nvstub_ctrl nvstub_ctrls[] = {
 	{ NV0002_CTRL_CMD_BIND_CONTEXTDMA, NV01_CONTEXT_DMA,
 	  sizeof(struct nv0002_ctrl_bind_contextdma_params),
@@ -727,7 +733,7 @@ static const struct nvstub_ctrl nvstub_ctrls[] = {
 	  sizeof(struct nv0000_ctrl_os_unix_import_objects_from_fd_params),
 	  nvstub_ctrl_import_objects },
 	{ NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO, NV01_ROOT_CLIENT, 0,
-	  nvstub_ctrl_export_info },
+	  nvstub_ctrl_export_info, nvstub_export_info_size },
 	{ NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO, NV01_ROOT_CLIENT,
 	  sizeof(struct nv0000_ctrl_client_get_handle_info_params),
 	  nvstub_ctrl_handle_info },
@@ -738,7 +744,7 @@ static const struct nvstub_ctrl nvstub_ctrls[] = {
 	  sizeof(struct nv0000_ctrl_gpu_get_id_info_v2_params),
 	  nvstub_ctrl_id_info_v2 },
 	{ NV2080_CTRL_CMD_FB_GET_INFO_V2, NV20_SUBDEVICE_0, 0,
-	  nvstub_ctrl_fb_info_v2 },
+	  nvstub_ctrl_fb_info_v2, nvstub_fb_info_v2_size },
 	{ NV2080_CTRL_CMD_GPU_GET_PIDS, NV20_SUBDEVICE_0,
 	  sizeof(struct nv2080_ctrl_gpu_get_pids_params), nvstub_ctrl_get_pids },
 	{ NV2080_CTRL_CMD_GPU_GET_PID_INFO, NV20_SUBDEVICE_0,
@@ -754,9 +760,9 @@ static const struct nvstub_ctrl nvstub_ctrls[] = {
 	  sizeof(struct nv2080_ctrl_fifo_disable_channels_params),
 	  nvstub_fifo_disable_channels },
 	{ NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, KEPLER_CHANNEL_GROUP_A, 0,
-	  nvstub_ctrl_schedule },
+	  nvstub_ctrl_schedule, nvstub_gpfifo_schedule_size },
 	{ NVA06F_CTRL_CMD_GPFIFO_SCHEDULE, HOPPER_CHANNEL_GPFIFO_A, 0,
-	  nvstub_ctrl_chan_schedule },
+	  nvstub_ctrl_chan_schedule, nvstub_gpfifo_schedule_size },
 	{ NVA06C_CTRL_CMD_SET_TIMESLICE, KEPLER_CHANNEL_GROUP_A,
 	  sizeof(struct nva06c_ctrl_timeslice_params), nvstub_ctrl_set_timeslice },
 	{ NVA06C_CTRL_CMD_GET_TIMESLICE, KEPLER_CHANNEL_GROUP_A,
@@ -781,16 +787,7 @@ static const struct nvstub_ctrl *nvstub_ctrl_find(u32 cmd)
 
 static u32 nvstub_ctrl_size(const struct nvstub_ctrl *ctrl)
 {
-	if (ctrl->size)
-		return ctrl->size;
-	if (ctrl->cmd == NVA06C_CTRL_CMD_GPFIFO_SCHEDULE ||
-	    ctrl->cmd == NVA06F_CTRL_CMD_GPFIFO_SCHEDULE)
-		return nvstub_abi->gpfifo_schedule_size;	/* bSkipEnable: 575 */
-	if (ctrl->cmd == NV0000_CTRL_CMD_GPU_GET_PROBED_IDS)
-		return nvstub_probed_ids_size();		/* gpuFlags: 580 */
-	if (ctrl->cmd == NV0000_CTRL_CMD_OS_UNIX_GET_EXPORT_OBJECT_INFO)
-		return nvstub_export_info_size();	/* gpuInstanceId: 545 */
-	return nvstub_fb_info_v2_size();
+	return ctrl->size ?: ctrl->size_of();
 }
 
 static bool nvstub_client_exists(u32 h_client)

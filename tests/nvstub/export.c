@@ -428,9 +428,10 @@ out:
 	return st;
 }
 
+/* GET_EXPORT_OBJECT_INFO's params: gpuInstanceId from 545 */
 u32 nvstub_export_info_size(void)
 {
-	return nvstub_major >= 545 ?
+	return nvstub_abi->since >= 545 ?
 		sizeof(struct nv0000_ctrl_os_unix_get_export_object_info_params) :
 		sizeof(struct nv0000_ctrl_os_unix_get_export_object_info_params_v535);
 }
@@ -458,7 +459,7 @@ u32 nvstub_ctrl_export_info(struct nvstub_call *call,
 	if (!nf)
 		return NV_ERR_INVALID_PARAMETER;
 	x = nf->exp;
-	if (x && nvstub_major >= 545) {
+	if (x && nvstub_export_info_size() == sizeof(*p)) {
 		p->device_instance = x->device_instance;
 		p->gpu_instance_id = U32_MAX;
 		p->max_objects = x->max;

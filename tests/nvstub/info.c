@@ -17,6 +17,11 @@
 
 /* --- NV01_ROOT_CLIENT (ctrl0000gpu.h) */
 
+u32 nvstub_probed_ids_size(void)
+{
+	return nvstub_abi->since >= 580 ? 384 : 256;
+}
+
 static u32 nvstub_ctrl_probed_ids(struct nvstub_call *call,
 				  struct nvstub_object *obj, void *params)
 {
@@ -526,7 +531,7 @@ static u32 nvstub_ctrl_pci_bar_info(struct nvstub_call *call,
 
 const struct nvstub_ctrl nvstub_info_ctrls[] = {
 	{ NV0000_CTRL_CMD_GPU_GET_PROBED_IDS, NV01_ROOT_CLIENT, 0,
-	  nvstub_ctrl_probed_ids },	/* size by version */
+	  nvstub_ctrl_probed_ids, nvstub_probed_ids_size },
 	CTRL(NV0000_CTRL_CMD_GPU_GET_PCI_INFO, NV01_ROOT_CLIENT,
 	     nv0000_ctrl_gpu_get_pci_info_params, nvstub_ctrl_pci_info),
 	CTRL(NV0000_CTRL_CMD_GPU_ATTACH_IDS, NV01_ROOT_CLIENT,

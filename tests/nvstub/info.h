@@ -21,7 +21,7 @@ struct nv0000_ctrl_gpu_get_probed_ids_params {
 	u32 gpu_flags[NV_MAX_DEVICES];		/* 580+ */
 };
 static_assert(sizeof(struct nv0000_ctrl_gpu_get_probed_ids_params) == 384);
-#define nvstub_probed_ids_size() (nvstub_abi->since >= 580 ? 384u : 256u)
+u32 nvstub_probed_ids_size(void);	/* gpuFlags: 580 */
 
 #define NV0000_CTRL_CMD_GPU_GET_PCI_INFO	0x21b
 struct nv0000_ctrl_gpu_get_pci_info_params {

@@ -108,9 +108,10 @@ struct nvstub_object;
 struct nvstub_ctrl {
 	u32 cmd;
 	u32 hclass;			/* the class whose objects export it */
-	u32 size;			/* 0: by version, nvstub_ctrl_size() */
+	u32 size;			/* 0: by version, size_of() */
 	u32 (*handler)(struct nvstub_call *call, struct nvstub_object *obj,
 		       void *params);
+	u32 (*size_of)(void);		/* params that moved between versions */
 };
 
 extern const struct nvstub_ctrl nvstub_info_ctrls[];
