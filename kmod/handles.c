@@ -38,10 +38,19 @@
 #include "nvabi.h"
 #include "xpu.h"
 
+/*
+ * Root may set both bounds at any time, within a range (EINVAL outside):
+ * 0 would refuse a slice its first client, and a record is a few dozen
+ * bytes of the caller's memory cgroup but RM's objects behind it are
+ * charged to none.  A bound lowered below what a slice holds takes nothing
+ * from it; the slice is refused more until it is under the bound.
+ */
 static unsigned int max_handles = XPU_MAX_HANDLES;
-module_param(max_handles, uint, 0644);
+static struct xpu_uint_range max_handles_range =
+	XPU_UINT_RANGE(max_handles, 1, 8 * XPU_MAX_HANDLES);
+module_param_cb(max_handles, &xpu_uint_range_ops, &max_handles_range, 0644);
 MODULE_PARM_DESC(max_handles,
-		 "RM handles (clients and objects) one slice's clients may hold");
+		 "RM handles (clients and objects) one slice's clients may hold (1..1048576)");
 
 struct xpu_hnd {
 	struct rhash_head node;		/* in slice->handles, by key */
@@ -67,10 +76,13 @@ struct xpu_osev {
 	u32 hc, fd;
 };
 
+/* RM walks its one list of them under a spinlock: at most 16 times 1024 */
 static unsigned int max_os_events = XPU_MAX_OS_EVENTS;
-module_param(max_os_events, uint, 0644);
+static struct xpu_uint_range max_os_events_range =
+	XPU_UINT_RANGE(max_os_events, 1, 16 * XPU_MAX_OS_EVENTS);
+module_param_cb(max_os_events, &xpu_uint_range_ops, &max_os_events_range, 0644);
 MODULE_PARM_DESC(max_os_events,
-		 "OS events (NV_ESC_ALLOC_OS_EVENT) one slice's clients may hold");
+		 "OS events (NV_ESC_ALLOC_OS_EVENT) one slice's clients may hold (1..16384)");
 
 static void xpu_osev_drop(struct xpu_slice *slice, struct xpu_osev *ev)
 {

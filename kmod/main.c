@@ -18,6 +18,36 @@
 #include "sched.h"
 #include "slice.h"
 #include "version.h"
+#include "xpu.h"
+
+static int xpu_uint_range_set(const char *val, const struct kernel_param *kp)
+{
+	const struct xpu_uint_range *r = kp->arg;
+	unsigned int n;
+	int ret = kstrtouint(val, 0, &n);
+
+	if (ret)
+		return ret;
+	if (n < r->min || n > r->max) {
+		pr_err("%s=%u: must be from %u to %u\n", kp->name, n, r->min,
+		       r->max);
+		return -EINVAL;
+	}
+	WRITE_ONCE(*r->val, n);
+	return 0;
+}
+
+static int xpu_uint_range_get(char *buf, const struct kernel_param *kp)
+{
+	const struct xpu_uint_range *r = kp->arg;
+
+	return sysfs_emit(buf, "%u\n", READ_ONCE(*r->val));
+}
+
+const struct kernel_param_ops xpu_uint_range_ops = {
+	.set = xpu_uint_range_set,
+	.get = xpu_uint_range_get,
+};
 
 static int __init xpu_init(void)
 {

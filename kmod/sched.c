@@ -78,31 +78,17 @@
  */
 #define XPU_MAX_BOUND		4096
 
-static int xpu_bound_set(const char *val, const struct kernel_param *kp)
-{
-	unsigned int n;
-	int ret = kstrtouint(val, 0, &n);
-
-	if (ret)
-		return ret;
-	if (n < 1 || n > XPU_MAX_BOUND)
-		return -EINVAL;
-	WRITE_ONCE(*(unsigned int *)kp->arg, n);
-	return 0;
-}
-
-static const struct kernel_param_ops xpu_bound_ops = {
-	.set = xpu_bound_set,
-	.get = param_get_uint,
-};
-
 static unsigned int max_records = XPU_MAX_RECS;
-module_param_cb(max_records, &xpu_bound_ops, &max_records, 0644);
+static struct xpu_uint_range max_records_range =
+	XPU_UINT_RANGE(max_records, 1, XPU_MAX_BOUND);
+module_param_cb(max_records, &xpu_uint_range_ops, &max_records_range, 0644);
 MODULE_PARM_DESC(max_records,
 		 "RM objects of one kind (devices, VA spaces, virtual allocations, TSGs, channels, usermode objects) one slice may hold (1..4096)");
 
 static unsigned int max_doorbell_files = XPU_MAX_DOORBELL_FILES;
-module_param_cb(max_doorbell_files, &xpu_bound_ops, &max_doorbell_files, 0644);
+static struct xpu_uint_range max_doorbell_files_range =
+	XPU_UINT_RANGE(max_doorbell_files, 1, XPU_MAX_BOUND);
+module_param_cb(max_doorbell_files, &xpu_uint_range_ops, &max_doorbell_files_range, 0644);
 MODULE_PARM_DESC(max_doorbell_files,
 		 "files through which one slice may map its doorbell page (1..4096)");
 
@@ -115,7 +101,9 @@ MODULE_PARM_DESC(max_doorbell_files,
  */
 #define XPU_RAMIN_BYTES		4096
 static unsigned int gr_context_kib = 2048;
-module_param(gr_context_kib, uint, 0444);
+static struct xpu_uint_range gr_context_kib_range =
+	XPU_UINT_RANGE(gr_context_kib, 0, 1024 * 1024);
+module_param_cb(gr_context_kib, &xpu_uint_range_ops, &gr_context_kib_range, 0444);
 MODULE_PARM_DESC(gr_context_kib,
 		 "video memory charged to a slice per TSG for RM's GR context buffers, KiB (0..1048576)");
 
@@ -287,7 +275,7 @@ bool xpu_sched_is_channel_class(u32 h_class)
  */
 static u64 xpu_rec_charge(int kind, bool in_tsg, u64 pinned)
 {
-	u64 ctx = (u64)min(gr_context_kib, 1024u * 1024) << 10;
+	u64 ctx = (u64)gr_context_kib << 10;
 
 	switch (kind) {
 	case XPU_REC_CHAN:

@@ -8,6 +8,7 @@
 #include <linux/hashtable.h>
 #include <linux/kref.h>
 #include <linux/list.h>
+#include <linux/moduleparam.h>
 #include <linux/mutex.h>
 #include <linux/rhashtable-types.h>
 #include <linux/spinlock.h>
@@ -41,6 +42,20 @@
  * makes a few a context.
  */
 #define XPU_MAX_OS_EVENTS	1024
+
+/*
+ * A module parameter of xpu.ko taken only within [min, max]: anything else
+ * (out of range, not a number) is EINVAL and leaves the value as it was --
+ * at load, the load fails.  module_param_cb() with xpu_uint_range_ops and
+ * an XPU_UINT_RANGE() of the variable.
+ */
+struct xpu_uint_range {
+	unsigned int *val;
+	unsigned int min, max;
+};
+
+extern const struct kernel_param_ops xpu_uint_range_ops;
+#define XPU_UINT_RANGE(var, lo, hi) { .val = &(var), .min = (lo), .max = (hi) }
 
 /*
  * A GPU of the driver.  Found at load through the kernel RM API and the

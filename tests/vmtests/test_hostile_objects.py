@@ -1210,14 +1210,6 @@ def test_the_bounds_on_records_and_doorbell_files_are_module_parameters(
     nothing away: the slice is refused more until it is under the bound
     again.  (Before, both were constants; CI's debug boot sets them
     lower to show the same refusals in less time: docs/testing.md.)"""
-    for name in ("max_records", "max_doorbell_files"):
-        old = nvtest.xpu_param(name)
-        for bad in ("0", "4097", "-1", "x"):
-            with pytest.raises(OSError) as e, \
-                    open(f"/sys/module/xpu/parameters/{name}", "w") as f:
-                f.write(bad)
-            assert e.value.errno == errno.EINVAL, (name, bad, e.value)
-            assert nvtest.xpu_param(name) == old, (name, bad)
     max_records(4096)
     max_records(4)
     max_doorbell_files(4)
@@ -1248,6 +1240,57 @@ assert usermode() == abi.NV_ERR_INSUFFICIENT_RESOURCES
 set_bound(3)
 hs.append(rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A))
 """)
+
+
+# xpu.ko's bounds root may set at run time, each with its range
+RUNTIME_BOUNDS = {"max_records": (1, 4096), "max_doorbell_files": (1, 4096),
+                  "max_handles": (1, 1 << 20), "max_os_events": (1, 16384)}
+
+
+def test_every_bound_of_xpu_ko_is_taken_only_within_its_range(
+        max_records, max_doorbell_files, max_handles, max_os_events):
+    """Bad input loses nothing: each bound xpu.ko takes at run time
+    (max_records, max_doorbell_files, max_handles, max_os_events) refuses
+    a value outside its range -- 0, which would refuse a slice its first
+    object, one past the top, a negative, not a number -- with EINVAL and
+    keeps its value; the ends of the range are taken.  gr_context_kib,
+    set only at load, fails the load past its range instead of being
+    clamped.  (Before, max_handles and max_os_events took 0, and
+    gr_context_kib=4294967295 loaded as 1048576.)"""
+    for name, (lo, hi) in RUNTIME_BOUNDS.items():
+        path = f"/sys/module/xpu/parameters/{name}"
+        old = nvtest.xpu_param(name)
+        # past what a u32 holds: ERANGE, as the kernel's own parameters
+        for bad, err in ((str(lo - 1), errno.EINVAL),
+                         (str(hi + 1), errno.EINVAL), ("-1", errno.EINVAL),
+                         ("x", errno.EINVAL), ("4294967296", errno.ERANGE)):
+            with pytest.raises(OSError) as e, open(path, "w") as f:
+                f.write(bad)
+            assert e.value.errno == err, (name, bad, e.value)
+            assert nvtest.xpu_param(name) == old, (name, bad)
+        for good in (hi, lo, old):
+            with open(path, "w") as f:
+                f.write(str(good))
+            assert nvtest.xpu_param(name) == good, (name, good)
+    ko = os.environ.get("XPU_KO")
+    if not ko:
+        pytest.skip("XPU_KO is not set: run under tests/vm/run")
+    params = os.environ.get("XPU_KO_PARAMS", "").split()
+    subprocess.run(["rmmod", "xpu"], check=True)
+    try:
+        for bad in ("1048577", "4294967295"):
+            r = subprocess.run(["insmod", ko, *params,
+                                f"gr_context_kib={bad}"],
+                               capture_output=True, text=True, check=False)
+            assert r.returncode != 0, bad
+            assert not os.path.exists("/sys/module/xpu"), bad
+        subprocess.run(["insmod", ko, *params, "gr_context_kib=1048576"],
+                       check=True)
+        assert nvtest.xpu_param("gr_context_kib") == 1 << 20
+        subprocess.run(["rmmod", "xpu"], check=True)
+    finally:
+        if not os.path.exists("/sys/module/xpu"):
+            subprocess.run(["insmod", ko, *params], check=True)
 
 
 @pytest.fixture
