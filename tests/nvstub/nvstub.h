@@ -352,6 +352,19 @@ struct nvstub_tsg {
 	unsigned int api_objs;
 };
 
+/*
+ * A context share's data (KernelCtxShare, an RsShared): its VA space, its
+ * VEID in the TSG that made it, shared by the share's duplicates
+ * (kctxshareapiCopyConstruct: serverRefShare); the VEID goes back to that
+ * TSG with the last of them.  Under nvstub_rm_lock.
+ */
+struct nvstub_ctxshare {
+	struct kref ref;
+	struct nvstub_tsg *tsg;		/* a reference */
+	struct nvstub_vas *vas;		/* a reference */
+	u32 subctx_id;
+};
+
 /* Engine state of a channel. */
 struct nvstub_chan {
 	struct kref ref;		/* the channel object, the engine */
@@ -451,10 +464,7 @@ struct nvstub_object {
 			struct nvstub_vas *vas;	/* the default VA space, made on use */
 		} dev;
 		struct nvstub_vas *vas;		/* FERMI_VASPACE_A */
-		struct {
-			struct nvstub_vas *vas;
-			u32 subctx_id;
-		} ctxshare;
+		struct nvstub_ctxshare *ctxshare;	/* FERMI_CONTEXT_SHARE_A */
 		struct {
 			struct nvstub_mem *mem;
 			/*
@@ -622,6 +632,7 @@ void nvstub_vaspace_destruct(struct nvstub_object *obj);
 u32 nvstub_ctxshare_construct(struct nvstub_call *call,
 			      struct nvstub_object *obj, void *params);
 void nvstub_ctxshare_destruct(struct nvstub_object *obj);
+void nvstub_ctxshare_dup(struct nvstub_object *obj, struct nvstub_object *src);
 void nvstub_object_depend(struct nvstub_object *obj,
 			  struct nvstub_object *on);
 u32 nvstub_esc_map_memory_dma(struct nvstub_call *call, void *buf, u32 size);

@@ -253,7 +253,7 @@ static u32 nvstub_chan_vas(struct nvstub_object *obj,
 			return NV_ERR_INVALID_OBJECT_HANDLE;
 		if (cs->parent != obj->parent)
 			return NV_ERR_INVALID_OBJECT_PARENT;
-		*vas = cs->ctxshare.vas;
+		*vas = cs->ctxshare->vas;
 		*dep = cs;
 		return NV_OK;
 	}
@@ -640,7 +640,7 @@ static const struct nvstub_class nvstub_classes[] = {
 	}, {
 		.hclass = FERMI_CONTEXT_SHARE_A,
 		.params_size = sizeof(struct nv_ctxshare_allocation_parameters),
-		.flags = NVSTUB_CLS_REQUIRED,
+		.flags = NVSTUB_CLS_REQUIRED | NVSTUB_CLS_COPYABLE,
 		.parents = { KEPLER_CHANNEL_GROUP_A },
 		.construct = nvstub_ctxshare_ctor,
 		.destruct = nvstub_ctxshare_destruct,
@@ -1349,6 +1349,8 @@ u32 nvstub_rm_dup(struct nvstub_call *call, struct nvos55_parameters *p)
 		nvstub_tsg_dup(obj, sobj);
 	else if (sobj->hclass == FERMI_VASPACE_A)
 		nvstub_vaspace_dup(obj, sobj);
+	else if (sobj->hclass == FERMI_CONTEXT_SHARE_A)
+		nvstub_ctxshare_dup(obj, sobj);
 	p->h_object = h;
 	return NV_OK;
 }
@@ -1361,7 +1363,9 @@ static u32 nvstub_rm_dup_into(struct nvstub_client *dst, u32 h_parent,
 	u32 status, h = 0;
 
 	lockdep_assert_held(&nvstub_rm_lock);
-	if (!sobj->cls || !(sobj->cls->flags & NVSTUB_CLS_COPYABLE))
+	/* memory only: what UVM and dma-bufs duplicate */
+	if (!sobj->cls || !(sobj->cls->flags & NVSTUB_CLS_COPYABLE) ||
+	    !(sobj->cls->flags & NVSTUB_CLS_MEMORY))
 		return NV_ERR_INVALID_ARGUMENT;
 	parent = nvstub_object_find(dst, h_parent);
 	if (!parent)

@@ -743,6 +743,7 @@ u32 nvstub_ctxshare_construct(struct nvstub_call *call,
 	struct nv_ctxshare_allocation_parameters *p = params;
 	struct nvstub_tsg *tsg = obj->parent->tsg;
 	struct nvstub_object *vas_obj = NULL;
+	struct nvstub_ctxshare *cs;
 	struct nvstub_vas *vas;
 	u32 id, status;
 	int i;
@@ -783,17 +784,61 @@ u32 nvstub_ctxshare_construct(struct nvstub_call *call,
 	/* the VEID heap's fixed-address allocation fails when it is taken */
 	if (id >= NVSTUB_MAX_SUBCTX || (tsg->subctx_used & BIT_ULL(id)))
 		return NV_ERR_NO_MEMORY;
+	cs = kzalloc(sizeof(*cs), GFP_KERNEL);
+	if (!cs)
+		return NV_ERR_NO_MEMORY;
+	kref_init(&cs->ref);
 	tsg->subctx_used |= BIT_ULL(id);
+	kref_get(&tsg->ref);
+	cs->tsg = tsg;
 	nvstub_vas_get(vas);
-	obj->ctxshare.vas = vas;
-	obj->ctxshare.subctx_id = id;
+	cs->vas = vas;
+	cs->subctx_id = id;
+	obj->ctxshare = cs;
 	p->subctx_id = id;
 	nvstub_object_depend(obj, vas_obj);
 	return NV_OK;
 }
 
+/* the last handle of a share: its VEID goes back to the TSG that made it */
+static void nvstub_ctxshare_release(struct kref *ref)
+{
+	struct nvstub_ctxshare *cs = container_of(ref, struct nvstub_ctxshare,
+						  ref);
+
+	cs->tsg->subctx_used &= ~BIT_ULL(cs->subctx_id);
+	nvstub_tsg_put(cs->tsg);
+	nvstub_vas_put(cs->vas);
+	kfree(cs);
+}
+
 void nvstub_ctxshare_destruct(struct nvstub_object *obj)
 {
-	obj->parent->tsg->subctx_used &= ~BIT_ULL(obj->ctxshare.subctx_id);
-	nvstub_vas_put(obj->ctxshare.vas);
+	lockdep_assert_held(&nvstub_rm_lock);
+	kref_put(&obj->ctxshare->ref, nvstub_ctxshare_release);
+}
+
+/*
+ * kctxshareapiCopyConstruct(): the duplicate, under a TSG of its client
+ * (the class's parent), shares its source's data -- VA space, VEID, the
+ * source's TSG -- and depends on its client's VA space object of that VA
+ * space under its device, if there is one.  (RM also makes it depend on
+ * its TSG's graphics-context object, which the stub does not model as an
+ * object: it goes with its TSG, its parent, all the same.)  A channel may
+ * name it only under its own parent TSG (nvstub_chan_vas).
+ */
+void nvstub_ctxshare_dup(struct nvstub_object *obj, struct nvstub_object *src)
+{
+	struct nvstub_ctxshare *cs = src->ctxshare;
+	struct nvstub_object *o;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	kref_get(&cs->ref);
+	obj->ctxshare = cs;
+	list_for_each_entry(o, &obj->parent->parent->children, sibling)
+		if (o->hclass == FERMI_VASPACE_A && !o->invalid &&
+		    o->vas == cs->vas) {
+			nvstub_object_depend(obj, o);
+			break;
+		}
 }

@@ -584,6 +584,68 @@ def test_a_duplicate_tsg_or_va_space_keeps_what_it_shares(dev0):
     rm.free(mem.handle)
 
 
+def test_a_duplicate_context_share_shares_its_veid_and_va_space(dev0):
+    """RM duplicates context shares (kctxshareapiCanCopy): the duplicate,
+    under a TSG of its client, shares its source's data -- VA space and
+    VEID -- (kctxshareapiCopyConstruct: serverRefShare), so the VEID stays
+    taken in the source's TSG until the last handle goes, and the
+    duplicate depends on its client's VA space object of that VA space.
+    A channel may name it only under its own parent TSG (kchannelConstruct:
+    NV_ERR_INVALID_OBJECT_PARENT).  The stub refused the duplicate before
+    (NV_ERR_INVALID_ARGUMENT), so no test could make a channel on one."""
+    rm = dev0.client
+    mem = dev0.alloc_sysmem(2 * PAGE_SIZE)
+    hvas, _ = dev0.vaspace()
+    tsg = _tsg(dev0)
+    async_ = abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC
+
+    def share(flags=async_):
+        p = abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(hVASpace=hvas, flags=flags)
+        st = rm.alloc_raw(tsg, abi.FERMI_CONTEXT_SHARE_A, p)
+        return st.status, st.hObjectNew, p.subctxId
+
+    st, cs, veid = share()
+    assert (st, veid) == (abi.NV_OK, 63)
+    dtsg = rm.dup(dev0.hdevice, tsg)
+    # a context share's parent is a TSG
+    assert ctl_dup(rm, dev0.hdevice, cs) == abi.NV_ERR_INVALID_OBJECT_PARENT
+    dcs = rm.dup(dtsg, cs)
+    objs = nvtest.objects_total()
+    # the source's handle goes; its VEID stays with the duplicate
+    rm.free(cs)
+    st, cs2, veid = share()
+    assert (st, veid) == (abi.NV_OK, 62)
+    # a channel on the duplicate, under its parent only
+    p = _chan_params(dev0, userd=mem.handle, ctxshare=dcs)
+    assert rm.alloc_raw(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, p).status == \
+        abi.NV_ERR_INVALID_OBJECT_PARENT
+    channels = nvtest.stub.engine(0)["channels"]
+    ch = rm.alloc(dtsg, abi.HOPPER_CHANNEL_GPFIFO_A, p)
+    assert nvtest.stub.engine(0)["channels"] == channels + 1
+    # the last handle of the share: its VEID is free again
+    rm.free(dcs)
+    assert nvtest.stub.engine(0)["channels"] == channels
+    nvtest.assert_invalidated(rm, ch, abi.HOPPER_CHANNEL_GPFIFO_A, dtsg)
+    st, cs3, veid = share()
+    assert (st, veid) == (abi.NV_OK, 63)
+    # a duplicate depends on its client's VA space object of the share's
+    dcs = rm.dup(dtsg, cs3)
+    rm.free(hvas)
+    for h in (cs2, cs3, dcs):
+        nvtest.assert_invalidated(rm, h, abi.FERMI_CONTEXT_SHARE_A,
+                                  dtsg if h == dcs else tsg)
+    rm.free(dtsg)
+    rm.free(tsg)
+    # of the six objects when counted, the memory alone is left
+    assert nvtest.objects_total() == objs - 5
+    rm.free(mem.handle)
+
+
+def ctl_dup(rm, hparent, hsrc):
+    return rm.ctl.rm_dup(rm.handle, hparent, rm.handle, hsrc,
+                         check=False).status
+
+
 PT_KIB = nvtest.PAGE_TABLE // KIB
 
 

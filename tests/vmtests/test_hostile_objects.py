@@ -231,6 +231,55 @@ with xpu_ctl.Ctl() as a:
 """.replace("SLICE", str(sl.id)))
 
 
+def test_a_channel_on_a_duplicate_context_share_stays_recorded_while_it_lives(
+        sl):
+    """RM duplicates context shares (kctxshareapiCopyConstruct), and a
+    channel made on a duplicate depends on the duplicate, not on its
+    source: xpu.ko records what the channel depends on as RM reports it
+    (the handle in xpu's copy of its params) and asks RM before it forgets
+    a record, so the source's free leaves the channel counted -- it still
+    runs, and a record forgotten would be a channel rung ungated -- and the
+    duplicate's free takes it.  Untested while the stub refused the
+    duplicate (docs/security.md, "Context shares' duplicates")."""
+    run_in(sl, """
+from xpu import ctl as xpu_ctl
+def channels():
+    with xpu_ctl.Ctl() as a:
+        return a.slice_get(SLICE).channels
+hvas, _ = dev.vaspace()
+t = tsg()
+cs = rm.alloc(t, abi.FERMI_CONTEXT_SHARE_A,
+              abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(hVASpace=hvas))
+t2 = rm.dup(dev.hdevice, t)
+d = rm.dup(t2, cs)
+p = chan_params()
+p.hContextShare = d
+ch = rm.alloc(t2, abi.HOPPER_CHANNEL_GPFIFO_A, p)
+assert channels() == 1
+rm.free(cs)
+assert channels() == 1      # the source went; the channel runs on
+# in a second client too, through a duplicate of the TSG there
+rm2 = client.RmClient(ctl)
+dev2 = rm2.device(0, gpu_file=gpu)
+mem2 = dev2.alloc_sysmem(2 * 4096)
+t3 = rm2.dup(dev2.hdevice, t, client_src=rm)
+d2 = rm2.dup(t3, d, client_src=rm)
+p.hContextShare = d2
+p.hObjectBuffer = p.hUserdMemory[0] = mem2.handle
+ch2 = rm2.alloc(t3, abi.HOPPER_CHANNEL_GPFIFO_A, p)
+assert channels() == 2
+rm.free(d)
+assert channels() == 1      # RM took the channel with its share
+rm.free(t2)
+rm.free(t)
+assert channels() == 1      # the other client's duplicates hold theirs
+rm2.free(d2)
+assert channels() == 0
+rm2.close()
+rm.free(hvas)
+""".replace("SLICE", str(sl.id)))
+
+
 def test_records_are_bounded_with_a_clear_refusal(sl):
     """Class 7: a slice keeps at most max_records (1024) usermode objects;
     the next is
