@@ -1220,8 +1220,17 @@ void xpu_sched_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 	out->gated_ns = slice->gated_ns;
 	out->runnable_ns = slice->runnable_ns;
 	out->share_obtained = slice->share_obtained;
-	out->channels = slice->nr_recs[XPU_REC_CHAN];
 	mutex_unlock(&s->lock);
+	/* the records' counts, and the doorbell files', change under it */
+	spin_lock(&s->list_lock);
+	out->channels = slice->nr_recs[XPU_REC_CHAN];
+	out->devices = slice->nr_recs[XPU_REC_DEV];
+	out->vaspaces = slice->nr_recs[XPU_REC_VAS];
+	out->virtuals = slice->nr_recs[XPU_REC_VIRT];
+	out->tsgs = slice->nr_recs[XPU_REC_TSG];
+	out->usermode = slice->nr_recs[XPU_REC_UOBJ];
+	out->doorbell_files = slice->nr_dbfiles;
+	spin_unlock(&s->list_lock);
 	out->gate_faults = atomic64_read(&slice->gate_faults);
 }
 

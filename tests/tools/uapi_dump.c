@@ -195,6 +195,12 @@ int main(void)
 	FIELD(xpu_slice_info, host_memory_used);
 	FIELD(xpu_slice_info, rm_handles);
 	FIELD(xpu_slice_info, os_events);
+	FIELD(xpu_slice_info, devices);
+	FIELD(xpu_slice_info, vaspaces);
+	FIELD(xpu_slice_info, virtuals);
+	FIELD(xpu_slice_info, tsgs);
+	FIELD(xpu_slice_info, usermode);
+	FIELD(xpu_slice_info, doorbell_files);
 	struct_end();
 
 	STRUCT(xpu_slice_ref);

@@ -1257,8 +1257,10 @@ def test_the_bounds_on_records_and_doorbell_files_are_module_parameters(
     value outside is refused with EINVAL and changes nothing.  A bound
     set holds at once, and one lowered below what a slice holds takes
     nothing away: the slice is refused more until it is under the bound
-    again.  (Before, both were constants; CI's debug boot sets them
-    lower to show the same refusals in less time: docs/testing.md.)"""
+    again.  The slice info counts what the slice holds of each (since
+    session 46: `usermode`, `doorbell_files`).  (Before, both were
+    constants; CI's debug boot sets them lower to show the same refusals
+    in less time: docs/testing.md.)"""
     max_records(4096)
     max_records(4)
     max_doorbell_files(4)
@@ -1270,15 +1272,25 @@ def set_bound(n):
 def usermode():
     return rm.alloc_raw(dev.hsubdevice, abi.HOPPER_USERMODE_A).status
 
+def counts():
+    # what the slice info says it holds (since session 46)
+    from xpu import ctl as xpu_ctl
+    with xpu_ctl.Ctl() as a:
+        got = a.slice_get(SLICE)
+    return got.usermode, got.doorbell_files
+
 hs = [rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A) for _ in range(4)]
 assert usermode() == abi.NV_ERR_INSUFFICIENT_RESOURCES
 maps = [bell(hs[0]) for _ in range(4)]
+assert counts() == (4, 4)
 refused(hs[0])
 maps.pop().close()
+assert counts() == (4, 3)
 maps.append(bell(hs[0]))
 refused(hs[1])
 for m in maps:
     m.close()
+assert counts() == (4, 0)
 set_bound(2)                # below the 4 held: nothing is taken
 rm.free(hs.pop())
 assert usermode() == abi.NV_ERR_INSUFFICIENT_RESOURCES     # 3 held
@@ -1288,7 +1300,8 @@ hs.append(rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A))  # 2 held
 assert usermode() == abi.NV_ERR_INSUFFICIENT_RESOURCES
 set_bound(3)
 hs.append(rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A))
-""")
+assert counts() == (3, 0)
+""".replace("SLICE", str(sl.id)))
 
 
 # xpu.ko's bounds root may set at run time, each with its range

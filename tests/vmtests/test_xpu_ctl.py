@@ -57,6 +57,9 @@ WAIT = 60.0  # seconds, for xpud under software emulation; never slept
 
 SIZES = {name: ctypes.sizeof(cls) for name, cls in uapi.STRUCTS.items()}
 INFO_SIZE = SIZES["xpu_slice_info"]
+# The shortest xpu_slice_info xpu.ko takes: up to os_events, what callers
+# before the records' counts (session 46) pass.
+INFO_MIN = uapi.XpuSliceInfo.os_events.offset + 4
 
 
 # -- fixtures and helpers -----------------------------------------------------
@@ -427,7 +430,7 @@ BAD_CREATES = [
     ({"prio": 0xFFFFFFFF}, errno.EINVAL),
     ({"flags": 1}, errno.EINVAL),
     ({"flags": 1 << 31}, errno.EINVAL),
-    ({"argsz": INFO_SIZE - 1}, errno.EINVAL),
+    ({"argsz": INFO_MIN - 1}, errno.EINVAL),
     ({"argsz": 16}, errno.EINVAL),
     ({"argsz": 0}, errno.EINVAL),
     ({"minor": 7}, errno.ENODEV),
@@ -516,7 +519,7 @@ def test_set_refusals(fd, gpus):
              errno.EINVAL),
             ({"flags": uapi.XPU_SLICE_SET_PRIORITY, "prio": 3},
              errno.EINVAL),
-            ({"flags": uapi.XPU_SLICE_SET_WEIGHT, "argsz": INFO_SIZE - 8},
+            ({"flags": uapi.XPU_SLICE_SET_WEIGHT, "argsz": INFO_MIN - 8},
              errno.EINVAL),
             ({"flags": uapi.XPU_SLICE_SET_MEMORY, "memory": total},
              errno.ENOSPC),
@@ -548,6 +551,25 @@ def test_no_such_slice_is_enoent(fd):
     assert call(fd, uapi.XPU_IOC_SLICE_DESTROY, ref_arg(a.id)) == 0
     assert call(fd, uapi.XPU_IOC_SLICE_DESTROY, ref_arg(a.id)) == \
         errno.ENOENT
+
+
+def test_an_older_caller_s_slice_info_ends_where_it_said(fd):
+    """A caller that knows xpu_slice_info up to os_events (before the
+    records' counts) is answered up to there: argsz written back as it
+    came, nothing written past it; a caller that knows the whole struct
+    gets argsz back whole, and the counts of a fresh slice (0)."""
+    s = create(fd, b"t-old", memory=GIB, share=100)
+    buf = bytearray(bytes(info_arg(b"", id=s.id, argsz=INFO_MIN))[:INFO_MIN]
+                    + b"\xa5" * (INFO_SIZE - INFO_MIN))
+    fcntl.ioctl(fd, uapi.XPU_IOC_SLICE_GET, buf)
+    got = uapi.XpuSliceInfo.from_buffer_copy(bytes(buf))
+    assert got.argsz == INFO_MIN and got.id == s.id
+    assert bytes(buf[INFO_MIN:]) == b"\xa5" * (INFO_SIZE - INFO_MIN)
+    whole = get(fd, s.id)
+    assert whole.argsz == INFO_SIZE
+    assert (whole.devices, whole.vaspaces, whole.virtuals, whole.tsgs,
+            whole.usermode, whole.doorbell_files) == (0,) * 6
+    assert call(fd, uapi.XPU_IOC_SLICE_DESTROY, ref_arg(s.id)) == 0
 
 
 def test_get_destroy_and_list_refusals(fd):

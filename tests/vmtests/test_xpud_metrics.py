@@ -22,12 +22,14 @@ import time
 import urllib.error
 import urllib.request
 
+import nvtest
 import pytest
 import xpudtest
 from compute import Worker, busy_ns
 from nvclient import abi, stub
 from prometheus_client.parser import text_string_to_metric_families
 from xpu import ctl
+from xpu.usage import RECORD_KINDS
 from xpudtest import MIB, WAIT, Xpud, ask, finish, kernel_slices
 
 URL = "http://127.0.0.1:9400/metrics"
@@ -79,6 +81,8 @@ def parse(text):
         types[f.name] = f.type
         for s in f.samples:
             key = s.labels.get("slice", s.labels.get("gpu"))
+            if "kind" in s.labels:      # xpu_slice_records, by kind
+                key = (key, s.labels["kind"])
             values[(s.name, key)] = (s.value, s.labels)
     return values, types
 
@@ -161,6 +165,8 @@ def test_metrics_agree_with_the_kernel_xpuctl_and_the_stub(
             max_handles = int(f.read())
         with open("/sys/module/xpu/parameters/max_os_events") as f:
             max_os_events = int(f.read())
+        max_records = nvtest.xpu_param("max_records")
+        max_doorbell_files = nvtest.xpu_param("max_doorbell_files")
 
         def got(name, key):
             return values[(name, key)][0]
@@ -199,6 +205,17 @@ def test_metrics_agree_with_the_kernel_xpuctl_and_the_stub(
                 == s["os_events"] == t["os_events"]
             assert got("xpu_slice_os_events_limit", n) == max_os_events \
                 == s["os_events_limit"] == t["os_events_limit"]
+            # the RM objects xpu.ko keeps a record of, by kind, and the
+            # files its doorbell page is mapped through, with the bounds
+            for kind, field in RECORD_KINDS:
+                assert got("xpu_slice_records", (n, kind)) == \
+                    getattr(k, field) == t["records"][kind], kind
+            assert got("xpu_slice_records_limit", n) == max_records \
+                == t["records_limit"]
+            assert got("xpu_slice_doorbell_files", n) == k.doorbell_files \
+                == t["doorbell_files"]
+            assert got("xpu_slice_doorbell_files_limit", n) == \
+                max_doorbell_files == t["doorbell_files_limit"]
             labels = values[("xpu_slice_memory_used_bytes", n)][1]
             assert labels["slice"] == n and labels["gpu"] == "0"
 
@@ -209,6 +226,7 @@ def test_metrics_agree_with_the_kernel_xpuctl_and_the_stub(
         assert got("xpu_slice_processes", MEM) >= 1
         # its client, device, subdevice and memory at least
         assert got("xpu_slice_rm_handles", MEM) >= 4
+        assert got("xpu_slice_records", (MEM, "devices")) >= 1
         assert got("xpu_slice_memory_limit_bytes", MEM) == 64 * MIB
         assert got("xpu_slice_compute_share_ratio", MEM) == 0.25
         # CPU: held back most of the time it wanted the GPU (30 %, fixed),

@@ -150,6 +150,15 @@ class SliceInfo:
     host_memory_used: int = 0   # RM's system memory the slice holds
     rm_handles: int = 0         # RM handles of the slice's clients
     os_events: int = 0          # OS events of the slice's clients
+    # The RM objects xpu.ko keeps a record of, by kind (each bounded by
+    # max_records), and the files its doorbell page is mapped through
+    # (max_doorbell_files); None from an xpu.ko that does not say.
+    devices: int | None = None
+    vaspaces: int | None = None
+    virtuals: int | None = None
+    tsgs: int | None = None
+    usermode: int | None = None
+    doorbell_files: int | None = None
 
     @classmethod
     def from_struct(cls, s: uapi.XpuSliceInfo) -> SliceInfo:
@@ -165,7 +174,22 @@ class SliceInfo:
                    share_obtained=s.share_obtained, channels=s.channels,
                    host_memory_limit=s.host_memory_limit,
                    host_memory_used=s.host_memory_used,
-                   rm_handles=s.rm_handles, os_events=s.os_events)
+                   rm_handles=s.rm_handles, os_events=s.os_events,
+                   **_records(s))
+
+
+RECORD_FIELDS = ("devices", "vaspaces", "virtuals", "tsgs", "usermode",
+                 "doorbell_files")
+
+
+def _records(s: uapi.XpuSliceInfo) -> dict:
+    """The records' counts of S, if the kernel's argsz written back covers
+    them (an older xpu.ko's ends at os_events)."""
+    end = (getattr(uapi.XpuSliceInfo, RECORD_FIELDS[-1]).offset
+           + ctypes.sizeof(ctypes.c_uint32))
+    if s.argsz < end:
+        return {}
+    return {f: getattr(s, f) for f in RECORD_FIELDS}
 
 
 # -- building arguments (pure) ------------------------------------------------

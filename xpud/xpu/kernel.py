@@ -63,6 +63,9 @@ DEFAULT_NODE_DIR = "/dev"
 DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
 DEFAULT_MAX_HANDLES_PATH = "/sys/module/xpu/parameters/max_handles"
 DEFAULT_MAX_OS_EVENTS_PATH = "/sys/module/xpu/parameters/max_os_events"
+DEFAULT_MAX_RECORDS_PATH = "/sys/module/xpu/parameters/max_records"
+DEFAULT_MAX_DOORBELL_FILES_PATH = \
+    "/sys/module/xpu/parameters/max_doorbell_files"
 NODE_MODE = 0o660
 
 MODES = {"shared": uapi.XPU_MODE_SHARED, "exclusive": uapi.XPU_MODE_EXCLUSIVE}
@@ -131,6 +134,19 @@ def read_max_os_events(path: str = DEFAULT_MAX_OS_EVENTS_PATH) -> int | None:
     return _read_param(path)
 
 
+def read_max_records(path: str = DEFAULT_MAX_RECORDS_PATH) -> int | None:
+    """xpu.ko's bound on each kind of RM object it keeps a record of for a
+    slice, its module parameter max_records, or None."""
+    return _read_param(path)
+
+
+def read_max_doorbell_files(
+        path: str = DEFAULT_MAX_DOORBELL_FILES_PATH) -> int | None:
+    """xpu.ko's bound on the files a slice's doorbell page is mapped
+    through, its module parameter max_doorbell_files, or None."""
+    return _read_param(path)
+
+
 def node_names(id: int) -> tuple[str, str]:
     """The file names of slice ID's nodes: the GPU node, the control
     node."""
@@ -147,7 +163,10 @@ class KernelBackend(Backend):
                  cgroup_root: str = DEFAULT_CGROUP_ROOT,
                  node_group: str = api.SOCKET_GROUP,
                  max_handles_path: str = DEFAULT_MAX_HANDLES_PATH,
-                 max_os_events_path: str = DEFAULT_MAX_OS_EVENTS_PATH):
+                 max_os_events_path: str = DEFAULT_MAX_OS_EVENTS_PATH,
+                 max_records_path: str = DEFAULT_MAX_RECORDS_PATH,
+                 max_doorbell_files_path: str =
+                 DEFAULT_MAX_DOORBELL_FILES_PATH):
         self.inventory = inventory
         self.device = device
         self.node_dir = node_dir
@@ -155,6 +174,8 @@ class KernelBackend(Backend):
         self.node_group = node_group
         self.max_handles_path = max_handles_path
         self.max_os_events_path = max_os_events_path
+        self.max_records_path = max_records_path
+        self.max_doorbell_files_path = max_doorbell_files_path
         # slice id -> (its name, the cgroups this process bound to it)
         self._bound: dict[int, tuple[str, set[str]]] = {}
 
@@ -303,14 +324,18 @@ class KernelBackend(Backend):
                 for s in infos]
 
     def read_usage(self) -> usage.KernelRead:
-        # Its own open of the device (and reads of max_handles and
-        # max_os_events), nothing of self's but the paths: safe beside a
+        # Its own open of the device (and reads of xpu.ko's bounds),
+        # nothing of self's but the paths: safe beside a
         # reconcile in another thread.
         with self._ctl() as c:
             gpus = c.gpu_list()
             slices = c.slices()
-        return usage.KernelRead(time.time(), tuple(gpus), tuple(slices),
-                                self._max_handles(), self._max_os_events())
+        return usage.KernelRead(
+            time.time(), tuple(gpus), tuple(slices), self._max_handles(),
+            self._max_os_events(),
+            records_limit=read_max_records(self.max_records_path),
+            doorbell_files_limit=read_max_doorbell_files(
+                self.max_doorbell_files_path))
 
     def create_slice(self, spec: SliceSpec) -> KernelSlice:
         with self._ctl() as c:

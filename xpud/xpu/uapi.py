@@ -174,6 +174,12 @@ class XpuSliceInfo(ctypes.Structure):
         ("host_memory_used", _u64),
         ("rm_handles", _u32),
         ("os_events", _u32),
+        ("devices", _u32),
+        ("vaspaces", _u32),
+        ("virtuals", _u32),
+        ("tsgs", _u32),
+        ("usermode", _u32),
+        ("doorbell_files", _u32),
     ]
 
 

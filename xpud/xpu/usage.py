@@ -34,6 +34,17 @@ class KernelRead:
     slices: tuple[ctl.SliceInfo, ...]
     rm_handles_limit: int | None = None
     os_events_limit: int | None = None
+    # xpu.ko's bounds on each kind of record and on the doorbell files
+    # (max_records, max_doorbell_files)
+    records_limit: int | None = None
+    doorbell_files_limit: int | None = None
+
+
+# The kinds of RM object xpu.ko keeps a record of, as the API names them,
+# and SliceInfo's field for each.
+RECORD_KINDS = (("devices", "devices"), ("va_spaces", "vaspaces"),
+                ("virtual_allocations", "virtuals"), ("tsgs", "tsgs"),
+                ("channels", "channels"), ("usermode_objects", "usermode"))
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,13 @@ class SliceUsage:
     # slice; None when it cannot be read).
     os_events: int = 0
     os_events_limit: int | None = None
+    # The RM objects xpu.ko keeps a record of, by kind (RECORD_KINDS), and
+    # the files its doorbell page is mapped through, with xpu.ko's bounds
+    # (max_records, each kind; max_doorbell_files); None when not known.
+    records: dict[str, int] | None = None
+    records_limit: int | None = None
+    doorbell_files: int | None = None
+    doorbell_files_limit: int | None = None
 
     def to_api(self) -> dict:
         """The `top` op's fields (docs/api.md, Usage); shares in percent,
@@ -112,6 +130,11 @@ class SliceUsage:
             "rm_handles_limit": self.rm_handles_limit,
             "os_events": self.os_events,
             "os_events_limit": self.os_events_limit,
+            "records": dict(self.records) if self.records is not None
+            else None,
+            "records_limit": self.records_limit,
+            "doorbell_files": self.doorbell_files,
+            "doorbell_files_limit": self.doorbell_files_limit,
             "denied_allocs": self.denied_allocs,
             "killed": self.killed,
             "compute_share": sizes.share_percent(self.compute_share),
@@ -177,7 +200,12 @@ def figures(read: KernelRead, gpus: Sequence[model.Gpu]) -> Usage:
             rm_handles=s.rm_handles,
             rm_handles_limit=read.rm_handles_limit,
             os_events=s.os_events,
-            os_events_limit=read.os_events_limit))
+            os_events_limit=read.os_events_limit,
+            records=None if s.devices is None else
+            {kind: getattr(s, field) for kind, field in RECORD_KINDS},
+            records_limit=read.records_limit,
+            doorbell_files=s.doorbell_files,
+            doorbell_files_limit=read.doorbell_files_limit))
     ordered = sorted(by_minor.values(),
                      key=lambda g: (g.index is None, g.index or 0, g.minor))
     return Usage(read.time, tuple(ordered), tuple(out))

@@ -242,6 +242,20 @@ struct xpu_slice_info {
 	 * class 27).  Was reserved (0) before.
 	 */
 	__u32	os_events;
+	/*
+	 * The RM objects xpu.ko keeps a record of for the slice now, by kind
+	 * (docs/security.md, class 7), each bounded by xpu.ko's max_records
+	 * parameter, and the files its doorbell page is mapped through,
+	 * bounded by max_doorbell_files (class 3).  `channels` above is the
+	 * channels' count.  Filled in when argsz covers them (since session
+	 * 46); an older xpu.ko writes back an argsz that ends at os_events.
+	 */
+	__u32	devices;
+	__u32	vaspaces;	/* VA spaces with RM's page directories */
+	__u32	virtuals;	/* virtual allocations that pin page tables */
+	__u32	tsgs;
+	__u32	usermode;	/* usermode (doorbell) objects */
+	__u32	doorbell_files;
 };
 
 #define XPU_SLICE_CREATE_FLAGS_ALL	0

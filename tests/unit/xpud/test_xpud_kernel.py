@@ -33,9 +33,9 @@ def test_slice_info_packs_at_the_header_offsets():
                              compute_share=250, weight=200,
                              priority=uapi.XPU_PRIO_HIGH)
     raw = bytes(arg)
-    assert len(raw) == ctypes.sizeof(uapi.XpuSliceInfo) == 176
+    assert len(raw) == ctypes.sizeof(uapi.XpuSliceInfo) == 200
     le = int.from_bytes
-    assert le(raw[0:4], "little") == 176          # argsz
+    assert le(raw[0:4], "little") == 200          # argsz
     assert le(raw[4:8], "little") == 0            # flags
     assert le(raw[12:16], "little") == 1          # gpu_minor
     assert raw[16:48] == b"train".ljust(32, b"\0")
@@ -43,7 +43,7 @@ def test_slice_info_packs_at_the_header_offsets():
     assert le(raw[56:60], "little") == 250
     assert le(raw[60:64], "little") == 200
     assert le(raw[64:68], "little") == uapi.XPU_PRIO_HIGH
-    assert raw[68:] == bytes(176 - 68)            # pad, usage, os_events
+    assert raw[68:] == bytes(200 - 68)            # pad, usage, records
 
 
 def test_slice_info_unpacks():
@@ -59,11 +59,33 @@ def test_slice_info_unpacks():
         id=7, name="a.b-c_1", gpu_minor=3, memory_limit=MIB,
         compute_share=1000, weight=1, priority=uapi.XPU_PRIO_LOW,
         memory_used=5, memory_peak=9, denied_allocs=2, killed=1,
-        open_files=4, processes=3, rm_handles=57, os_events=6)
-    # The last two u32s of the struct, as the header lays them out.
+        open_files=4, processes=3, rm_handles=57, os_events=6,
+        devices=0, vaspaces=0, virtuals=0, tsgs=0, usermode=0,
+        doorbell_files=0)
+    # rm_handles and os_events, as the header lays them out.
     raw = bytes(arg)
     assert int.from_bytes(raw[168:172], "little") == 57   # rm_handles
     assert int.from_bytes(raw[172:176], "little") == 6    # os_events
+
+
+def test_slice_info_records_are_read_only_where_the_kernel_wrote_them():
+    """The records' counts (since session 46) end the struct: an xpu.ko
+    that writes back an argsz ending at os_events does not know them, and
+    they are None then, not 0."""
+    arg = ctl.slice_info_arg("r", id=1)
+    for i, f in enumerate(ctl.RECORD_FIELDS):
+        setattr(arg, f, 10 + i)
+    got = ctl.SliceInfo.from_struct(
+        uapi.XpuSliceInfo.from_buffer_copy(bytes(arg)))
+    assert (got.devices, got.vaspaces, got.virtuals, got.tsgs,
+            got.usermode, got.doorbell_files) == (10, 11, 12, 13, 14, 15)
+    raw = bytes(arg)
+    assert [int.from_bytes(raw[o:o + 4], "little")
+            for o in range(176, 200, 4)] == list(range(10, 16))
+    arg.argsz = 176
+    got = ctl.SliceInfo.from_struct(
+        uapi.XpuSliceInfo.from_buffer_copy(bytes(arg)))
+    assert got.devices is None and got.doorbell_files is None
 
 
 def test_names_fill_their_field_with_a_nul():

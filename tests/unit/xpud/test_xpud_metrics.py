@@ -27,7 +27,14 @@ from xpu.backend import BackendError
 from xpu.config import MetricsConfig
 from xpu.metrics import MetricsServer
 from xpu.sizes import GIB, MIB
-from xpud_fakes import MAX_HANDLES, MAX_OS_EVENTS, UUID0, UUID1
+from xpud_fakes import (
+    MAX_DOORBELL_FILES,
+    MAX_HANDLES,
+    MAX_OS_EVENTS,
+    MAX_RECORDS,
+    UUID0,
+    UUID1,
+)
 
 TOP = Path(__file__).resolve().parents[3]
 DASHBOARD = TOP / "deploy" / "grafana" / "xpu-dashboard.json"
@@ -44,6 +51,10 @@ EXPECTED = {
     "xpu_slice_rm_handles_limit": "gauge",
     "xpu_slice_os_events": "gauge",
     "xpu_slice_os_events_limit": "gauge",
+    "xpu_slice_records": "gauge",
+    "xpu_slice_records_limit": "gauge",
+    "xpu_slice_doorbell_files": "gauge",
+    "xpu_slice_doorbell_files_limit": "gauge",
     "xpu_slice_denied_allocations": "counter",
     "xpu_slice_killed_processes": "counter",
     "xpu_slice_compute_share_ratio": "gauge",
@@ -121,10 +132,16 @@ def two_slices(make_service):
         k, memory_used_bytes=256 * MIB, processes=2, denied_allocs=3,
         share_obtained=248, host_memory_used_bytes=96 * MIB, rm_handles=57,
         os_events=9)
+    # a's records as an xpu.ko that counts them says; b's from one that
+    # does not (None)
     b.usage["a"] = {"memory_peak": 768 * MIB, "killed": 1,
                     "run_ns": 1_500_000_000, "gated_ns": 2_250_000_000,
-                    "runnable_ns": 3_750_000_000}
+                    "runnable_ns": 3_750_000_000, **RECORDS_A}
     return svc
+
+
+RECORDS_A = {"devices": 1, "vaspaces": 2, "virtuals": 3, "tsgs": 4,
+             "channels": 5, "usermode": 6, "doorbell_files": 7}
 
 
 def test_names_types_labels_and_values(two_slices, exporter):
@@ -137,7 +154,9 @@ def test_names_types_labels_and_values(two_slices, exporter):
     assert "xpud_process_resident_memory_bytes" in fams
     for name, f in fams.items():
         for s in f.samples:
-            if name.startswith("xpu_slice_"):
+            if name == "xpu_slice_records":
+                assert set(s.labels) == SLICE_LABELS | {"kind"}, s
+            elif name.startswith("xpu_slice_"):
                 assert set(s.labels) == SLICE_LABELS, s
             elif name.startswith("xpu_gpu_"):
                 assert set(s.labels) == GPU_LABELS, s
@@ -172,6 +191,15 @@ def test_names_types_labels_and_values(two_slices, exporter):
     assert samples(fams, "xpu_slice_os_events") == {"a": 9, "b": 0}
     assert samples(fams, "xpu_slice_os_events_limit") == {
         "a": MAX_OS_EVENTS, "b": MAX_OS_EVENTS}
+    assert {s.labels["kind"]: s.value
+            for s in fams["xpu_slice_records"].samples} == {
+        "devices": 1, "va_spaces": 2, "virtual_allocations": 3, "tsgs": 4,
+        "channels": 5, "usermode_objects": 6}          # b's: not known
+    assert samples(fams, "xpu_slice_records_limit") == {
+        "a": MAX_RECORDS, "b": MAX_RECORDS}
+    assert samples(fams, "xpu_slice_doorbell_files") == {"a": 7}
+    assert samples(fams, "xpu_slice_doorbell_files_limit") == {
+        "a": MAX_DOORBELL_FILES, "b": MAX_DOORBELL_FILES}
     assert samples(fams, "xpu_slice_denied_allocations") == {"a": 3, "b": 0}
     assert samples(fams, "xpu_slice_killed_processes") == {"a": 1, "b": 0}
     assert samples(fams, "xpu_slice_compute_share_ratio") == {
@@ -215,6 +243,12 @@ def test_top_and_metrics_are_one_source(two_slices, exporter):
         assert got("xpu_slice_rm_handles_limit") == s["rm_handles_limit"]
         assert got("xpu_slice_os_events") == s["os_events"]
         assert got("xpu_slice_os_events_limit") == s["os_events_limit"]
+        assert got("xpu_slice_records_limit") == s["records_limit"]
+        if s["records"] is not None:
+            assert {x.labels["kind"]: x.value
+                    for x in fams["xpu_slice_records"].samples
+                    if x.labels["slice"] == n} == s["records"]
+            assert got("xpu_slice_doorbell_files") == s["doorbell_files"]
         assert got("xpu_slice_denied_allocations") == s["denied_allocs"]
         assert got("xpu_slice_compute_share_ratio") == pytest.approx(
             s["compute_share"] / 100)

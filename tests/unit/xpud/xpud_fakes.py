@@ -19,6 +19,8 @@ UUID0 = "GPU-00000000-1111-2222-3333-444444444444"
 UUID1 = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 MAX_HANDLES = 131072  # xpu.ko's default max_handles (XPU_MAX_HANDLES)
 MAX_OS_EVENTS = 1024  # xpu.ko's default max_os_events (XPU_MAX_OS_EVENTS)
+MAX_RECORDS = 1024  # xpu.ko's default max_records
+MAX_DOORBELL_FILES = 1024  # xpu.ko's default max_doorbell_files
 
 
 def two_gpus() -> list[model.Gpu]:
@@ -48,6 +50,9 @@ class FakeBackend(Backend):
         self.max_handles: int | None = MAX_HANDLES
         # The module parameter max_os_events; None: it cannot be read.
         self.max_os_events: int | None = MAX_OS_EVENTS
+        # max_records and max_doorbell_files; None: they cannot be read.
+        self.max_records: int | None = MAX_RECORDS
+        self.max_doorbell_files: int | None = MAX_DOORBELL_FILES
 
     def _call(self, name, *args):
         self.calls.append((name,) + args)
@@ -157,7 +162,9 @@ class FakeBackend(Backend):
                 memory_total=g.memory_total_bytes or 0,
                 memory_sliced=sum(s.memory_limit for s in mine)))
         return KernelRead(self.read_time, tuple(gpus), tuple(infos),
-                          self.max_handles, self.max_os_events)
+                          self.max_handles, self.max_os_events,
+                          records_limit=self.max_records,
+                          doorbell_files_limit=self.max_doorbell_files)
 
     def changes(self):
         """The calls that change the kernel, in order."""

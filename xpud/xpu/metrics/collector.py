@@ -45,6 +45,9 @@ class Metric:
     # The figure, from a SliceUsage, a GpuUsage, or None; a figure of None
     # (not known) is left out of the family.
     value: Callable
+    # A label of the family's own: the figure is then a mapping of that
+    # label's values to figures (or None: none known).
+    by: str = ""
 
 
 SLICE = (
@@ -84,6 +87,25 @@ SLICE = (
            "module parameter max_os_events, the same for every slice); a "
            "call past it is refused. Absent when it cannot be read.",
            lambda s: s.os_events_limit),
+    Metric("xpu_slice_records", GAUGE,
+           "RM objects xpu.ko keeps a record of for the slice, by kind "
+           "(devices, va_spaces, virtual_allocations, tsgs, channels, "
+           "usermode_objects).",
+           lambda s: s.records, by="kind"),
+    Metric("xpu_slice_records_limit", GAUGE,
+           "xpu.ko's bound on the records of each kind (the module "
+           "parameter max_records, the same for every slice); a call past "
+           "it is refused. Absent when it cannot be read.",
+           lambda s: s.records_limit),
+    Metric("xpu_slice_doorbell_files", GAUGE,
+           "Files the slice's doorbell page is mapped through, each zapped "
+           "at every switch.",
+           lambda s: s.doorbell_files),
+    Metric("xpu_slice_doorbell_files_limit", GAUGE,
+           "xpu.ko's bound on them (the module parameter "
+           "max_doorbell_files, the same for every slice); an mmap past it "
+           "fails. Absent when it cannot be read.",
+           lambda s: s.doorbell_files_limit),
     Metric("xpu_slice_denied_allocations_total", COUNTER,
            "Allocations refused at the slice's video-memory limit or "
            "host-memory bound.",
@@ -243,13 +265,19 @@ class XpuCollector(Collector):
         extra, who = self._attribute(u) if u else ((), {})
         blank = ("",) * len(extra)
         for m in SLICE:
-            fam = _family(m, SLICE_LABELS + extra)
+            own = (m.by,) if m.by else ()
+            fam = _family(m, SLICE_LABELS + extra + own)
             for s in slices:
                 value = m.value(s)
-                if value is not None:
-                    fam.add_metric(gpu_labels(s.gpu, self.hostname)
-                                   + [s.name] + list(who.get(s.name, blank)),
-                                   value)
+                if value is None:
+                    continue
+                labels = (gpu_labels(s.gpu, self.hostname) + [s.name]
+                          + list(who.get(s.name, blank)))
+                if not m.by:
+                    fam.add_metric(labels, value)
+                    continue
+                for key, v in value.items():
+                    fam.add_metric(labels + [key], v)
             yield fam
         for m in GPU:
             fam = _family(m, GPU_LABELS)
