@@ -243,6 +243,25 @@ struct nv_ioctl_sys_params {
 	u64 memblock_size;
 };
 
+/* nv-ioctl-numa.h (535 to 595): NUMA_INFO, GPU files only */
+#define NV_IOCTL_NUMA_INFO_MAX_OFFLINE_ADDRESSES	64
+#define NV_IOCTL_NUMA_STATUS_DISABLED			0
+
+struct nv_ioctl_numa_info {
+	s32 nid;
+	s32 status;
+	u64 memblock_size;
+	u64 numa_mem_addr;
+	u64 numa_mem_size;
+	u8 use_auto_online;
+	u8 pad[7];
+	struct {
+		u64 addresses[NV_IOCTL_NUMA_INFO_MAX_OFFLINE_ADDRESSES];
+		u32 num_entries;
+		u32 pad;
+	} offline_addresses;
+};
+
 struct nv_ioctl_register_fd {
 	s32 ctl_fd;
 };
@@ -1010,6 +1029,19 @@ struct nv_gr_allocation_parameters {
 /* ctrl/ctrl2080/ctrl2080fb.h */
 #define NV2080_CTRL_CMD_FB_GET_INFO	0x20801301
 #define NV2080_CTRL_CMD_FB_GET_INFO_V2	0x20801303
+#define NV2080_CTRL_CMD_FB_GET_NUMA_INFO	0x20801351
+#define NV2080_CTRL_FB_NUMA_INFO_MAX_OFFLINE_ADDRESSES	64
+#define NV0000_CTRL_NO_NUMA_NODE	(-1)
+
+struct nv2080_ctrl_fb_get_numa_info_params {
+	s32 numa_node_id;
+	u32 pad0;
+	u64 numa_mem_addr;
+	u64 numa_mem_size;
+	u32 numa_offline_addresses_count;
+	u32 pad1;
+	u64 numa_offline_addresses[NV2080_CTRL_FB_NUMA_INFO_MAX_OFFLINE_ADDRESSES];
+};
 
 struct nv2080_ctrl_fb_info {
 	u32 index;
@@ -1385,6 +1417,13 @@ static inline void nvabi_build_checks(void)
 	BUILD_BUG_ON(offsetof(struct nv_ioctl_card_info, minor_number) != 56);
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_rm_api_version) != 72);
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_sys_params) != 8);
+	BUILD_BUG_ON(sizeof(struct nv_ioctl_numa_info) != 560);
+	BUILD_BUG_ON(offsetof(struct nv_ioctl_numa_info, offline_addresses) != 40);
+	BUILD_BUG_ON(offsetof(struct nv_ioctl_numa_info,
+			      offline_addresses.num_entries) != 552);
+	BUILD_BUG_ON(sizeof(struct nv2080_ctrl_fb_get_numa_info_params) != 544);
+	BUILD_BUG_ON(offsetof(struct nv2080_ctrl_fb_get_numa_info_params,
+			      numa_offline_addresses_count) != 24);
 	BUILD_BUG_ON(sizeof(struct nv0005_alloc_parameters) != 24);
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_register_fd) != 4);
 	BUILD_BUG_ON(sizeof(struct nv_ioctl_status_code) != 12);

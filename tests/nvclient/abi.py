@@ -240,6 +240,7 @@ NV2080_CTRL_CMD_GPU_GET_PIDS = 0x2080018D
 NV2080_CTRL_CMD_GPU_GET_PID_INFO = 0x2080018E
 NV2080_CTRL_CMD_FB_GET_INFO = 0x20801301
 NV2080_CTRL_CMD_FB_GET_INFO_V2 = 0x20801303
+NV2080_CTRL_CMD_FB_GET_NUMA_INFO = 0x20801351
 NVA06C_CTRL_CMD_GPFIFO_SCHEDULE = 0xA06C0101
 NVA06C_CTRL_CMD_SET_TIMESLICE = 0xA06C0103
 NVA06C_CTRL_CMD_GET_TIMESLICE = 0xA06C0104
@@ -395,6 +396,23 @@ class nv_ioctl_rm_api_version_t(_Struct):
 
 class nv_ioctl_sys_params_t(_Struct):
     _fields_ = [("memblock_size", c_uint64)]
+
+
+# nv-ioctl-numa.h: NUMA_INFO (GPU files)
+NV_IOCTL_NUMA_INFO_MAX_OFFLINE_ADDRESSES = 64
+NV_IOCTL_NUMA_STATUS_DISABLED = 0
+
+
+class nv_offline_addresses_t(_Struct):
+    _fields_ = [("addresses", c_uint64 * NV_IOCTL_NUMA_INFO_MAX_OFFLINE_ADDRESSES),
+                ("numEntries", c_uint32)]
+
+
+class nv_ioctl_numa_info_t(_Struct):
+    _fields_ = [("nid", c_int32), ("status", c_int32),
+                ("memblock_size", c_uint64), ("numa_mem_addr", c_uint64),
+                ("numa_mem_size", c_uint64), ("use_auto_online", c_uint8),
+                ("offline_addresses", nv_offline_addresses_t)]
 
 
 class nv_ioctl_register_fd_t(_Struct):
@@ -817,6 +835,17 @@ class NV2080_CTRL_FB_INFO(_Struct):
 
 class NV2080_CTRL_FB_GET_INFO_PARAMS(_Struct):
     _fields_ = [("fbInfoListSize", c_uint32), ("fbInfoList", NvP64)]
+
+
+NV2080_CTRL_FB_NUMA_INFO_MAX_OFFLINE_ADDRESSES = 64
+
+
+class NV2080_CTRL_FB_GET_NUMA_INFO_PARAMS(_Struct):
+    _fields_ = [("numaNodeId", c_int32), ("numaMemAddr", c_uint64),
+                ("numaMemSize", c_uint64),
+                ("numaOfflineAddressesCount", c_uint32),
+                ("numaOfflineAddresses",
+                 c_uint64 * NV2080_CTRL_FB_NUMA_INFO_MAX_OFFLINE_ADDRESSES)]
 
 
 # --- ctrl/ctrl0041.h: a memory object's surface information (list by

@@ -155,6 +155,27 @@ static u32 nvstub_fb_infos(struct nvstub_gpu *gpu,
 	return NV_OK;
 }
 
+/*
+ * NV2080_CTRL_CMD_FB_GET_NUMA_INFO (subdeviceCtrlCmdFbGetNumaInfo, any
+ * client): more room for offline addresses than the array has is
+ * NV_ERR_INVALID_ARGUMENT; the stub's GPU has no NUMA node, no onlined
+ * range and no retired page in it.
+ */
+static u32 nvstub_ctrl_fb_numa_info(struct nvstub_call *call,
+				    struct nvstub_object *obj, void *params)
+{
+	struct nv2080_ctrl_fb_get_numa_info_params *p = params;
+
+	if (p->numa_offline_addresses_count >
+	    NV2080_CTRL_FB_NUMA_INFO_MAX_OFFLINE_ADDRESSES)
+		return NV_ERR_INVALID_ARGUMENT;
+	p->numa_node_id = NV0000_CTRL_NO_NUMA_NODE;
+	p->numa_mem_addr = 0;
+	p->numa_mem_size = 0;
+	p->numa_offline_addresses_count = 0;
+	return NV_OK;
+}
+
 static u32 nvstub_ctrl_fb_info_v2(struct nvstub_call *call,
 				 struct nvstub_object *obj, void *params)
 {
@@ -745,6 +766,9 @@ static const struct nvstub_ctrl nvstub_ctrls[] = {
 	  nvstub_ctrl_id_info_v2 },
 	{ NV2080_CTRL_CMD_FB_GET_INFO_V2, NV20_SUBDEVICE_0, 0,
 	  nvstub_ctrl_fb_info_v2, nvstub_fb_info_v2_size },
+	{ NV2080_CTRL_CMD_FB_GET_NUMA_INFO, NV20_SUBDEVICE_0,
+	  sizeof(struct nv2080_ctrl_fb_get_numa_info_params),
+	  nvstub_ctrl_fb_numa_info },
 	{ NV2080_CTRL_CMD_GPU_GET_PIDS, NV20_SUBDEVICE_0,
 	  sizeof(struct nv2080_ctrl_gpu_get_pids_params), nvstub_ctrl_get_pids },
 	{ NV2080_CTRL_CMD_GPU_GET_PID_INFO, NV20_SUBDEVICE_0,

@@ -280,6 +280,35 @@ static int nvstub_sys_params(struct nv_ioctl_sys_params *p, size_t size)
 	return ret;
 }
 
+/*
+ * NUMA_INFO (nv.c, osapi.c rm_get_gpu_numa_info, kern_mem_sys_ctrl.c
+ * subdeviceCtrlCmdFbGetNumaInfo; 535 to 595), GPU files only: the GPU's
+ * NUMA node and the range of its memory onlined as one, none on the
+ * stub's H200, which is not coherent with the CPU (NV0000_CTRL_NO_NUMA_NODE,
+ * 0 and 0, no offline page there, status DISABLED, no auto-online), and the
+ * memory-block size SYS_PARAMS set (0 before).  From 545 the caller's
+ * offline-address count goes to RM as the room it has, and past 64 RM
+ * refuses it (NV_ERR_INVALID_ARGUMENT: -EBUSY); 535 sets it to 64 itself.
+ */
+static int nvstub_numa_info(struct nv_ioctl_numa_info *p, size_t size)
+{
+	if (size != sizeof(*p))
+		return -EINVAL;
+	if (nvstub_abi->since >= 545 && p->offline_addresses.num_entries >
+	    NV_IOCTL_NUMA_INFO_MAX_OFFLINE_ADDRESSES)
+		return -EBUSY;
+	p->nid = NV0000_CTRL_NO_NUMA_NODE;
+	p->numa_mem_addr = 0;
+	p->numa_mem_size = 0;
+	p->offline_addresses.num_entries = 0;
+	p->status = NV_IOCTL_NUMA_STATUS_DISABLED;
+	p->use_auto_online = 0;
+	mutex_lock(&nvstub_rm_lock);
+	p->memblock_size = nvstub_memblock_size;
+	mutex_unlock(&nvstub_rm_lock);
+	return 0;
+}
+
 /* --- RmIoctl */
 
 enum nvstub_where { NVSTUB_ANY, NVSTUB_CTL, NVSTUB_GPU };
@@ -750,6 +779,10 @@ static int nvstub_dispatch(struct nvstub_file *nf, u32 nr, void *buf, u32 size)
 		return nvstub_sys_params(buf, size);
 	case NV_ESC_EXPORT_TO_DMABUF_FD:
 		return nvstub_dmabuf_export(nf, buf, size);
+	case NV_ESC_NUMA_INFO:
+		if (ctl)
+			return -EINVAL;		/* NV_ACTUAL_DEVICE_ONLY */
+		return nvstub_numa_info(buf, size);
 	}
 	return nvstub_rm_ioctl(nf, nr, buf, size) == NV_OK ? 0 : -EINVAL;
 }

@@ -458,6 +458,46 @@ def test_sys_params_memblock_set_once(reload_stub):
         assert ctl.escape_raw(abi.NV_ESC_SYS_PARAMS, other) == -errno.EBUSY
 
 
+def test_numa_info_says_the_gpu_has_no_numa_node(ctl, gpu0, rm, config):
+    """NUMA_INFO (nv.c, osapi.c rm_get_gpu_numa_info; CUDA asks it of each
+    GPU file) on a GPU that is not coherent with the CPU, as the stub's
+    H200 is not: no NUMA node (NV0000_CTRL_NO_NUMA_NODE, -1), no onlined
+    range, no offline address, status DISABLED, no auto-online, and the
+    memory-block size SYS_PARAMS set.  Only a GPU file takes it, only at
+    its exact size; from 545 the offline-address count the caller sends
+    is the room it has, and past 64 RM refuses it (-EBUSY).  The 2080
+    control behind it (FB_GET_NUMA_INFO) answers any client the same.
+    Before, the stub answered -EINVAL, as for an escape it did not know."""
+    assert ctl.escape_raw(abi.NV_ESC_SYS_PARAMS, _sys_params()) == 0
+    stale = 0xA5A5A5A5A5A5A5A5
+    p = abi.nv_ioctl_numa_info_t(nid=7, status=9, numa_mem_addr=stale,
+                                 numa_mem_size=stale, use_auto_online=1)
+    p.offline_addresses.numEntries = 64
+    p.offline_addresses.addresses[0] = stale
+    assert gpu0.escape_raw(abi.NV_ESC_NUMA_INFO, p) == 0
+    assert (p.nid, p.status, p.numa_mem_addr, p.numa_mem_size,
+            p.use_auto_online, p.offline_addresses.numEntries) == \
+        (-1, abi.NV_IOCTL_NUMA_STATUS_DISABLED, 0, 0, 0, 0)
+    assert p.memblock_size == nvtest.memory_block_size()
+    for size in (ctypes.sizeof(p) - 8, ctypes.sizeof(p) + 8):
+        assert gpu0.escape_raw(abi.NV_ESC_NUMA_INFO, p, size=size) == EINVAL
+    assert ctl.escape_raw(abi.NV_ESC_NUMA_INFO, p) == EINVAL
+    p.offline_addresses.numEntries = 65
+    major = int(config.version.split(".")[0])
+    assert gpu0.escape_raw(abi.NV_ESC_NUMA_INFO, p) == \
+        (-errno.EBUSY if major >= 545 else 0)
+    dev = rm.device(0, gpu_file=gpu0)
+    q = abi.NV2080_CTRL_FB_GET_NUMA_INFO_PARAMS(
+        numaNodeId=7, numaMemAddr=stale, numaOfflineAddressesCount=65)
+    assert rm.control_raw(dev.hsubdevice, abi.NV2080_CTRL_CMD_FB_GET_NUMA_INFO,
+                          q).status == abi.NV_ERR_INVALID_ARGUMENT
+    q.numaOfflineAddressesCount = 64
+    assert rm.control_raw(dev.hsubdevice, abi.NV2080_CTRL_CMD_FB_GET_NUMA_INFO,
+                          q).status == abi.NV_OK
+    assert (q.numaNodeId, q.numaMemAddr, q.numaMemSize,
+            q.numaOfflineAddressesCount) == (-1, 0, 0, 0)
+
+
 def test_card_info_reports_bar1_as_fb_size(ctl, config):
     """CARD_INFO's fb_size is nv->fb->size, the BAR1 aperture (256 GiB on
     the stub's H200), not the video memory."""
