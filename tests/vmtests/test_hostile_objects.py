@@ -67,6 +67,12 @@ def bell(h):
     return dev.map(h, abi.NVC361_NV_USERMODE__SIZE, hparent=dev.hsubdevice,
                    node=GPU)
 
+def slice_info():
+    # what xpu.ko says of the slice (the admin's view; the tenant is root)
+    from xpu import ctl as xpu_ctl
+    with xpu_ctl.Ctl() as a:
+        return a.slice_get(SLICE)
+
 def refused(h):
     import errno
     try:
@@ -105,11 +111,14 @@ def xfer_alloc(hparent, hclass, params):
 
 
 def tenant_source(sl, code):
-    """CODE after the prelude, with the slice's nodes for CTL and GPU
-    (whole words only: IOCTL_XFER_CMD keeps its name)."""
+    """CODE after the prelude, with the slice's nodes for CTL and GPU and
+    its id for SLICE where SL has one (whole words only: IOCTL_XFER_CMD
+    keeps its name)."""
+    src = PRELUDE + code
+    if hasattr(sl, "id"):
+        src = re.sub(r"\bSLICE\b", lambda _: str(sl.id), src)
     return re.sub(r"\bCTL\b", lambda _: repr(sl.ctl_node),
-                  re.sub(r"\bGPU\b", lambda _: repr(sl.gpu_node),
-                         PRELUDE + code))
+                  re.sub(r"\bGPU\b", lambda _: repr(sl.gpu_node), src))
 
 
 def run_in(sl, code, check=True, pass_fds=()):
@@ -242,10 +251,8 @@ def test_a_channel_on_a_duplicate_context_share_stays_recorded_while_it_lives(
     duplicate's free takes it.  Untested while the stub refused the
     duplicate (docs/security.md, "Context shares' duplicates")."""
     run_in(sl, """
-from xpu import ctl as xpu_ctl
 def channels():
-    with xpu_ctl.Ctl() as a:
-        return a.slice_get(SLICE).channels
+    return slice_info().channels
 hvas, _ = dev.vaspace()
 t = tsg()
 cs = rm.alloc(t, abi.FERMI_CONTEXT_SHARE_A,
@@ -1274,9 +1281,7 @@ def usermode():
 
 def counts():
     # what the slice info says it holds (since session 46)
-    from xpu import ctl as xpu_ctl
-    with xpu_ctl.Ctl() as a:
-        got = a.slice_get(SLICE)
+    got = slice_info()
     return got.usermode, got.doorbell_files
 
 hs = [rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A) for _ in range(4)]
