@@ -209,13 +209,15 @@ def test_metrics_agree_with_the_kernel_xpuctl_and_the_stub(
             # files its doorbell page is mapped through, with the bounds
             for kind, field in RECORD_KINDS:
                 assert got("xpu_slice_records", (n, kind)) == \
-                    getattr(k, field) == t["records"][kind], kind
+                    getattr(k, field) == t["records"][kind] \
+                    == s["records"][kind], kind
             assert got("xpu_slice_records_limit", n) == max_records \
-                == t["records_limit"]
+                == t["records_limit"] == s["records_limit"]
             assert got("xpu_slice_doorbell_files", n) == k.doorbell_files \
-                == t["doorbell_files"]
+                == t["doorbell_files"] == s["doorbell_files"]
             assert got("xpu_slice_doorbell_files_limit", n) == \
-                max_doorbell_files == t["doorbell_files_limit"]
+                max_doorbell_files == t["doorbell_files_limit"] \
+                == s["doorbell_files_limit"]
             labels = values[("xpu_slice_memory_used_bytes", n)][1]
             assert labels["slice"] == n and labels["gpu"] == "0"
 

@@ -120,6 +120,14 @@ class KernelSlice:
     # (the module parameter max_os_events; None when it cannot be read).
     os_events: int | None = None
     os_events_limit: int | None = None
+    # The RM objects xpu.ko keeps a record of for the slice, by kind (the
+    # API's names: usage.RECORD_KINDS), and the files its doorbell page is
+    # mapped through, with xpu.ko's bounds on them (max_records, each
+    # kind; max_doorbell_files); None when not known.
+    records: dict[str, int] | None = None
+    records_limit: int | None = None
+    doorbell_files: int | None = None
+    doorbell_files_limit: int | None = None
 
 
 class Backend(abc.ABC):

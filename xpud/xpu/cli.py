@@ -138,6 +138,21 @@ def print_slices(out: TextIO, slices: list) -> None:
             for s in slices])
 
 
+RECORD_LABELS = (("devices", "devices"), ("va_spaces", "VA spaces"),
+                 ("virtual_allocations", "virtual allocations"),
+                 ("tsgs", "TSGs"), ("channels", "channels"),
+                 ("usermode_objects", "usermode objects"))
+
+
+def _records_text(records: dict | None, limit: int | None) -> str:
+    """"devices 1, VA spaces 0, ... (each at most 1024)", or "-"."""
+    if records is None:
+        return "-"
+    text = ", ".join(f"{label} {records.get(kind, 0)}"
+                     for kind, label in RECORD_LABELS)
+    return f"{text} (each at most {_dash(limit)})"
+
+
 def print_slice(out: TextIO, s: dict) -> None:
     gpu = _gpu_label(s)
     if s.get("gpu_uuid") and s.get("gpu_index") is not None:
@@ -158,6 +173,11 @@ def print_slice(out: TextIO, s: dict) -> None:
         # xpu.ko's bound on them (max_os_events).
         ("OS events", (f"{_dash(s.get('os_events'))} / "
                        f"{_dash(s.get('os_events_limit'))}")),
+        # The RM objects xpu.ko keeps a record of, by kind, each kind
+        # bounded by max_records; the doorbell page's files (a bound each).
+        ("records", _records_text(s.get("records"), s.get("records_limit"))),
+        ("doorbells", (f"{_dash(s.get('doorbell_files'))} files / "
+                       f"{_dash(s.get('doorbell_files_limit'))}")),
         ("compute", f"{s['compute_share']}%"),
         ("weight", s["weight"]),
         ("priority", s["priority"]),

@@ -227,9 +227,17 @@ class KernelBackend(Backend):
     def _max_os_events(self) -> int | None:
         return read_max_os_events(self.max_os_events_path)
 
+    def _bounds(self) -> dict:
+        """xpu.ko's bounds on every slice, as KernelSlice's fields (each
+        None when its parameter cannot be read)."""
+        return {"rm_handles_limit": self._max_handles(),
+                "os_events_limit": self._max_os_events(),
+                "records_limit": read_max_records(self.max_records_path),
+                "doorbell_files_limit": read_max_doorbell_files(
+                    self.max_doorbell_files_path)}
+
     def _kernel_slice(self, info: ctl.SliceInfo, gpu_uuid: str,
-                      max_handles: int | None,
-                      max_os_events: int | None) -> KernelSlice:
+                      bounds: dict) -> KernelSlice:
         nodes = []
         for path, minor in zip(self._node_paths(info.id),
                                (info.gpu_minor, ctl.NV_CTL_MINOR)):
@@ -245,9 +253,9 @@ class KernelBackend(Backend):
                            share_obtained=info.share_obtained,
                            host_memory_used_bytes=info.host_memory_used,
                            rm_handles=info.rm_handles,
-                           rm_handles_limit=max_handles,
                            os_events=info.os_events,
-                           os_events_limit=max_os_events)
+                           records=usage.records_of(info),
+                           doorbell_files=info.doorbell_files, **bounds)
 
     def _group(self) -> int:
         try:
@@ -317,10 +325,8 @@ class KernelBackend(Backend):
             if live.get(id) != self._bound[id][0]:
                 del self._bound[id]
         self._sweep_nodes(set(live))
-        max_handles = self._max_handles()
-        max_os_events = self._max_os_events()
-        return [self._kernel_slice(s, uuids.get(s.gpu_minor) or "",
-                                   max_handles, max_os_events)
+        bounds = self._bounds()
+        return [self._kernel_slice(s, uuids.get(s.gpu_minor) or "", bounds)
                 for s in infos]
 
     def read_usage(self) -> usage.KernelRead:
@@ -348,8 +354,7 @@ class KernelBackend(Backend):
         # Files left under the new id are another slice's (destroyed while
         # xpud was down): never this one's.
         self._remove_nodes(info.id)
-        return self._kernel_slice(info, spec.gpu_uuid, self._max_handles(),
-                                  self._max_os_events())
+        return self._kernel_slice(info, spec.gpu_uuid, self._bounds())
 
     def update_slice(self, spec: SliceSpec) -> KernelSlice:
         with self._ctl() as c:
@@ -374,8 +379,7 @@ class KernelBackend(Backend):
                 if why is None:
                     raise
                 raise why from e
-        return self._kernel_slice(info, spec.gpu_uuid, self._max_handles(),
-                                  self._max_os_events())
+        return self._kernel_slice(info, spec.gpu_uuid, self._bounds())
 
     def destroy_slice(self, name: str, force: bool = False) -> None:
         with self._ctl() as c:

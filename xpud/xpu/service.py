@@ -918,6 +918,11 @@ class Service:
             "rm_handles_limit": k.rm_handles_limit if k else None,
             "os_events": k.os_events if k else None,
             "os_events_limit": k.os_events_limit if k else None,
+            "records": dict(k.records) if k and k.records is not None
+            else None,
+            "records_limit": k.records_limit if k else None,
+            "doorbell_files": k.doorbell_files if k else None,
+            "doorbell_files_limit": k.doorbell_files_limit if k else None,
             "compute_share": sizes.share_percent(d.compute_share),
             "weight": d.weight,
             "priority": d.priority,

@@ -47,6 +47,14 @@ RECORD_KINDS = (("devices", "devices"), ("va_spaces", "vaspaces"),
                 ("channels", "channels"), ("usermode_objects", "usermode"))
 
 
+def records_of(s: ctl.SliceInfo) -> dict[str, int] | None:
+    """The records' counts of S by kind, as the API names them; None from
+    an xpu.ko that does not give them."""
+    if s.devices is None:
+        return None
+    return {kind: getattr(s, field) for kind, field in RECORD_KINDS}
+
+
 @dataclass(frozen=True)
 class GpuUsage:
     """A GPU xpu.ko serves.  index, uuid and name are the inventory's
@@ -201,8 +209,7 @@ def figures(read: KernelRead, gpus: Sequence[model.Gpu]) -> Usage:
             rm_handles_limit=read.rm_handles_limit,
             os_events=s.os_events,
             os_events_limit=read.os_events_limit,
-            records=None if s.devices is None else
-            {kind: getattr(s, field) for kind, field in RECORD_KINDS},
+            records=records_of(s),
             records_limit=read.records_limit,
             doorbell_files=s.doorbell_files,
             doorbell_files_limit=read.doorbell_files_limit))

@@ -264,6 +264,32 @@ def test_show_shows_the_os_events_and_their_bound(xpuctl, served):
     assert (t["os_events"], t["os_events_limit"]) == (9, 1024)
 
 
+def test_show_shows_the_records_and_doorbells_and_their_bounds(xpuctl,
+                                                               served):
+    _, svc = served
+    xpuctl("create", "a", "--gpu", "0", "--memory", "1GiB")
+    k = svc.backend.slices["a"]
+    svc.backend.slices["a"] = dataclasses.replace(
+        k, os_events=9, doorbell_files=3,
+        records={"devices": 1, "va_spaces": 2, "virtual_allocations": 0,
+                 "tsgs": 4, "channels": 5, "usermode_objects": 6})
+    _, out, _ = xpuctl("show", "a")
+    lines = out.splitlines()
+    # After the OS events, in the same column.
+    i = lines.index("OS events:   9 / 1024")
+    assert lines[i + 1:i + 3] == [
+        ("records:     devices 1, VA spaces 2, virtual allocations 0, "
+         "TSGs 4, channels 5, usermode objects 6 (each at most 1024)"),
+        "doorbells:   3 files / 1024"]
+    got = json.loads(xpuctl("show", "a", "-o", "json")[1])
+    assert (got["records"]["tsgs"], got["doorbell_files"]) == (4, 3)
+    # not known (an xpu.ko before session 46): dashes
+    svc.backend.slices["a"] = dataclasses.replace(
+        k, records=None, doorbell_files=None, records_limit=None)
+    lines = xpuctl("show", "a")[1].splitlines()
+    assert "records:     -" in lines and "doorbells:   - files / 1024" in lines
+
+
 @pytest.mark.parametrize("field,label", [("rm_handles", "RM handles:  "),
                                          ("os_events", "OS events:   ")])
 def test_show_without_rm_figures(field, label):

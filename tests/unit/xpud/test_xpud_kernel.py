@@ -319,6 +319,8 @@ class FakeXpu:
         self.calls: list[tuple] = []
         self.root = True
         self.open_files: dict[int, int] = {}
+        # An xpu.ko before session 46: its slice info ends at os_events.
+        self.old_kernel = False
 
     def ioctl(self, fd, cmd, arg, *rest):
         handlers = {
@@ -382,6 +384,11 @@ class FakeXpu:
         a.rm_handles = s.get("rm_handles", 0)
         a.os_events = s.get("os_events", 0)
         a.open_files = self.open_files.get(id, 0)
+        a.channels = s.get("channels", 0)
+        for f in ctl.RECORD_FIELDS:
+            setattr(a, f, s.get(f, 0))
+        if self.old_kernel:     # an xpu.ko before the records' counts
+            a.argsz = min(a.argsz, uapi.XpuSliceInfo.os_events.offset + 4)
 
     def create(self, a):
         self.admin()
@@ -528,12 +535,18 @@ def kb(fake, tmp_path, nodes):
     (tmp_path / "max_handles").write_text("131072\n")
     # /sys/module/xpu/parameters/max_os_events, likewise.
     (tmp_path / "max_os_events").write_text("1024\n")
+    # max_records and max_doorbell_files, likewise.
+    (tmp_path / "max_records").write_text("1024\n")
+    (tmp_path / "max_doorbell_files").write_text("512\n")
     return kernel.KernelBackend(ListInventory(inv_gpus()),
                                 str(tmp_path / "xpuctl"), str(nodes),
                                 str(cg), node_group="no-such-group-xpu",
                                 max_handles_path=str(tmp_path / "max_handles"),
                                 max_os_events_path=str(
-                                    tmp_path / "max_os_events"))
+                                    tmp_path / "max_os_events"),
+                                max_records_path=str(tmp_path / "max_records"),
+                                max_doorbell_files_path=str(
+                                    tmp_path / "max_doorbell_files"))
 
 
 def can_mknod(path):
@@ -777,6 +790,39 @@ def test_os_events_and_their_bound(kb, fake, tmp_path):
     assert got.rm_handles_limit == 131072
     read = kb.read_usage()
     assert (read.os_events_limit, read.rm_handles_limit) == (None, 131072)
+
+
+def test_records_and_doorbell_files_and_their_bounds(kb, fake, tmp_path):
+    """The records' counts by kind and the doorbell files, from the slice
+    info, each with its bound (max_records, max_doorbell_files), read
+    again each time; an xpu.ko that does not give the counts (its argsz
+    ends at os_events) gives None, not 0."""
+    k = kb.create_slice(spec("a"))
+    assert k.records == dict.fromkeys(
+        ("devices", "va_spaces", "virtual_allocations", "tsgs", "channels",
+         "usermode_objects"), 0)
+    assert (k.records_limit, k.doorbell_files, k.doorbell_files_limit) == \
+        (1024, 0, 512)
+    fake.slices[0].update(devices=1, vaspaces=2, virtuals=3, tsgs=4,
+                          channels=5, usermode=6, doorbell_files=7)
+    [got] = kb.list_slices()
+    assert got.records == {"devices": 1, "va_spaces": 2,
+                           "virtual_allocations": 3, "tsgs": 4,
+                           "channels": 5, "usermode_objects": 6}
+    assert got.doorbell_files == 7
+    read = kb.read_usage()
+    assert (read.records_limit, read.doorbell_files_limit) == (1024, 512)
+    assert [s.doorbell_files for s in read.slices] == [7]
+    (tmp_path / "max_records").write_text("256\n")
+    (tmp_path / "max_doorbell_files").unlink()
+    got = kb.update_slice(spec("a", weight=5))
+    assert (got.records_limit, got.doorbell_files_limit) == (256, None)
+    fake.old_kernel = True
+    [got] = kb.list_slices()
+    assert (got.records, got.doorbell_files) == (None, None)
+    assert got.rm_handles == 0 and got.os_events == 0
+    [s] = kb.read_usage().slices
+    assert s.devices is None and s.channels == 5
 
 
 def test_kernel_refusals_become_backend_errors(kb, fake):

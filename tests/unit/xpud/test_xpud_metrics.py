@@ -134,6 +134,8 @@ def two_slices(make_service):
         os_events=9)
     # a's records as an xpu.ko that counts them says; b's from one that
     # does not (None)
+    b.slices["b"] = dataclasses.replace(b.slices["b"], records=None,
+                                        doorbell_files=None)
     b.usage["a"] = {"memory_peak": 768 * MIB, "killed": 1,
                     "run_ns": 1_500_000_000, "gated_ns": 2_250_000_000,
                     "runnable_ns": 3_750_000_000, **RECORDS_A}

@@ -13,7 +13,16 @@ from xpu.backend import NOT_YET, BackendError, NullBackend
 from xpu.service import Service
 from xpu.sizes import GIB, MIB
 from xpu.state import StateStore
-from xpud_fakes import MAX_HANDLES, MAX_OS_EVENTS, UUID0, UUID1, FakeBackend
+from xpud_fakes import (
+    KINDS,
+    MAX_DOORBELL_FILES,
+    MAX_HANDLES,
+    MAX_OS_EVENTS,
+    MAX_RECORDS,
+    UUID0,
+    UUID1,
+    FakeBackend,
+)
 
 CONFIG = """\
 [[gpu]]
@@ -68,7 +77,10 @@ def test_create_saves_then_applies(make_service, backend, tmp_path):
         "memory_used_bytes": 0, "host_memory_limit_bytes": 0,
         "host_memory_used_bytes": 0, "rm_handles": 0,
         "rm_handles_limit": MAX_HANDLES, "os_events": 0,
-        "os_events_limit": MAX_OS_EVENTS, "compute_share": 12.5, "weight": 300,
+        "os_events_limit": MAX_OS_EVENTS,
+        "records": dict.fromkeys(KINDS, 0), "records_limit": MAX_RECORDS,
+        "doorbell_files": 0, "doorbell_files_limit": MAX_DOORBELL_FILES,
+        "compute_share": 12.5, "weight": 300,
         "priority": "low", "cgroups": [], "transient_cgroups": [],
         "owner": None, "nodes": ["/dev/xpu0", "/dev/xpu0-ctl"],
         "id": None, "gpu_node": "/dev/xpu0", "ctl_node": "/dev/xpu0-ctl",
@@ -196,6 +208,37 @@ def test_rm_handles_and_their_bound(make_service, backend):
     assert svc.op_show("a")["rm_handles_limit"] is None
     [t] = svc.op_top()["slices"]
     assert (t["rm_handles"], t["rm_handles_limit"]) == (57, None)
+
+
+def test_records_and_doorbell_files_and_their_bounds(make_service, backend):
+    """show, list and top give the records by kind and the doorbell files
+    the kernel counts, with xpu.ko's bounds; null where not known."""
+    svc = make_service()
+    s = svc.op_create(name="a", gpu=0, memory_limit_bytes=GIB)
+    assert (s["records"], s["records_limit"]) == (dict.fromkeys(KINDS, 0),
+                                                  MAX_RECORDS)
+    counts = dict(zip(KINDS, range(1, 7)))
+    backend.slices["a"] = dataclasses.replace(
+        backend.slices["a"], records=counts, doorbell_files=7)
+    got = svc.op_show("a")
+    assert (got["records"], got["doorbell_files"],
+            got["doorbell_files_limit"]) == (counts, 7, MAX_DOORBELL_FILES)
+    assert [v["records"] for v in svc.op_list()] == [counts]
+    [t] = svc.op_top()["slices"]
+    assert (t["records"], t["records_limit"], t["doorbell_files"],
+            t["doorbell_files_limit"]) == (counts, MAX_RECORDS, 7,
+                                           MAX_DOORBELL_FILES)
+    # an xpu.ko that does not count them, and bounds that cannot be read
+    backend.max_records = backend.max_doorbell_files = None
+    backend.slices["a"] = dataclasses.replace(
+        backend.slices["a"], records=None, doorbell_files=None,
+        records_limit=None, doorbell_files_limit=None)
+    got = svc.op_show("a")
+    assert [got[k] for k in ("records", "records_limit", "doorbell_files",
+                             "doorbell_files_limit")] == [None] * 4
+    [t] = svc.op_top()["slices"]
+    assert [t[k] for k in ("records", "records_limit", "doorbell_files",
+                           "doorbell_files_limit")] == [None] * 4
 
 
 def test_os_events_and_their_bound(make_service, backend):

@@ -13,7 +13,7 @@ import dataclasses
 from xpu import ctl, model, sizes
 from xpu.backend import Backend, BackendError, Busy, GpuState, KernelSlice
 from xpu.kernel import PRIORITIES
-from xpu.usage import KernelRead
+from xpu.usage import RECORD_KINDS, KernelRead
 
 UUID0 = "GPU-00000000-1111-2222-3333-444444444444"
 UUID1 = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
@@ -21,6 +21,8 @@ MAX_HANDLES = 131072  # xpu.ko's default max_handles (XPU_MAX_HANDLES)
 MAX_OS_EVENTS = 1024  # xpu.ko's default max_os_events (XPU_MAX_OS_EVENTS)
 MAX_RECORDS = 1024  # xpu.ko's default max_records
 MAX_DOORBELL_FILES = 1024  # xpu.ko's default max_doorbell_files
+KINDS = ("devices", "va_spaces", "virtual_allocations", "tsgs", "channels",
+         "usermode_objects")  # the records' kinds, as the API names them
 
 
 def two_gpus() -> list[model.Gpu]:
@@ -82,7 +84,9 @@ class FakeBackend(Backend):
         self.slices[spec.name] = KernelSlice(
             spec, memory_used_bytes=0, host_memory_used_bytes=0,
             rm_handles=0, rm_handles_limit=self.max_handles,
-            os_events=0, os_events_limit=self.max_os_events)
+            os_events=0, os_events_limit=self.max_os_events,
+            records=dict.fromkeys(KINDS, 0), records_limit=self.max_records,
+            doorbell_files=0, doorbell_files_limit=self.max_doorbell_files)
         return self.slices[spec.name]
 
     def update_slice(self, spec):
@@ -144,6 +148,10 @@ class FakeBackend(Backend):
                       "host_memory_used": k.host_memory_used_bytes or 0,
                       "rm_handles": k.rm_handles or 0,
                       "os_events": k.os_events or 0}
+            if k.records is not None:   # as an xpu.ko that counts them
+                fields.update({field: k.records.get(kind, 0)
+                               for kind, field in RECORD_KINDS})
+                fields["doorbell_files"] = k.doorbell_files or 0
             fields.update(self.usage.get(spec.name, {}))
             infos.append(ctl.SliceInfo(
                 id=k.id if k.id is not None else i, name=spec.name,
