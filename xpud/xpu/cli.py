@@ -138,18 +138,19 @@ def print_slices(out: TextIO, slices: list) -> None:
             for s in slices])
 
 
-RECORD_LABELS = (("devices", "devices"), ("va_spaces", "VA spaces"),
-                 ("virtual_allocations", "virtual allocations"),
-                 ("tsgs", "TSGs"), ("channels", "channels"),
-                 ("usermode_objects", "usermode objects"))
+# How `show` names the records' kinds the API gives (usage.RECORD_KINDS).
+_RECORD_LABELS = {"va_spaces": "VA spaces",
+                  "virtual_allocations": "virtual allocations",
+                  "tsgs": "TSGs", "usermode_objects": "usermode objects"}
 
 
 def _records_text(records: dict | None, limit: int | None) -> str:
-    """"devices 1, VA spaces 0, ... (each at most 1024)", or "-"."""
+    """"devices 1, VA spaces 0, ... (each at most 1024)", or "-"; the
+    kinds as the API names them, in its order."""
     if records is None:
         return "-"
-    text = ", ".join(f"{label} {records.get(kind, 0)}"
-                     for kind, label in RECORD_LABELS)
+    text = ", ".join(f"{_RECORD_LABELS.get(kind, kind)} {n}"
+                     for kind, n in records.items())
     return f"{text} (each at most {_dash(limit)})"
 
 

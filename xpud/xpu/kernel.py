@@ -221,17 +221,13 @@ class KernelBackend(Backend):
     def _node_paths(self, id: int) -> tuple[str, str]:
         return tuple(os.path.join(self.node_dir, n) for n in node_names(id))
 
-    def _max_handles(self) -> int | None:
-        return read_max_handles(self.max_handles_path)
-
-    def _max_os_events(self) -> int | None:
-        return read_max_os_events(self.max_os_events_path)
-
     def _bounds(self) -> dict:
-        """xpu.ko's bounds on every slice, as KernelSlice's fields (each
-        None when its parameter cannot be read)."""
-        return {"rm_handles_limit": self._max_handles(),
-                "os_events_limit": self._max_os_events(),
+        """xpu.ko's bounds on every slice, as KernelSlice's and
+        KernelRead's fields (each None when its parameter cannot be
+        read)."""
+        return {"rm_handles_limit": read_max_handles(self.max_handles_path),
+                "os_events_limit": read_max_os_events(
+                    self.max_os_events_path),
                 "records_limit": read_max_records(self.max_records_path),
                 "doorbell_files_limit": read_max_doorbell_files(
                     self.max_doorbell_files_path)}
@@ -336,12 +332,8 @@ class KernelBackend(Backend):
         with self._ctl() as c:
             gpus = c.gpu_list()
             slices = c.slices()
-        return usage.KernelRead(
-            time.time(), tuple(gpus), tuple(slices), self._max_handles(),
-            self._max_os_events(),
-            records_limit=read_max_records(self.max_records_path),
-            doorbell_files_limit=read_max_doorbell_files(
-                self.max_doorbell_files_path))
+        return usage.KernelRead(time.time(), tuple(gpus), tuple(slices),
+                                **self._bounds())
 
     def create_slice(self, spec: SliceSpec) -> KernelSlice:
         with self._ctl() as c:

@@ -15,14 +15,15 @@ from xpu.backend import Backend, BackendError, Busy, GpuState, KernelSlice
 from xpu.kernel import PRIORITIES
 from xpu.usage import RECORD_KINDS, KernelRead
 
+# the records' kinds, as the API names them
+KINDS = tuple(kind for kind, _ in RECORD_KINDS)
+
 UUID0 = "GPU-00000000-1111-2222-3333-444444444444"
 UUID1 = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 MAX_HANDLES = 131072  # xpu.ko's default max_handles (XPU_MAX_HANDLES)
 MAX_OS_EVENTS = 1024  # xpu.ko's default max_os_events (XPU_MAX_OS_EVENTS)
 MAX_RECORDS = 1024  # xpu.ko's default max_records
 MAX_DOORBELL_FILES = 1024  # xpu.ko's default max_doorbell_files
-KINDS = ("devices", "va_spaces", "virtual_allocations", "tsgs", "channels",
-         "usermode_objects")  # the records' kinds, as the API names them
 
 
 def two_gpus() -> list[model.Gpu]:
