@@ -602,7 +602,7 @@ static u32 nvstub_ctrl_id_info_v2(struct nvstub_call *call,
 		p->sli_status = 0;
 		p->board_id = i;
 		p->gpu_instance = i;
-		p->numa_id = -1;
+		p->numa_id = NV0000_CTRL_NO_NUMA_NODE;
 		return NV_OK;
 	}
 	return NV_ERR_INVALID_ARGUMENT;

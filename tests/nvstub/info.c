@@ -142,7 +142,7 @@ static u32 nvstub_ctrl_id_info(struct nvstub_call *call,
 	p->sli_status = 0;
 	p->board_id = gpu->index;
 	p->gpu_instance = gpu->index;
-	p->numa_id = -1;	/* NV0000_CTRL_NO_NUMA_NODE */
+	p->numa_id = NV0000_CTRL_NO_NUMA_NODE;
 	return NV_OK;
 }
 

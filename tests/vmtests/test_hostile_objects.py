@@ -193,7 +193,7 @@ for i in range(3):
     d2 = rm2.device(0, gpu_file=gpu)
     rm2.alloc(d2.hsubdevice, abi.HOPPER_USERMODE_A, hnew=0x5c0c0002)
     d2.close()
-""".replace("SLICE", str(sl.id)))
+""")
 
 
 def test_a_tsg_takes_its_channels_records_with_it(sl):
@@ -209,7 +209,7 @@ with xpu_ctl.Ctl() as a:
     for t in ts:
         rm.free(t)
     assert a.slice_get(SLICE).channels == 0, a.slice_get(SLICE)
-""".replace("SLICE", str(sl.id)))
+""")
 
 
 def test_a_context_share_or_va_space_takes_its_channels_records(sl):
@@ -237,7 +237,7 @@ with xpu_ctl.Ctl() as a:
     for cs in shares[:10]:
         rm.free(cs)
     assert a.slice_get(SLICE).channels == 10, a.slice_get(SLICE)
-""".replace("SLICE", str(sl.id)))
+""")
 
 
 def test_a_channel_on_a_duplicate_context_share_stays_recorded_while_it_lives(
@@ -284,7 +284,7 @@ rm2.free(d2)
 assert channels() == 0
 rm2.close()
 rm.free(hvas)
-""".replace("SLICE", str(sl.id)))
+""")
 
 
 def test_records_are_bounded_with_a_clear_refusal(sl):
@@ -386,7 +386,7 @@ with xpu_ctl.Ctl() as a:
 refused(h)
 for m in maps:
     m.close()
-""".replace("SLICE", str(sl.id)))
+""")
     finally:
         admin.gpu_set(0, period_us=g.period_us)
 
@@ -446,7 +446,7 @@ for make in (tsg, lambda: dev.vaspace()[0]):
             assert a.slice_get(SLICE).channels == 1
     rm.free(d)
     assert used() == u0, (u0, used())
-""".replace("SLICE", str(sl.id)))
+""")
 
 
 def test_an_object_xpu_records_is_not_exported_from_a_slice(sl):
@@ -526,7 +526,7 @@ def test_what_a_slice_imports_is_recorded(sl, ctl, gpu0):
         rm.export_object(u, ufd.fd)
         rm.export_object(t, tfd.fd)
         rm.export_objects(mfd.fd, dev.hdevice, [0, u])
-        run_in(sl, IMPORTER.replace("SLICE", str(sl.id))
+        run_in(sl, IMPORTER
                .replace("TSGFD", str(tfd.fd)).replace("UFD", str(ufd.fd))
                .replace("MANYFD", str(mfd.fd)),
                pass_fds=(ufd.fd, tfd.fd, mfd.fd))
@@ -552,7 +552,7 @@ rm.parents[0x5c0c0002] = t
 with xpu_ctl.Ctl() as a:
     assert a.slice_get(SLICE).channels == 1, a.slice_get(SLICE)
 rm.free(t)
-""".replace("SLICE", str(sl.id)))
+""")
 
 
 def test_an_object_whose_handle_rm_chose_and_never_came_back_is_recorded(sl):
@@ -580,7 +580,7 @@ hs = [rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A)
       for _ in range(RECS - 1)]
 p = rm.alloc_raw(dev.hsubdevice, abi.HOPPER_USERMODE_A)
 assert p.status == abi.NV_ERR_INSUFFICIENT_RESOURCES, hex(p.status)
-""".replace("SLICE", str(sl.id)))
+""")
 
 
 # The channel's context share, rewritten by a thread once xpu.ko has read
@@ -638,7 +638,7 @@ def test_a_channel_s_context_share_rewritten_before_rm_reads_it_is_followed(
     share xpu read, and goes with it."""
     with test_hostile_mem.racer_slice(reload_stub, nodedir,
                                       alloc_reread_delay_us=300000) as (sl, _):
-        run_in(sl, RACE_SHARE.replace("SLICE", str(sl.id)))
+        run_in(sl, RACE_SHARE)
 
 
 def test_a_tsg_s_record_goes_with_the_va_space_it_names(sl):
@@ -686,7 +686,7 @@ rm.free(hvas)               # RM invalidates the TSG and its duplicate
 assert used() - after < 1024 * 1024, (after, used())
 rm.free(d)
 rm.free(t)
-""".replace("SLICE", str(sl.id)))
+""")
 
 
 # A TSG with a channel and a compute object (its GR context), N times, in a
@@ -772,7 +772,7 @@ with xpu_ctl.Ctl() as a:
     assert a.slice_get(SLICE).channels == 0, a.slice_get(SLICE)
 h = dev.heap_alloc(LIMIT)
 dev.heap_free(h.handle)
-""".replace("SLICE", str(sl.id)).replace("LIMIT", str(sl.limit)))
+""".replace("LIMIT", str(sl.limit)))
 
 
 def test_channels_freed_three_levels_up_are_found_when_their_charge_is_needed(
@@ -804,7 +804,7 @@ h = dev.heap_alloc(LIMIT - 2 * 1024 * 1024)
 assert channels() == 0
 dev.heap_free(h.handle)
 rm.free(t)
-""".replace("SLICE", str(sl.id)).replace("LIMIT", str(sl.limit)))
+""".replace("LIMIT", str(sl.limit)))
 
 
 # --- what xpu keeps per file is the opener's memory cgroup's to pay for
@@ -1241,7 +1241,7 @@ assert handles() == 64 - 8 + 2
 # a device's free takes its subtree: only this client is left
 rm.free(dev.hdevice)
 assert handles() == 1, handles()
-""".replace("SLICE", str(sl.id)))
+""")
 
 
 @pytest.fixture
@@ -1306,7 +1306,7 @@ assert usermode() == abi.NV_ERR_INSUFFICIENT_RESOURCES
 set_bound(3)
 hs.append(rm.alloc(dev.hsubdevice, abi.HOPPER_USERMODE_A))
 assert counts() == (3, 0)
-""".replace("SLICE", str(sl.id)))
+""")
 
 
 # xpu.ko's bounds root may set at run time, each with its range
@@ -1539,7 +1539,7 @@ for client_first in (False, True):
         c.close()
 with xpu_ctl.Ctl() as a:
     assert a.slice_get(SLICE).memory_used < 128 << 20
-""".replace("SLICE", str(sl.id)))
+""")
 
 # --- class 29: the memory-block size the driver takes from whoever comes first
 
