@@ -606,6 +606,35 @@ static vm_fault_t xpu_gate_fault(struct vm_fault *vmf)
 	return xpu_drv_vm_ops->fault(vmf);
 }
 
+/*
+ * ptrace and /proc/PID/mem reach a doorbell page through the driver's
+ * access(): get_user_pages() refuses PFN maps, so the kernel falls back to
+ * it, and the driver writes the page through a kernel mapping of its own
+ * (nvidia_vma_access, nv-mmap.c) -- no PTE, no fault, so the gate never
+ * sees it.  A write there is a doorbell write: it counts as demand, as a
+ * kernel fault does, and for a slice that must wait it fails (the write
+ * returns EIO) without waiting.  A read rings nothing and passes.
+ */
+static int xpu_gate_access(struct vm_area_struct *vma, unsigned long addr,
+			   void *buf, int len, int write)
+{
+	struct xpu_file *xf = xpu_file_lookup(vma->vm_file);
+	struct xpu_slice *slice = xf ? xf->slice : NULL;
+
+	if (slice && write) {
+		WRITE_ONCE(slice->last_active, ktime_get_ns());
+		if (!xpu_gate_open(slice)) {
+			atomic64_inc(&slice->gate_faults);
+			if (!READ_ONCE(slice->wants))
+				xpu_sched_kick(slice->gpu);
+			return -EFAULT;
+		}
+		if (READ_ONCE(slice->idle))
+			xpu_sched_kick(slice->gpu);	/* news: it wants the GPU */
+	}
+	return xpu_drv_vm_ops->access(vma, addr, buf, len, write);
+}
+
 /* A wrapped VMA holds the module: its operations are xpu's code. */
 static void xpu_gate_vma_open(struct vm_area_struct *vma)
 {
@@ -691,6 +720,8 @@ void xpu_sched_mmap(struct file *file, struct vm_area_struct *vma)
 		xpu_vm_ops.fault = xpu_gate_fault;
 		xpu_vm_ops.open = xpu_gate_vma_open;
 		xpu_vm_ops.close = xpu_gate_vma_close;
+		if (vma->vm_ops->access)
+			xpu_vm_ops.access = xpu_gate_access;
 		xpu_drv_vm_ops = vma->vm_ops;
 	}
 	if (vma->vm_ops != xpu_drv_vm_ops)

@@ -22,6 +22,9 @@ Workloads (each work item is {duration_us}, docs/nvstub.md):
 - kwrite: saturate, but before each doorbell write has the kernel read the
   doorbell page (a write into a pipe from it), and counts the writes that
   failed with EFAULT ("efault" in its result);
+- procmem: saturate, ringing through /proc/self/mem (the driver's access()
+  of the doorbell VMA), and through the mapping when that fails with EIO,
+  counted as "efault" in its result;
 - rostruct: saturate, ringing through a further mapping of the usermode
   object whose RM_MAP_MEMORY struct lay on a read-only page (RM made the
   mapping's context; the driver's copy-back failed with EFAULT);
@@ -164,6 +167,24 @@ if mode == "kwrite":
             return
         os.read(pipe_r, 4)
 
+if mode == "procmem":
+    import ctypes, errno, struct
+    proc_mem = os.open("/proc/self/mem", os.O_RDWR)
+    c = ctypes.c_char.from_buffer(ch.usermode.mm)
+    bell_addr = ctypes.addressof(c) + abi.NVC361_NOTIFY_CHANNEL_PENDING
+    del c
+    bell_token = struct.pack("<I", ch.token)
+
+    def proc_mem_ring():
+        global efault
+        try:
+            os.pwrite(proc_mem, bell_token, bell_addr)
+        except OSError as e:
+            if e.errno != errno.EIO:
+                raise
+            efault += 1
+            ch.ring()
+
 import select
 def stopped():
     return select.select([sys.stdin], [], [], 0)[0]
@@ -175,12 +196,15 @@ n = lat_n = 0
 lat = []
 while not stopped():
     if mode in ("saturate", "remap", "fork", "spam", "manymaps", "kwrite",
-                "rostruct"):
+                "rostruct", "procmem"):
         if pending() < DEPTH:
             if mode == "kwrite":
                 ch.submit(item_us, ring=False)
                 kernel_reads_bell()
                 ch.ring()
+            elif mode == "procmem":
+                ch.submit(item_us, ring=False)
+                proc_mem_ring()
             else:
                 ch.submit(item_us)
             n += 1

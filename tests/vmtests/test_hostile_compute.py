@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Hostile tenants against compute gating (issue 17, docs/compute.md).
 
-Three ways around the doorbell gate, each under fixed and weighted, a 10 %
+Four ways around the doorbell gate, each under fixed and weighted, a 10 %
 hostile slice beside a 90 % honest one that saturates the engine:
 
 - manymaps: the hostile process maps the usermode region 71 times (each a
@@ -11,6 +11,15 @@ hostile slice beside a 90 % honest one that saturates the engine:
   the doorbell page (a write(2) into a pipe from it).  A kernel-mode fault
   must not re-install the page of a slice that waits: the write fails with
   EFAULT, counts as demand, and the user-mode doorbell write still faults.
+
+- procmem: the hostile process rings through /proc/self/mem (ptrace's
+  way: the driver's access() writes the page through a kernel mapping of
+  its own, no PTE, no fault), and through its mapping only when that
+  fails (EIO): a write there must count as demand and fail while the slice
+  waits.  Before, no such write failed or counted; the share held all the
+  same (a waiting slice's channels are disabled, and under weighted a slice
+  that seems silent earns drain time at its share), so the test's premise
+  (gate_faults, the failed writes) is what failed.
 
 - rostruct: the hostile process maps the usermode region once more with
   the RM_MAP_MEMORY struct on a read-only page (RM makes the mapping's
@@ -46,7 +55,8 @@ pytestmark = pytest.mark.usefixtures("require_xpu")
 @pytest.mark.parametrize("pol", [uapi.XPU_POLICY_FIXED,
                                  uapi.XPU_POLICY_WEIGHTED],
                          ids=["fixed", "weighted"])
-@pytest.mark.parametrize("mode", ["manymaps", "kwrite", "rostruct"])
+@pytest.mark.parametrize("mode", ["manymaps", "kwrite", "rostruct",
+                                  "procmem"])
 def test_a_hostile_slice_is_held_to_its_share(admin, slices, mode,  # noqa: F811
                                               pol):
     policy(admin, pol)
@@ -62,8 +72,9 @@ def test_a_hostile_slice_is_held_to_its_share(admin, slices, mode,  # noqa: F811
     assert results[0].get("items"), results[0]
     assert shares[0] >= 0.02, shares
     assert admin.slice_get(slices.ids[0]).gate_faults > 0
-    if mode == "kwrite":
-        # the kernel's read of a waiting slice's doorbell page failed
+    if mode in ("kwrite", "procmem"):
+        # the kernel's read of a waiting slice's doorbell page failed, or
+        # the write through /proc/self/mem
         assert results[0]["efault"] > 0, results[0]
 
 
@@ -161,8 +172,10 @@ def in_a_fixed_tenth(reload_stub, nodedir, name, code,  # noqa: F811
         sl = Slice(a, nodedir, name=name)
         try:
             a.slice_set(sl.id, compute_share=100)
-            return nvtest.run_child(code.replace("CTL", repr(sl.ctl_node))
-                                    .replace("GPU", repr(sl.gpu_node)))
+            r = nvtest.run_child(code.replace("CTL", repr(sl.ctl_node))
+                                 .replace("GPU", repr(sl.gpu_node)))
+            r["gate_faults"] = a.slice_get(sl.id).gate_faults
+            return r
         finally:
             sl.destroy()
 
@@ -229,3 +242,46 @@ def test_a_usermode_object_made_while_its_mapping_waits_is_gated(
     # premise: the mapping waited for the allocation, and mapped it
     assert r["status"] == 0 and r["waited"] > 0.1, r
     assert r["efault"] > 0, r
+
+
+# --- the doorbell written through /proc/self/mem (ptrace's way)
+
+PROC_MEM = nvtest.RAW_PRELUDE + """
+import errno, struct, time
+ch = client.Channel(dev, entries=64)
+c = ctypes.c_char.from_buffer(ch.usermode.mm)
+bell = ctypes.addressof(c) + abi.NVC361_NOTIFY_CHANNEL_PENDING
+del c
+mem = os.open("/proc/self/mem", os.O_RDWR)
+token = struct.pack("<I", ch.token)
+eio = writes = read = 0
+deadline = time.monotonic() + 10
+while not (eio and writes) and time.monotonic() < deadline:
+    try:
+        os.pwrite(mem, token, bell)
+    except OSError as e:
+        if e.errno != errno.EIO:
+            raise
+        eio += 1
+        read = len(os.pread(mem, 4, bell))  # a read rings nothing: it passes
+        continue
+    writes += 1
+report(eio=eio, writes=writes, read=read)
+"""
+
+
+def test_a_doorbell_written_through_proc_mem_is_gated(
+        reload_stub, nodedir):  # noqa: F811
+    """/proc/PID/mem and ptrace write a page get_user_pages() cannot pin (a
+    PFN map: the doorbell) through the VMA's access(), in which the driver
+    writes the page through a kernel mapping of its own (nvidia_vma_access):
+    no PTE, no fault.  Before, a 10 % slice under `fixed`, which waits 90 %
+    of every period, wrote its doorbell that way for 10 s and no write
+    failed or counted as demand.  Now a write there is a doorbell write: it
+    counts as demand (`gate_faults`) and fails with EIO while the slice
+    waits, as a kernel fault does; a read passes."""
+    r = in_a_fixed_tenth(reload_stub, nodedir, "procmem", PROC_MEM)
+    assert r["eio"] > 0 and r["gate_faults"] >= r["eio"], r
+    assert r["read"] == 4, r
+    # premise: the path reaches the page at all (writes while it may run)
+    assert r["writes"] > 0, r
