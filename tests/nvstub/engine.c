@@ -224,8 +224,14 @@ void nvstub_chan_destroy(struct nvstub_chan *chan)
 	if (gpu->cursor == chan)
 		gpu->cursor = NULL;
 	spin_unlock(&gpu->eng_lock);
-	ida_free(&gpu->chids, chan->chid);
+	if (!chan->retainers)	/* else the last UVM retainer frees it */
+		nvstub_chan_free_id(chan);
 	nvstub_chan_put(chan);
+}
+
+void nvstub_chan_free_id(struct nvstub_chan *chan)
+{
+	ida_free(&chan->gpu->chids, chan->chid);
 }
 
 /*

@@ -384,6 +384,13 @@ struct nvstub_chan {
 	 * allocations (kchannelIsSchedulable()); under nvstub_rm_lock.
 	 */
 	bool bound;
+	/*
+	 * UVM's holds on it, one per UVM_REGISTER_CHANNEL (nvGpuOpsRetainChannel:
+	 * a UVM_CHANNEL_RETAINER, which keeps the channel id and the instance
+	 * block past the channel object, uvmchanrtnrConstruct; and a duplicate
+	 * of its TSG, which keeps the graphics context); under nvstub_rm_lock.
+	 */
+	u32 retainers;
 	pid_t tgid;
 	u32 h_client;
 	u32 h_channel;
@@ -658,8 +665,11 @@ u32 nvstub_chan_create(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg,
 		       struct nvstub_vas *vas, u64 gpfifo_va,
 		       u32 entries, struct nvstub_chan **out);
 void nvstub_chan_destroy(struct nvstub_chan *chan);
+void nvstub_chan_free_id(struct nvstub_chan *chan);
 void nvstub_chan_get(struct nvstub_chan *chan);
 void nvstub_chan_put(struct nvstub_chan *chan);
+void nvstub_chan_retain(struct nvstub_chan *chan);
+void nvstub_chan_unretain(struct nvstub_chan *chan);
 struct nvstub_doorbell *nvstub_doorbell_create(struct nvstub_gpu *gpu);
 struct nvos30_parameters;
 u32 nvstub_esc_idle_channels(struct nvstub_call *call,

@@ -358,10 +358,49 @@ static void nvstub_channel_destruct(struct nvstub_object *obj)
 	struct nvstub_tsg *tsg = obj->chan->tsg;
 
 	tsg->nchannels--;
-	nvstub_heap_give(obj->gpu, NVSTUB_RAMIN_ALLOC_SIZE);
+	/* a UVM_CHANNEL_RETAINER keeps the instance block (and the id) */
+	if (!obj->chan->retainers)
+		nvstub_heap_give(obj->gpu, NVSTUB_RAMIN_ALLOC_SIZE);
 	if (tsg->internal)	/* RM's own TSG goes with its channel */
 		nvstub_tsg_ctx_free(obj->gpu, tsg);
 	nvstub_chan_destroy(obj->chan);
+}
+
+/*
+ * nvGpuOpsRetainChannel() for UVM_REGISTER_CHANNEL: UVM duplicates the
+ * channel's TSG into its session client (hDupTsg: the graphics context
+ * stays with it, kchangrpapiCopyConstruct) and allocates a
+ * UVM_CHANNEL_RETAINER under it, which takes a reference on the channel id
+ * (kfifoChidMgrRetainChid) and on the instance block's memory
+ * (uvmchanrtnrConstruct, 535 to 595).  The user's RM_FREE of its TSG or
+ * channel then leaves all three in use, charged to no process, until UVM
+ * lets go (nvGpuOpsReleaseChannel: UVM_UNREGISTER_CHANNEL, the VA space's
+ * unregistration or the UVM file's close).  A channel under a device has a
+ * TSG of RM's, which UVM does not duplicate (it parents the retainer by the
+ * device).  stub: the duplicate is no object of UVM's session client, and
+ * the context share UVM duplicates too (hDupKernelCtxShare) is not kept.
+ */
+void nvstub_chan_retain(struct nvstub_chan *chan)
+{
+	lockdep_assert_held(&nvstub_rm_lock);
+	nvstub_chan_get(chan);
+	chan->retainers++;
+	if (!chan->tsg->internal)
+		chan->tsg->api_objs++;
+}
+
+void nvstub_chan_unretain(struct nvstub_chan *chan)
+{
+	struct nvstub_tsg *tsg = chan->tsg;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	if (!tsg->internal && !--tsg->api_objs)
+		nvstub_tsg_ctx_free(chan->gpu, tsg);
+	if (!--chan->retainers && chan->dead) {
+		nvstub_heap_give(chan->gpu, NVSTUB_RAMIN_ALLOC_SIZE);
+		nvstub_chan_free_id(chan);
+	}
+	nvstub_chan_put(chan);
 }
 
 static u32 nvstub_usermode_construct(struct nvstub_call *call,

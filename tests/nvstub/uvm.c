@@ -276,7 +276,7 @@ static void nvstub_uvm_range_destroy(struct nvstub_uvm_file *uf,
 		nvstub_uvm_map_destroy(m);
 	if (r->chan) {
 		r->chan->bound = false;
-		nvstub_chan_put(r->chan);
+		nvstub_chan_unretain(r->chan);
 	}
 	list_del(&r->node);
 	uf->nranges--;
@@ -693,7 +693,7 @@ static u32 nvstub_uvm_register_channel(struct nvstub_uvm_file *uf, void *arg)
 	if (!status) {
 		r = nvstub_uvm_range_add(uf, p->base, p->length, &status);
 		if (r) {
-			nvstub_chan_get(o->chan);
+			nvstub_chan_retain(o->chan);
 			r->chan = o->chan;
 			r->h_client = p->h_client;
 			r->h_channel = p->h_channel;

@@ -242,6 +242,39 @@ def test_schedule_needs_uvm_channel_registration(dev0, uvm):
     ctx.close()
 
 
+def test_uvm_keeps_a_registered_channel_s_id_instance_block_and_context(
+        dev0, uvm):
+    """nvGpuOpsRetainChannel (UVM_REGISTER_CHANNEL) duplicates the channel's
+    TSG into UVM's own client and allocates a UVM_CHANNEL_RETAINER, which
+    takes a reference on the channel id and on the instance block
+    (uvmchanrtnrConstruct, 535 to 595): the user's RM_FREE of its TSG
+    leaves the graphics context, the instance block and the channel id in
+    use, charged to no process, until UVM lets go of the channel."""
+    ctx_kib = int(nvtest.stub.param("gr_context_kib"))
+    rm = dev0.client
+    ctx = CudaContext(dev0, uvm)
+    ch = CudaChannel(ctx, schedule=False)
+    chid = ch.token & 0xffff
+    before = nvtest.heap_free(0)
+    rm.free(ch.htsg)                # the channel and its context share too
+    ch._objs.remove(ch.htsg)
+    assert nvtest.heap_free(0) == before        # nothing went
+    # the channel id is still taken: a new channel gets another
+    other = client.Channel(dev0, entries=8, schedule=False)
+    assert other.token & 0xffff != chid, (hex(other.token), hex(chid))
+    other.close()
+    before = nvtest.heap_free(0)    # (the default VA space's directory stays)
+    # UVM lets go, by the handles it registered
+    uvm.unregister_channel(ctx.uuid, rm.handle, ch.hchannel)
+    ch.registered = False
+    assert nvtest.heap_free(0) == before + ctx_kib * 1024 + 4096
+    again = client.Channel(dev0, entries=8, schedule=False)
+    assert again.token & 0xffff == chid, (hex(again.token), hex(chid))
+    again.close()
+    ch.close()
+    ctx.close()
+
+
 @pytest.mark.parametrize("version", ["535.288.01", "580.126.20"])
 def test_a_cuda_like_client_runs(reload_stub, uvm_nodes, version):
     """Device, externally owned VA space with UVM, memory at GPU VAs, a
