@@ -150,6 +150,7 @@ MATRIX_VERSION_TESTS ?= tests/vmtests/test_kernel_link.py \
 	tests/vmtests/test_xpu_compute.py::test_fixed_holds_each_slice_to_its_share \
 	tests/vmtests/test_xpu_compute.py::test_kill_of_a_gated_process_frees_everything \
 	tests/vmtests/test_xpu_compute.py::test_a_cuda_like_client_is_held_to_its_share \
+	tests/vmtests/test_hostile_compute.py::test_a_doorbell_written_through_proc_mem_is_gated \
 	'tests/vmtests/test_xpud_daemon.py::test_a_tenant_in_its_own_pid_namespace_fills_its_slice_exactly[535.288.01]' \
 	tests/vmtests/test_nvidia_userspace.py::test_libcuda_cuinit
 # Of those files, the tests of xpud's and xpuctl's side, which do not change
