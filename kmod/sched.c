@@ -545,26 +545,36 @@ static bool xpu_gate_open(struct xpu_slice *slice)
 }
 
 /*
- * A fault the kernel takes on a doorbell: a system call given the doorbell
- * page as a buffer, or get_user_pages().  It may hold locks the scheduler
- * needs, so it never waits.  Let through, it would insert the page again and
- * the next doorbell write would go unseen; so for a slice that must wait it
- * fails (the system call returns EFAULT: honest programs never hand the
- * doorbell to one) and counts as demand, as a doorbell write would.
+ * The kernel touches a doorbell: a fault it takes (a system call given the
+ * doorbell page as a buffer, get_user_pages()) or a write through the
+ * VMA's access() (below).  It may hold locks the scheduler needs, so it
+ * never waits.  It counts as activity, and is news for an idle slice; for
+ * a slice that must wait it counts as demand, as a doorbell write would,
+ * and the caller fails it: let through, a fault would insert the page
+ * again and the next doorbell write would go unseen.  Returns whether the
+ * slice may run.
  */
-static vm_fault_t xpu_gate_kernel_fault(struct vm_fault *vmf,
-					struct xpu_slice *slice)
+static bool xpu_gate_kernel_touch(struct xpu_slice *slice)
 {
 	WRITE_ONCE(slice->last_active, ktime_get_ns());
 	if (xpu_gate_open(slice)) {
 		if (READ_ONCE(slice->idle))
 			xpu_sched_kick(slice->gpu);	/* news: it wants the GPU */
-		return xpu_drv_vm_ops->fault(vmf);
+		return true;
 	}
 	atomic64_inc(&slice->gate_faults);
 	/* a slice already wanting it gets its turn: no kick per system call */
 	if (!READ_ONCE(slice->wants))
 		xpu_sched_kick(slice->gpu);
+	return false;
+}
+
+/* The system call returns EFAULT: honest programs never hand it the page. */
+static vm_fault_t xpu_gate_kernel_fault(struct vm_fault *vmf,
+					struct xpu_slice *slice)
+{
+	if (xpu_gate_kernel_touch(slice))
+		return xpu_drv_vm_ops->fault(vmf);
 	return VM_FAULT_SIGBUS;
 }
 
@@ -611,9 +621,9 @@ static vm_fault_t xpu_gate_fault(struct vm_fault *vmf)
  * access(): get_user_pages() refuses PFN maps, so the kernel falls back to
  * it, and the driver writes the page through a kernel mapping of its own
  * (nvidia_vma_access, nv-mmap.c) -- no PTE, no fault, so the gate never
- * sees it.  A write there is a doorbell write: it counts as demand, as a
- * kernel fault does, and for a slice that must wait it fails (the write
- * returns EIO) without waiting.  A read rings nothing and passes.
+ * sees it.  A write there is a doorbell write, touched as a kernel fault
+ * touches the page: for a slice that must wait it fails (the write returns
+ * EIO).  A read rings nothing and passes.
  */
 static int xpu_gate_access(struct vm_area_struct *vma, unsigned long addr,
 			   void *buf, int len, int write)
@@ -621,17 +631,8 @@ static int xpu_gate_access(struct vm_area_struct *vma, unsigned long addr,
 	struct xpu_file *xf = xpu_file_lookup(vma->vm_file);
 	struct xpu_slice *slice = xf ? xf->slice : NULL;
 
-	if (slice && write) {
-		WRITE_ONCE(slice->last_active, ktime_get_ns());
-		if (!xpu_gate_open(slice)) {
-			atomic64_inc(&slice->gate_faults);
-			if (!READ_ONCE(slice->wants))
-				xpu_sched_kick(slice->gpu);
-			return -EFAULT;
-		}
-		if (READ_ONCE(slice->idle))
-			xpu_sched_kick(slice->gpu);	/* news: it wants the GPU */
-	}
+	if (slice && write && !xpu_gate_kernel_touch(slice))
+		return -EFAULT;
 	return xpu_drv_vm_ops->access(vma, addr, buf, len, write);
 }
 
