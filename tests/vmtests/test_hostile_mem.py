@@ -954,6 +954,12 @@ got = {}
 def store(addr, cur):
     if libc.pread(lfd, addr, ctypes.sizeof(lie), 0) != ctypes.sizeof(lie):
         return False
+    # The page turns writable at the driver's copy-back, whose rest may
+    # still write over the store: it counts once it stays.
+    now = abi.NVOS21_PARAMETERS.from_buffer_copy(
+        ctypes.string_at(addr, ctypes.sizeof(lie)))
+    if now.hObjectNew != lie.hObjectNew:
+        return False
     got["made"] = cur.hObjectNew
     report(wrote=addr)      # the premise, before xpu reads the page
     return True
