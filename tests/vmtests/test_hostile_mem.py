@@ -1016,9 +1016,11 @@ sfd = os.memfd_create("small")
 os.write(sfd, bytes(ctypes.c_uint64(64 << 10)))
 
 def store(addr, cur):
-    # the size in xpu's copy of the params, on the same page
+    # the size in xpu's copy of the params, on the same page; it counts
+    # once it stays (the rest of the driver's copy-back may write over it)
     at = cur.pAllocParms + type(mp).size.offset
-    return libc.pread(sfd, at, 8, 0) == 8
+    return libc.pread(sfd, at, 8, 0) == 8 and \
+        ctypes.c_uint64.from_address(at).value == 64 << 10
 
 rc = raced_alloc(p, store)
 # alone again (the thread's task gone, its hold on the address space
