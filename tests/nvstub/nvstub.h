@@ -41,6 +41,8 @@
 #define NVSTUB_USERMODE_OFFSET	0x30000		/* NV_VIRTUAL_FUNCTION in BAR0 */
 #define NVSTUB_USERMODE_PAGES	(NVC361_NV_USERMODE__SIZE >> PAGE_SHIFT)
 #define NVSTUB_MAX_CHANNELS	2048		/* channel ids per GPU */
+/* channels a TSG holds at most: NV_RAMRL_ENTRY_TSG_LENGTH_MAX, Volta on */
+#define NVSTUB_TSG_LENGTH_MAX	128
 #define NVSTUB_RUNLIST_ID	1		/* keeps every token nonzero */
 #define NVSTUB_SYSMEM_CAP	(256ul << 20)	/* real pages, all GPUs */
 #define NVSTUB_MAX_OBJECTS	(1u << 18)	/* RM objects, all clients */

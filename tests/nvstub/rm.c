@@ -319,6 +319,14 @@ static u32 nvstub_channel_construct(struct nvstub_call *call,
 		goto err_put;
 	if (entries < 2 || entries > (1u << 20) || !is_power_of_2(entries))
 		goto err_put;
+	/*
+	 * kchangrpAddChannel(): a TSG holds kfifoGetMaxChannelGroupSize()
+	 * channels at most (128 from Volta on, dev_ram.h); a freed channel's
+	 * place comes back with its free, whoever retains its id.
+	 */
+	status = NV_ERR_INSUFFICIENT_RESOURCES;
+	if (tsg->nchannels >= NVSTUB_TSG_LENGTH_MAX)
+		goto err_put;
 	status = nvstub_chan_vas(obj, p, tsg, &vas, &dep);
 	if (status)
 		goto err_put;

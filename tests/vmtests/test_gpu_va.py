@@ -503,6 +503,33 @@ def test_channel_alloc_checks(dev0):
     rm.free(vid.handle)
 
 
+def test_a_tsg_holds_at_most_128_channels(dev0):
+    """kchangrpAddChannel(): a TSG holds kfifoGetMaxChannelGroupSize()
+    channels (NV_RAMRL_ENTRY_TSG_LENGTH_MAX, 128 from Volta on); the next is
+    NV_ERR_INSUFFICIENT_RESOURCES and RM makes nothing.  A free gives the
+    place back; another TSG has places of its own."""
+    rm = dev0.client
+    mem = dev0.alloc_sysmem(2 * 4096)
+    tsg = _tsg(dev0)
+    made = [rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A,
+                     _chan_params(dev0, userd=mem.handle))
+            for _ in range(128)]
+    objs = nvtest.objects_total()
+    st = rm.alloc_raw(tsg, abi.HOPPER_CHANNEL_GPFIFO_A,
+                      _chan_params(dev0, userd=mem.handle)).status
+    assert st == abi.NV_ERR_INSUFFICIENT_RESOURCES, hex(st)
+    assert nvtest.objects_total() == objs
+    other = _tsg(dev0)
+    rm.alloc(other, abi.HOPPER_CHANNEL_GPFIFO_A,
+             _chan_params(dev0, userd=mem.handle))
+    rm.free(made.pop())
+    rm.alloc(tsg, abi.HOPPER_CHANNEL_GPFIFO_A,
+             _chan_params(dev0, userd=mem.handle))
+    rm.free(other)
+    rm.free(tsg)
+    rm.free(mem.handle)
+
+
 def test_channels_and_tsgs_take_video_memory_no_process_is_charged(dev0):
     """Rule 5: a channel's instance block (_kchannelAllocOrDescribeInstMem,
     NV_RAMIN_ALLOC_SIZE) comes with the channel, and a TSG's GR context
