@@ -17,6 +17,7 @@
 #include "rmapi.h"
 #include "sched.h"
 #include "slice.h"
+#include "uvm.h"
 #include "version.h"
 #include "xpu.h"
 
@@ -74,14 +75,19 @@ static int __init xpu_init(void)
 	ret = xpu_hook_init();
 	if (ret)
 		goto err_sched;
+	ret = xpu_uvm_init();
+	if (ret)
+		goto err_hook;
 	/* The admin device comes last: once it exists, user space can call in. */
 	ret = xpu_ctl_init();
 	if (ret)
-		goto err_hook;
+		goto err_uvm;
 
 	pr_info("version " XPU_VERSION " loaded\n");
 	return 0;
 
+err_uvm:
+	xpu_uvm_exit();
 err_hook:
 	xpu_hook_exit();
 	xpu_file_exit();
@@ -105,6 +111,7 @@ err_handles:
 static void __exit xpu_exit(void)
 {
 	xpu_ctl_exit();
+	xpu_uvm_exit();
 	xpu_hook_exit();
 	xpu_file_exit();
 	xpu_slice_exit();

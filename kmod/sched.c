@@ -48,6 +48,7 @@
 #include "nvabi.h"
 #include "rmapi.h"
 #include "sched.h"
+#include "uvm.h"
 
 /* A slice wants the GPU while it has writers waiting or wrote lately. */
 #define XPU_DEMAND_PERIODS	4
@@ -189,9 +190,17 @@ static void xpu_recs_drop(struct xpu_slice *slice, int kind,
 			continue;
 		list_del(&r->link);
 		slice->nr_recs[kind]--;
-		bytes += r->charge;
+		/* a channel or TSG UVM may retain stays charged (uvm.c) */
+		if (!xpu_uvm_keep(slice, kind, r->charge))
+			bytes += r->charge;
 		kfree(r);
 	}
+	xpu_recs_uncharge(slice, bytes);
+}
+
+/* Charge the slice's UVM files kept (uvm.c) given back. */
+void xpu_sched_uncharge(struct xpu_slice *slice, u64 bytes)
+{
 	xpu_recs_uncharge(slice, bytes);
 }
 
@@ -816,10 +825,11 @@ static bool xpu_recs_room(struct xpu_sched *s, struct xpu_slice *slice,
 {
 	unsigned int bound = READ_ONCE(max_records);
 
-	if (READ_ONCE(slice->nr_recs[kind]) < bound)
+	/* channels and TSGs UVM may retain count as the slice's (uvm.c) */
+	if (READ_ONCE(slice->nr_recs[kind]) + xpu_uvm_kept(slice, kind) < bound)
 		return true;
 	xpu_forget_stale(s, slice);
-	if (READ_ONCE(slice->nr_recs[kind]) < bound)
+	if (READ_ONCE(slice->nr_recs[kind]) + xpu_uvm_kept(slice, kind) < bound)
 		return true;
 	pr_warn_ratelimited("slice %u: pid %d has %u objects of class 0x%x; refused\n",
 			    slice->id, task_tgid_nr(current), bound, cls);
@@ -1264,6 +1274,7 @@ void xpu_sched_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 	out->doorbell_files = slice->nr_dbfiles;
 	spin_unlock(&s->list_lock);
 	out->gate_faults = atomic64_read(&slice->gate_faults);
+	xpu_uvm_fill(slice, out);
 }
 
 /* --- the scheduler */

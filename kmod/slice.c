@@ -26,6 +26,7 @@
 #include "rmapi.h"
 #include "sched.h"
 #include "slice.h"
+#include "uvm.h"
 
 /* Serialises slices, bindings and GPU settings (the admin ioctls). */
 DEFINE_MUTEX(xpu_lock);
@@ -182,6 +183,8 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 	INIT_LIST_HEAD(&slice->members);
 	INIT_LIST_HEAD(&slice->held);
 	INIT_LIST_HEAD(&slice->hostmem);
+	spin_lock_init(&slice->uvm_lock);
+	INIT_LIST_HEAD(&slice->uvm_files);
 	ret = xpu_handles_init(slice);
 	if (ret) {
 		kfree(slice);
@@ -509,14 +512,16 @@ int xpu_slice_ioc_node(const struct xpu_node *arg, bool attach)
 	struct file *file;
 	int ret;
 
-	if (arg->flags || arg->role > XPU_NODE_CTL)
+	if (arg->flags || arg->role > XPU_NODE_UVM)
 		return -EINVAL;
 	file = fget_raw(arg->fd);
 	if (!file)
 		return -EBADF;
 	inode = file_inode(file);
 	ret = -ENODEV;
-	if (!S_ISCHR(inode->i_mode) || imajor(inode) != NV_MAJOR_DEVICE_NUMBER)
+	if (!S_ISCHR(inode->i_mode) ||
+	    (arg->role == XPU_NODE_UVM ? inode->i_rdev != xpu_uvm_devt() :
+	     imajor(inode) != NV_MAJOR_DEVICE_NUMBER))
 		goto out_fput;
 	ret = -ENOMEM;
 	if (attach) {
@@ -536,7 +541,8 @@ int xpu_slice_ioc_node(const struct xpu_node *arg, bool attach)
 	if (!slice)
 		goto out_unlock;
 	ret = -EINVAL;
-	if (iminor(inode) != (arg->role == XPU_NODE_CTL ? NV_MINOR_CONTROL :
+	if (arg->role != XPU_NODE_UVM &&
+	    iminor(inode) != (arg->role == XPU_NODE_CTL ? NV_MINOR_CONTROL :
 			      slice->gpu->minor))
 		goto out_unlock;
 	ret = xpu_binding_change(&xpu_nodes, inode, slice, attach, &nb);

@@ -196,6 +196,19 @@ struct xpu_slice {
 	 * taken back with the records (then used is stale).
 	 */
 	atomic64_t rec_bytes;
+	/*
+	 * UVM files opened through the slice's UVM node (uvm.c), oldest
+	 * first, and the charge of channels and TSGs freed while any was
+	 * open, which UVM may retain (class 39): kept in rec_bytes, and in
+	 * uvm_chans/uvm_tsgs against max_records, until every UVM file of
+	 * the slice opened before the free is gone.  Under uvm_lock (taken
+	 * inside sched's list_lock); counts read with READ_ONCE.
+	 */
+	spinlock_t uvm_lock;
+	struct list_head uvm_files;
+	u32 nr_uvm_files;
+	u32 uvm_chans, uvm_tsgs;
+	u64 uvm_bytes;
 	struct list_head dbfiles;	/* xpu_file with doorbell mappings */
 	u32 nr_dbfiles;
 	/*

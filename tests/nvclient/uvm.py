@@ -29,6 +29,7 @@ UVM_FREE = 34
 UVM_REGISTER_GPU = 37
 UVM_UNREGISTER_GPU = 38
 UVM_CREATE_EXTERNAL_RANGE = 73
+UVM_MM_INITIALIZE = 75
 
 UVM_GPU_MAPPING_TYPE_READ_WRITE_ATOMIC = 1
 
@@ -41,6 +42,10 @@ class _S(ctypes.Structure):
 
 class UVM_INITIALIZE_PARAMS(_S):
     _fields_ = [("flags", c_uint64), ("rmStatus", c_uint32)]
+
+
+class UVM_MM_INITIALIZE_PARAMS(_S):
+    _fields_ = [("uvmFd", c_int32), ("rmStatus", c_uint32)]
 
 
 class UVM_REGISTER_GPU_PARAMS(_S):
@@ -150,6 +155,12 @@ class Uvm:
         if check and params.rmStatus != abi.NV_OK:
             raise UvmError(params.rmStatus, f"UVM command {cmd}")
         return params.rmStatus
+
+    def mm_initialize(self, uvm_fd, check=True):
+        """UVM_MM_INITIALIZE on this file, naming the initialized UVM file
+        UVM_FD (UVM checks that its f_op is UVM's own)."""
+        return self.call(UVM_MM_INITIALIZE,
+                         UVM_MM_INITIALIZE_PARAMS(uvmFd=uvm_fd), check)
 
     def register_gpu(self, uuid, check=True):
         return self.call(UVM_REGISTER_GPU, UVM_REGISTER_GPU_PARAMS(

@@ -101,6 +101,7 @@ int main(void)
 	NUM(XPU_IOC_SLICE_LIST);
 	NUM(XPU_NODE_GPU);
 	NUM(XPU_NODE_CTL);
+	NUM(XPU_NODE_UVM);
 	NUM(XPU_NODE_FLAGS_ALL);
 	NUM(XPU_IOC_NODE_ATTACH);
 	NUM(XPU_IOC_NODE_DETACH);
@@ -201,6 +202,11 @@ int main(void)
 	FIELD(xpu_slice_info, tsgs);
 	FIELD(xpu_slice_info, usermode);
 	FIELD(xpu_slice_info, doorbell_files);
+	FIELD(xpu_slice_info, uvm_files);
+	FIELD(xpu_slice_info, uvm_channels);
+	FIELD(xpu_slice_info, uvm_tsgs);
+	FIELD(xpu_slice_info, pad1);
+	FIELD(xpu_slice_info, uvm_retained);
 	struct_end();
 
 	STRUCT(xpu_slice_ref);

@@ -8,10 +8,15 @@ duplicate, which GET_PID_INFO charges to no process.  xpu takes a duplicate
 of its own (the ledger) before such a free reaches RM, and lets go of it only
 when RM shows it alone."""
 
+import os
+
 import nvtest
 import pytest
-from nvclient import abi
+from nvclient import abi, client
+from nvclient.cudalike import CudaChannel, CudaContext
+from nvclient.uvm import Uvm
 from test_xpu_mem import Slice, admin, nodedir  # noqa: F401
+from xpu import uapi
 
 MiB = 1 << 20
 
@@ -201,3 +206,110 @@ def test_a_process_that_exits_with_memory_mapped_leaves_its_slice_free(
     finally:
         sl.destroy()
     assert nvtest.heap_used(0) == used0
+
+
+# --- Channels UVM retains (class 39; docs/security.md) ----------------------
+
+# nvstatus.h: UVM_MM_INITIALIZE's answer where the mm need not be tracked.
+NV_WARN_NOTHING_TO_DO = 0x10006
+
+
+def _uvm_node(admin, sl, nodedir):  # noqa: F811
+    """The slice's UVM node: a node of xpu.ko's misc device xpu-uvm,
+    attached to the slice as XPU_NODE_UVM."""
+    with open("/sys/class/misc/xpu-uvm/dev") as f:
+        major, minor = map(int, f.read().split(":"))
+    path = os.path.join(nodedir, f"xpu{sl.id}-uvm")
+    os.mknod(path, 0o20666, os.makedev(major, minor))
+    os.chmod(path, 0o666)
+    admin.node_attach(sl.id, path, uapi.XPU_NODE_UVM)
+    return path
+
+
+def _register_and_free_tsg(ctx, rm):
+    """CUDA's set-up of a channel and its UVM_REGISTER_CHANNEL, then an
+    RM_FREE of the TSG with the channel still registered: RM keeps the
+    TSG's context, the instance block and the channel id for UVM."""
+    ch = CudaChannel(ctx, schedule=False)
+    rm.free(ch.htsg)
+    ch._objs.remove(ch.htsg)
+    ch.registered = False       # left to UVM
+    ch.close()
+
+
+def test_a_channel_uvm_retains_stays_charged_to_its_slice(
+        admin, nodedir, uvm_nodes, config):  # noqa: F811
+    """Class 39: a tenant registers a channel with UVM and frees its TSG,
+    again and again.  RM keeps each TSG's GR context, instance block and
+    channel id for UVM; xpu.ko keeps their charge on the slice while the
+    slice's UVM file (opened through its UVM node, a genuine UVM file) is
+    open, so a 64 MiB slice is refused once they fill it.  When the file
+    goes, xpu lets go of it, UVM of the channels, and the charge goes.
+    (Without the charge kept, the tenant held 2048 channel ids and 4 GiB
+    while its slice read 0: session 47.)"""
+    each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
+    sl = Slice(admin, nodedir, name="uvm39", limit=64 * MiB)
+    heap0 = nvtest.heap_used(0)
+    ctl, gpu, rm, dev = sl.open()
+    try:
+        node = _uvm_node(admin, sl, nodedir)
+        uvm = Uvm(config.version, path=node)
+        # UVM's identity check on the file it is named (f_op == &uvm_fops)
+        with Uvm(config.version, path=node, initialize=False) as mm:
+            assert mm.mm_initialize(uvm.fd, check=False) == \
+                NV_WARN_NOTHING_TO_DO
+        assert nvtest.wait_for(lambda: sl.get().uvm_files == 1, 30,
+                               "xpu.ko to let go of the closed UVM file")
+        ctx = CudaContext(dev, uvm)
+        base = sl.used()
+        made, refused = 0, None
+        while made < 200:
+            try:
+                _register_and_free_tsg(ctx, rm)
+            except client.NvStatusError as e:
+                refused = e.status
+                break
+            made += 1
+        assert refused == abi.NV_ERR_NO_MEMORY, (made, refused)
+        got = sl.get()
+        # the refused round's TSG, made before its ring was refused and
+        # freed while the UVM file was open, is kept too
+        ctx_bytes = each - 4096
+        assert got.uvm_channels == made and \
+            got.uvm_tsgs in (made, made + 1), got
+        assert got.uvm_retained == \
+            got.uvm_tsgs * ctx_bytes + got.uvm_channels * 4096, got
+        assert made >= (64 * MiB - base) // each - 2, (made, base)
+        assert got.memory_used <= 64 * MiB
+        # RM holds what the slice is charged
+        assert nvtest.heap_used(0) - heap0 >= made * each
+        # the tenant's file goes: UVM lets go, and the charge with it
+        uvm.close()
+        assert nvtest.wait_for(lambda: sl.get().uvm_files == 0, 30,
+                               "xpu.ko to let go of the UVM file")
+        got = sl.get()
+        assert (got.uvm_tsgs, got.uvm_channels, got.uvm_retained) == \
+            (0, 0, 0), got
+        assert sl.used() <= base
+        # an honest context: unregistered, then freed -- charged until its
+        # UVM file goes (what UVM let go of, xpu cannot tell)
+        with Uvm(config.version, path=node) as uvm2:
+            ctx2 = CudaContext(dev, uvm2)
+            ch = CudaChannel(ctx2, schedule=False)
+            ch.close()
+            assert sl.get().uvm_tsgs == 1
+            ctx2.close()
+        assert nvtest.wait_for(lambda: sl.get().uvm_tsgs == 0, 30,
+                               "the honest context's charge to go")
+        assert sl.used() <= base
+        if ctx.hvas in rm.parents:
+            rm.free(ctx.hvas)
+    finally:
+        # a forced destroy kills the slice's processes: this one first
+        # lets go of its files
+        dev.close()
+        rm.close()
+        gpu.close()
+        ctl.close()
+        sl.destroy()
+    assert nvtest.heap_used(0) == heap0

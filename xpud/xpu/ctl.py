@@ -159,6 +159,13 @@ class SliceInfo:
     tsgs: int | None = None
     usermode: int | None = None
     doorbell_files: int | None = None
+    # UVM files xpu.ko holds for the slice, and the channels, TSGs and
+    # bytes it keeps charged for what UVM may retain (class 39); None from
+    # an xpu.ko that does not say.
+    uvm_files: int | None = None
+    uvm_channels: int | None = None
+    uvm_tsgs: int | None = None
+    uvm_retained: int | None = None
 
     @classmethod
     def from_struct(cls, s: uapi.XpuSliceInfo) -> SliceInfo:
@@ -175,7 +182,7 @@ class SliceInfo:
                    host_memory_limit=s.host_memory_limit,
                    host_memory_used=s.host_memory_used,
                    rm_handles=s.rm_handles, os_events=s.os_events,
-                   **_records(s))
+                   **_records(s), **_uvm(s))
 
 
 RECORD_FIELDS = ("devices", "vaspaces", "virtuals", "tsgs", "usermode",
@@ -190,6 +197,17 @@ def _records(s: uapi.XpuSliceInfo) -> dict:
     if s.argsz < end:
         return {}
     return {f: getattr(s, f) for f in RECORD_FIELDS}
+
+
+UVM_FIELDS = ("uvm_files", "uvm_channels", "uvm_tsgs", "uvm_retained")
+
+
+def _uvm(s: uapi.XpuSliceInfo) -> dict:
+    """What xpu.ko holds for S's UVM files, if the kernel's argsz written
+    back covers it (since session 48)."""
+    if s.argsz < ctypes.sizeof(uapi.XpuSliceInfo):
+        return {}
+    return {f: getattr(s, f) for f in UVM_FIELDS}
 
 
 # -- building arguments (pure) ------------------------------------------------

@@ -180,6 +180,11 @@ class XpuSliceInfo(ctypes.Structure):
         ("tsgs", _u32),
         ("usermode", _u32),
         ("doorbell_files", _u32),
+        ("uvm_files", _u32),
+        ("uvm_channels", _u32),
+        ("uvm_tsgs", _u32),
+        ("pad1", _u32),
+        ("uvm_retained", _u64),
     ]
 
 
@@ -235,6 +240,7 @@ XPU_IOC_SLICE_LIST = IOWR(XPU_IOC_TYPE, 0x14, XpuSliceList)
 
 XPU_NODE_GPU = 0
 XPU_NODE_CTL = 1
+XPU_NODE_UVM = 2
 
 
 class XpuNode(ctypes.Structure):

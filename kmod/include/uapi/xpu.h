@@ -256,6 +256,20 @@ struct xpu_slice_info {
 	__u32	tsgs;
 	__u32	usermode;	/* usermode (doorbell) objects */
 	__u32	doorbell_files;
+	/*
+	 * UVM files opened through the slice's UVM node that xpu.ko holds
+	 * (the tenant's, and closed ones until UVM has let go of them), and
+	 * the channels and TSGs freed while one was open, which UVM may still
+	 * retain: counted against max_records, their bytes charged to the
+	 * slice (part of memory_used) until every UVM file of the slice open
+	 * at their free is gone (docs/security.md, class 39).  Filled in when
+	 * argsz covers them (since session 48).
+	 */
+	__u32	uvm_files;
+	__u32	uvm_channels;
+	__u32	uvm_tsgs;
+	__u32	pad1;
+	__u64	uvm_retained;
 };
 
 #define XPU_SLICE_CREATE_FLAGS_ALL	0
@@ -358,6 +372,7 @@ struct xpu_slice_list {
 
 #define XPU_NODE_GPU		0	/* a node 195:g of the slice's GPU */
 #define XPU_NODE_CTL		1	/* a node 195:255 */
+#define XPU_NODE_UVM		2	/* a node of xpu.ko's misc device xpu-uvm */
 
 /**
  * XPU_IOC_NODE_ATTACH - _IOWR(XPU_IOC_TYPE, 0x20, struct xpu_node)

@@ -33,9 +33,9 @@ def test_slice_info_packs_at_the_header_offsets():
                              compute_share=250, weight=200,
                              priority=uapi.XPU_PRIO_HIGH)
     raw = bytes(arg)
-    assert len(raw) == ctypes.sizeof(uapi.XpuSliceInfo) == 200
+    assert len(raw) == ctypes.sizeof(uapi.XpuSliceInfo) == 224
     le = int.from_bytes
-    assert le(raw[0:4], "little") == 200          # argsz
+    assert le(raw[0:4], "little") == 224          # argsz
     assert le(raw[4:8], "little") == 0            # flags
     assert le(raw[12:16], "little") == 1          # gpu_minor
     assert raw[16:48] == b"train".ljust(32, b"\0")
@@ -43,7 +43,7 @@ def test_slice_info_packs_at_the_header_offsets():
     assert le(raw[56:60], "little") == 250
     assert le(raw[60:64], "little") == 200
     assert le(raw[64:68], "little") == uapi.XPU_PRIO_HIGH
-    assert raw[68:] == bytes(200 - 68)            # pad, usage, records
+    assert raw[68:] == bytes(224 - 68)            # pad, usage, records, UVM
 
 
 def test_slice_info_unpacks():
@@ -61,7 +61,8 @@ def test_slice_info_unpacks():
         memory_used=5, memory_peak=9, denied_allocs=2, killed=1,
         open_files=4, processes=3, rm_handles=57, os_events=6,
         devices=0, vaspaces=0, virtuals=0, tsgs=0, usermode=0,
-        doorbell_files=0)
+        doorbell_files=0, uvm_files=0, uvm_channels=0, uvm_tsgs=0,
+        uvm_retained=0)
     # rm_handles and os_events, as the header lays them out.
     raw = bytes(arg)
     assert int.from_bytes(raw[168:172], "little") == 57   # rm_handles
@@ -86,6 +87,26 @@ def test_slice_info_records_are_read_only_where_the_kernel_wrote_them():
     got = ctl.SliceInfo.from_struct(
         uapi.XpuSliceInfo.from_buffer_copy(bytes(arg)))
     assert got.devices is None and got.doorbell_files is None
+
+
+def test_slice_info_uvm_fields_are_read_only_where_the_kernel_wrote_them():
+    """What xpu.ko holds for the slice's UVM files (session 48) ends the
+    struct, after a pad: None from an xpu.ko whose argsz ends before."""
+    arg = ctl.slice_info_arg("u", id=1)
+    arg.uvm_files, arg.uvm_channels, arg.uvm_tsgs = 2, 3, 4
+    arg.uvm_retained = 5 << 32
+    raw = bytes(arg)
+    assert [int.from_bytes(raw[o:o + 4], "little")
+            for o in range(200, 212, 4)] == [2, 3, 4]
+    assert int.from_bytes(raw[216:224], "little") == 5 << 32
+    got = ctl.SliceInfo.from_struct(uapi.XpuSliceInfo.from_buffer_copy(raw))
+    assert (got.uvm_files, got.uvm_channels, got.uvm_tsgs,
+            got.uvm_retained) == (2, 3, 4, 5 << 32)
+    arg.argsz = 200
+    got = ctl.SliceInfo.from_struct(
+        uapi.XpuSliceInfo.from_buffer_copy(bytes(arg)))
+    assert got.uvm_files is None and got.uvm_retained is None
+    assert got.doorbell_files == 0
 
 
 def test_names_fill_their_field_with_a_nul():
