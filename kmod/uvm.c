@@ -169,9 +169,16 @@ static int xpu_uvm_open(struct inode *inode, struct file *file)
 		uf = kzalloc(sizeof(*uf), GFP_KERNEL_ACCOUNT);
 		if (!uf)
 			goto err_put;
+		/* a place among the slice's held files, taken now */
 		ret = -EMFILE;
-		if (READ_ONCE(slice->nr_uvm_files) >= READ_ONCE(max_uvm_files)) {
-			pr_warn_ratelimited("slice %u: pid %d holds %u UVM files; refused\n",
+		spin_lock(&slice->uvm_lock);
+		if (slice->nr_uvm_files < READ_ONCE(max_uvm_files)) {
+			slice->nr_uvm_files++;
+			ret = 0;
+		}
+		spin_unlock(&slice->uvm_lock);
+		if (ret) {
+			pr_warn_ratelimited("slice %u: pid %d: the slice holds %u UVM files; refused\n",
 					    slice->id, task_tgid_nr(current),
 					    READ_ONCE(max_uvm_files));
 			goto err_put;
@@ -180,12 +187,12 @@ static int xpu_uvm_open(struct inode *inode, struct file *file)
 	ret = -ENODEV;
 	fops = xpu_uvm_fops_get();
 	if (!fops)
-		goto err_put;
+		goto err_place;
 	/* as chrdev_open(): the file is UVM's from here on, f_op included */
 	replace_fops(file, fops);
 	ret = file->f_op->open(inode, file);
 	if (ret)
-		goto err_put;
+		goto err_place;
 	if (!slice)
 		return 0;
 
@@ -193,7 +200,6 @@ static int xpu_uvm_open(struct inode *inode, struct file *file)
 	uf->slice = slice;
 	spin_lock(&slice->uvm_lock);
 	list_add_tail(&uf->link, &slice->uvm_files);
-	slice->nr_uvm_files++;
 	spin_unlock(&slice->uvm_lock);
 	spin_lock(&xpu_uvm_all_lock);
 	list_add_tail(&uf->all, &xpu_uvm_all);
@@ -203,6 +209,12 @@ static int xpu_uvm_open(struct inode *inode, struct file *file)
 	spin_unlock(&xpu_uvm_all_lock);
 	return 0;
 
+err_place:
+	if (slice) {
+		spin_lock(&slice->uvm_lock);
+		slice->nr_uvm_files--;
+		spin_unlock(&slice->uvm_lock);
+	}
 err_put:
 	kfree(uf);
 	if (slice)

@@ -8,15 +8,16 @@ duplicate, which GET_PID_INFO charges to no process.  xpu takes a duplicate
 of its own (the ledger) before such a free reaches RM, and lets go of it only
 when RM shows it alone."""
 
+import errno
 import os
 
 import nvtest
 import pytest
 from nvclient import abi, client
 from nvclient.cudalike import CudaChannel, CudaContext
-from nvclient.uvm import Uvm
+from nvclient.uvm import Uvm, gpu_uuid
 from test_xpu_mem import Slice, admin, nodedir  # noqa: F401
-from xpu import uapi
+from xpu import ctl, uapi
 
 MiB = 1 << 20
 
@@ -251,6 +252,7 @@ def test_a_channel_uvm_retains_stays_charged_to_its_slice(
     sl = Slice(admin, nodedir, name="uvm39", limit=64 * MiB)
     heap0 = nvtest.heap_used(0)
     ctl, gpu, rm, dev = sl.open()
+    uvm = None
     try:
         node = _uvm_node(admin, sl, nodedir)
         uvm = Uvm(config.version, path=node)
@@ -307,9 +309,60 @@ def test_a_channel_uvm_retains_stays_charged_to_its_slice(
     finally:
         # a forced destroy kills the slice's processes: this one first
         # lets go of its files
+        if uvm is not None:
+            uvm.close()
         dev.close()
         rm.close()
         gpu.close()
         ctl.close()
         sl.destroy()
     assert nvtest.heap_used(0) == heap0
+
+
+@pytest.fixture
+def max_uvm_files():
+    """Sets xpu.ko's max_uvm_files for the test, and puts it back."""
+    path = "/sys/module/xpu/parameters/max_uvm_files"
+    with open(path) as f:
+        old = f.read().strip()
+
+    def set_(n):
+        with open(path, "w") as f:
+            f.write(str(n))
+    yield set_
+    set_(old)
+
+
+def test_a_slice_s_uvm_files_are_bounded_and_its_node_checked(
+        admin, nodedir, uvm_nodes, config, max_uvm_files):  # noqa: F811
+    """Each UVM file of a slice's node is a UVM va_space xpu.ko holds until
+    nobody else does: a slice holds at most max_uvm_files (EMFILE past it),
+    a place coming back once a closed file is let go.  Only a node of
+    xpu-uvm is attached as a slice's UVM node (ENODEV for a GPU node); an
+    open of xpu-uvm outside every slice is a UVM file xpu.ko does not
+    hold."""
+    sl = Slice(admin, nodedir, name="uvmfiles", limit=64 * MiB)
+    held = []
+    try:
+        node = _uvm_node(admin, sl, nodedir)
+        with pytest.raises(ctl.CtlError) as e:
+            admin.node_attach(sl.id, sl.gpu_node, uapi.XPU_NODE_UVM)
+        assert e.value.errno == errno.ENODEV
+        max_uvm_files(2)
+        held = [Uvm(config.version, path=node) for _ in range(2)]
+        with pytest.raises(OSError) as e:
+            Uvm(config.version, path=node)
+        assert e.value.errno == errno.EMFILE
+        assert sl.get().uvm_files == 2
+        held.pop().close()
+        assert nvtest.wait_for(lambda: sl.get().uvm_files == 1, 30,
+                               "xpu.ko to let go of the closed UVM file")
+        held.append(Uvm(config.version, path=node))
+        # outside every slice: UVM's file, not held
+        with Uvm(config.version, path="/dev/xpu-uvm") as u:
+            u.register_gpu(gpu_uuid(0))
+            assert sl.get().uvm_files == 2
+    finally:
+        for u in held:
+            u.close()
+        sl.destroy()

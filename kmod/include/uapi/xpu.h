@@ -381,16 +381,20 @@ struct xpu_slice_list {
  * Make a device node a node of slice id, or stop it being one.  fd is an
  * O_PATH (or any) file descriptor of a character device node carrying the
  * driver's numbers: 195:<the slice's GPU minor> for XPU_NODE_GPU, 195:255
- * for XPU_NODE_CTL.  From then on every open of that inode — directly or
+ * for XPU_NODE_CTL; for XPU_NODE_UVM, the numbers of xpu.ko's misc device
+ * xpu-uvm (/sys/class/misc/xpu-uvm/dev), whose open makes a UVM file of the
+ * host's UVM driver that xpu.ko holds for the slice (docs/security.md,
+ * class 39).  From then on every open of that inode — directly or
  * through a bind mount of it — is in the slice.  A node belongs to one slice
  * at most; attaching it again to the same slice succeeds and changes
  * nothing.  Needs CAP_SYS_ADMIN.
  *
  * Return: 0, or -EPERM, -EFAULT, -EINVAL (unknown role or flags, or the
  * node's minor does not fit the role and slice), -EBADF, -ENODEV (not a
- * character device of major 195), -ENOENT (no such slice, or on DETACH the
- * node is not the slice's), -EEXIST (the node belongs to another slice, or
- * to a destroyed one), -ENOSPC (too many nodes).
+ * character device of major 195, or for XPU_NODE_UVM not xpu-uvm's),
+ * -ENOENT (no such slice, or on DETACH the node is not the slice's),
+ * -EEXIST (the node belongs to another slice, or to a destroyed one),
+ * -ENOSPC (too many nodes).
  *
  * The nodes of a destroyed slice refuse every open (-ENXIO) for as long as
  * anything but xpu.ko holds their inode: a bind mount of /dev/xpuN into a
