@@ -263,3 +263,25 @@ def test_too_many_memory_devices_for_kubelet(make_xpud, kubelet_dirs):
     m = deviceplugin.Manager(cfg, node.Reservations(None))
     m.refresh()
     m.check_size()
+
+
+@pytest.mark.parametrize("xpu_uvm", [True, False])
+def test_a_container_s_uvm_node_is_xpu_s_where_the_host_has_it(
+        plugins, test_kubelet, kubelet_dirs, xpu_uvm):
+    """/dev/nvidia-uvm in the container is the host's xpu-uvm (xpu.ko's UVM
+    node: its UVM files are held for the slice, class 39) where it exists,
+    else the driver's; the tools node is the driver's."""
+    names = ["nvidia-uvm", "nvidia-uvm-tools"] + (["xpu-uvm"] if xpu_uvm
+                                                  else [])
+    for n in names:
+        (kubelet_dirs / n).write_text("")
+    xpud, start = plugins
+    start()
+    registered(test_kubelet)
+    out = test_kubelet.admit("ns", "pod-u", {"main": {"xpu.dev/xpu-memory": 1}})
+    memr = next(r for r in out["main"] if r.cdi_devices)
+    paths = {d.container_path: d.host_path for d in memr.devices}
+    assert paths["/dev/nvidia-uvm"] == str(
+        kubelet_dirs / ("xpu-uvm" if xpu_uvm else "nvidia-uvm"))
+    assert paths["/dev/nvidia-uvm-tools"] == str(
+        kubelet_dirs / "nvidia-uvm-tools")

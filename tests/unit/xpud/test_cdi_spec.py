@@ -125,6 +125,37 @@ def test_the_lowest_cdi_version_the_fields_allow():
     assert full["cdiVersion"] == "0.5.0"
 
 
+def test_a_container_s_uvm_node_is_xpu_s_where_the_host_has_it():
+    """/dev/nvidia-uvm in the container is xpu.ko's UVM node (its numbers,
+    hostPath for runtimes that bind-mount) where the host has both: the UVM
+    files a slice's container opens are held for the slice (class 39).
+    The tools node stays the driver's; without xpu-uvm, the driver's UVM
+    node is given."""
+    nodes = {"/dev/nvidia-uvm": (stat.S_IFCHR, 511, 0),
+             "/dev/nvidia-uvm-tools": (stat.S_IFCHR, 511, 1),
+             "/dev/xpu-uvm": (stat.S_IFCHR, 10, 121)}
+    got = spec.host_nodes(lstat=fake_lstat(nodes))
+    assert got == ({"path": "/dev/nvidia-uvm", "type": "c", "major": 10,
+                    "minor": 121, "permissions": "rw",
+                    "hostPath": "/dev/xpu-uvm"},
+                   {"path": "/dev/nvidia-uvm-tools", "type": "c",
+                    "major": 511, "minor": 1, "permissions": "rw"})
+    # no UVM on the host: none in the container, xpu-uvm or not
+    only = {k: v for k, v in nodes.items() if k != "/dev/nvidia-uvm"}
+    assert [n["path"] for n in spec.host_nodes(lstat=fake_lstat(only))] == \
+        ["/dev/nvidia-uvm-tools"]
+    del nodes["/dev/xpu-uvm"]
+    assert spec.host_nodes(lstat=fake_lstat(nodes))[0] == {
+        "path": "/dev/nvidia-uvm", "type": "c", "major": 511, "minor": 0,
+        "permissions": "rw"}
+    # the spec carries it as it is, at a version that knows hostPath
+    doc = spec.build_spec([slice_view()], spec.SpecOptions(
+        extra_nodes=got), NVIDIA)
+    assert doc["containerEdits"]["deviceNodes"][0]["hostPath"] == \
+        "/dev/xpu-uvm"
+    assert doc["cdiVersion"] == "0.5.0"
+
+
 def test_nvidia_lends_its_mounts_and_hooks_not_its_nodes():
     uvm = spec.host_nodes(["/dev/nvidia-uvm", "/dev/missing", "/dev/file"],
                           lstat=fake_lstat({

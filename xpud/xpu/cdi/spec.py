@@ -57,6 +57,13 @@ NV_CTL_MINOR = 255
 # Nodes every CUDA container needs besides the GPU's: UVM (cudaMallocManaged
 # and the runtime's own setup) and its tools node (profilers).
 UVM_NODES = ("/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+# xpu.ko's UVM node: its open is a UVM file of the host's driver that xpu.ko
+# holds for the opener's slice (found by the container's cgroup, as for the
+# driver's nodes), so that what UVM retains of the slice's channels stays
+# charged to it (docs/security.md, class 39).  A container's /dev/nvidia-uvm
+# is this node where the host has it; the device cgroup CDI derives then
+# lets the container open it and not the driver's own UVM node.
+XPU_UVM_NODE = "/dev/xpu-uvm"
 
 # The CDI library's rule for a device name: a letter or digit first and
 # last; letters, digits, '_', '-', '.' and ':' between.
@@ -217,19 +224,36 @@ def minimum_version(spec: dict) -> str:
 # -- the host's side: what build_spec is given ---------------------------------
 
 def host_nodes(paths: Iterable[str] = UVM_NODES,
-               lstat: Callable[[str], os.stat_result] = os.stat) -> tuple:
+               lstat: Callable[[str], os.stat_result] = os.stat,
+               instead: dict[str, str] | None = None) -> tuple:
     """CDI deviceNode objects for the character devices of PATHS that
-    exist (type, major and minor from the host)."""
+    exist (type, major and minor from the host).  INSTEAD maps a path to
+    the host node that stands there in the container when the host has it
+    (default: /dev/nvidia-uvm is xpu.ko's UVM node, XPU_UVM_NODE), where
+    the host has both."""
+    if instead is None:
+        instead = {"/dev/nvidia-uvm": XPU_UVM_NODE}
+
+    def char(path):
+        try:
+            st = lstat(path)
+        except OSError:
+            return None
+        return st if stat.S_ISCHR(st.st_mode) else None
+
     out = []
     for p in paths:
-        try:
-            st = lstat(p)
-        except OSError:
+        st = char(p)
+        if st is None:
             continue
-        if stat.S_ISCHR(st.st_mode):
-            out.append({"path": p, "type": "c",
-                        "major": os.major(st.st_rdev),
-                        "minor": os.minor(st.st_rdev), "permissions": "rw"})
+        node = {"path": p, "type": "c"}
+        host = instead.get(p)
+        if host is not None and (other := char(host)) is not None:
+            st = other
+            node["hostPath"] = host
+        node.update(major=os.major(st.st_rdev), minor=os.minor(st.st_rdev),
+                    permissions="rw")
+        out.append(node)
     return tuple(out)
 
 

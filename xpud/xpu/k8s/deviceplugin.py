@@ -47,6 +47,7 @@ from ._proto import deviceplugin_v1beta1_pb2_grpc as dp_grpc
 log = logging.getLogger(__name__)
 
 UVM_NODES = ("/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+XPU_UVM_NODE = "/dev/xpu-uvm"
 
 
 class Config:
@@ -212,8 +213,16 @@ class Plugin(dp_grpc.DevicePluginServicer):
                       host_path=s["ctl_node"], permissions="rw")
         for n in UVM_NODES:
             p = os.path.join(self.cfg.dev_dir, os.path.basename(n))
-            if os.path.exists(p):
-                r.devices.add(container_path=n, host_path=p, permissions="rw")
+            if not os.path.exists(p):
+                continue
+            # the container's /dev/nvidia-uvm is xpu.ko's UVM node where
+            # the host has it: its UVM files are held for the slice, found
+            # by the container's cgroup (docs/security.md, class 39)
+            xp = os.path.join(self.cfg.dev_dir,
+                              os.path.basename(XPU_UVM_NODE))
+            if n == "/dev/nvidia-uvm" and os.path.exists(xp):
+                p = xp
+            r.devices.add(container_path=n, host_path=p, permissions="rw")
         r.envs["XPU_SLICE"] = s["name"]
         r.envs["XPU_MEMORY_LIMIT_BYTES"] = str(s["memory_limit_bytes"])
         return r
