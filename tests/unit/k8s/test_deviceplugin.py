@@ -275,7 +275,7 @@ def test_a_container_s_uvm_node_is_xpu_s_where_the_host_has_it(
                                                   else [])
     for n in names:
         (kubelet_dirs / n).write_text("")
-    xpud, start = plugins
+    _, start = plugins
     start()
     registered(test_kubelet)
     out = test_kubelet.admit("ns", "pod-u", {"main": {"xpu.dev/xpu-memory": 1}})
