@@ -287,6 +287,46 @@ def test_a_cdi_device_puts_the_container_in_the_slice(podman, xpud):
     assert s["owner"] is None and "t-cdi" in kernel_slices()
 
 
+# A UVM client in a container: UVM_INITIALIZE through /dev/nvidia-uvm, the
+# node's numbers, then it waits for a line on stdin.
+UVM_PROBE = f"""
+import json, os, sys
+sys.path.insert(0, {str(TOP / "tests")!r})
+from nvclient.uvm import Uvm
+st = os.stat("/dev/nvidia-uvm")
+u = Uvm("580.126.20")
+print(json.dumps({{"rdev": [os.major(st.st_rdev), os.minor(st.st_rdev)]}}),
+      flush=True)
+sys.stdin.readline()
+u.close()
+"""
+
+
+def test_a_container_s_uvm_files_are_held_for_its_slice(uvm_nodes, podman,
+                                                        xpud):
+    """The container's /dev/nvidia-uvm is xpu.ko's UVM node (CDI), found in
+    the slice by the container's cgroup: a working UVM file, held by xpu.ko
+    for the slice while the container holds it and let go after, so that
+    what UVM retains of the slice's channels stays charged to it (class
+    39)."""
+    create(xpud, "t-uvm", LIMIT)
+    with open("/sys/class/misc/xpu-uvm/dev") as f:
+        want = [int(n) for n in f.read().split(":")]
+    p = podman.popen(*podman.run_args("-i", "--device", "xpu.dev/slice=t-uvm"),
+                     "python3", "-c", UVM_PROBE)
+    try:
+        line = p.stdout.readline()
+        assert line, f"the container failed ({p.wait()}): {p.stderr.read()}"
+        assert json.loads(line) == {"rdev": want}
+        assert kernel_slices()["t-uvm"].uvm_files == 1
+    finally:
+        p.stdin.write("\n")
+        p.stdin.close()
+        assert p.wait(timeout=WAIT) == 0, p.stderr.read()
+    wait_until("xpu.ko to let go of the container's UVM file",
+               lambda: kernel_slices()["t-uvm"].uvm_files == 0)
+
+
 PROBE = """
 import errno, json, os
 out = {}
