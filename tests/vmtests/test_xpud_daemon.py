@@ -154,6 +154,39 @@ def test_run_puts_the_command_in_the_slice(xpud, nodedir):
     assert kernel_slices()["t-run"].memory_used == 0
 
 
+RUN_UVM = """
+import json, os, sys
+sys.path.insert(0, TESTS)
+from nvclient.uvm import Uvm
+from xpu import ctl
+st = os.stat("/dev/nvidia-uvm")
+u = Uvm("580.126.20")
+with ctl.Ctl() as c:
+    held = {s.name: s.uvm_files for s in c.slices()}["t-run"]
+print(json.dumps({"rdev": [os.major(st.st_rdev), os.minor(st.st_rdev)],
+                  "held": held}))
+"""
+
+
+def test_run_puts_the_slice_s_uvm_node_at_nvidia_uvm(xpud, nodedir,
+                                                     uvm_nodes):
+    """xpud makes the slice's UVM node (xpuN-uvm, xpu.ko's misc device)
+    and `xpuctl run` binds it over /dev/nvidia-uvm: the command's UVM file
+    is held for the slice while it runs, and let go after (class 39)."""
+    s = create(xpud)
+    assert s["uvm_node"] == str(nodedir / f"xpu{s['id']}-uvm")
+    with open("/sys/class/misc/xpu-uvm/dev") as f:
+        want = [int(n) for n in f.read().split(":")]
+    code = RUN_UVM.replace("TESTS", repr(str(xpudtest.TOP / "tests")))
+    r = xpud.xpuctl("run", "t-run", "--", sys.executable, "-c", code)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"rdev": want, "held": 1}
+    deadline = time.monotonic() + WAIT
+    while kernel_slices()["t-run"].uvm_files:
+        assert time.monotonic() < deadline, "the UVM file was never let go"
+        time.sleep(0.05)
+
+
 def test_run_passes_the_exit_status_and_signals(xpud):
     create(xpud)
     r = xpud.xpuctl("run", "t-run", "--", "sh", "-c", "exit 42")

@@ -12,6 +12,12 @@ and makes each slice's device nodes in the node directory (/dev):
 
     xpuN      char 195:<the GPU's minor>   role XPU_NODE_GPU
     xpuN-ctl  char 195:255                 role XPU_NODE_CTL
+    xpuN-uvm  char <xpu-uvm's numbers>     role XPU_NODE_UVM
+
+The third is made where xpu.ko has its UVM node (the misc device xpu-uvm,
+its numbers in /sys/class/misc/xpu-uvm/dev): an open of it is a UVM file
+of the host's driver that xpu.ko holds for the slice (docs/security.md,
+class 39); `xpuctl run` puts it at /dev/nvidia-uvm.
 
 N is the kernel's slice id.  A node is made under a temporary name, mode 0600,
 attached to its slice (XPU_IOC_NODE_ATTACH binds the inode), then given its
@@ -82,7 +88,19 @@ _PRIORITY_NAMES = {v: k for k, v in PRIORITIES.items()}
 
 _UUID_RE = re.compile(r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
                       r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_NODE_RE = re.compile(r"xpu([0-9]+)(-ctl)?")
+_NODE_RE = re.compile(r"xpu([0-9]+)(-ctl|-uvm)?")
+XPU_UVM_DEV = "/sys/class/misc/xpu-uvm/dev"
+
+
+def read_uvm_numbers(path: str = XPU_UVM_DEV) -> tuple[int, int] | None:
+    """(major, minor) of xpu.ko's UVM node, or None (no such device: an
+    xpu.ko without it, or not loaded)."""
+    try:
+        with open(path) as f:
+            major, minor = f.read().strip().split(":")
+        return int(major), int(minor)
+    except (OSError, ValueError):
+        return None
 
 
 def normalise_uuid(text: str) -> str | None:
@@ -147,10 +165,10 @@ def read_max_doorbell_files(
     return _read_param(path)
 
 
-def node_names(id: int) -> tuple[str, str]:
+def node_names(id: int) -> tuple[str, str, str]:
     """The file names of slice ID's nodes: the GPU node, the control
-    node."""
-    return f"xpu{id}", f"xpu{id}-ctl"
+    node, the UVM node."""
+    return f"xpu{id}", f"xpu{id}-ctl", f"xpu{id}-uvm"
 
 
 class KernelBackend(Backend):
@@ -166,8 +184,10 @@ class KernelBackend(Backend):
                  max_os_events_path: str = DEFAULT_MAX_OS_EVENTS_PATH,
                  max_records_path: str = DEFAULT_MAX_RECORDS_PATH,
                  max_doorbell_files_path: str =
-                 DEFAULT_MAX_DOORBELL_FILES_PATH):
+                 DEFAULT_MAX_DOORBELL_FILES_PATH,
+                 uvm_dev_path: str = XPU_UVM_DEV):
         self.inventory = inventory
+        self.uvm_dev_path = uvm_dev_path
         self.device = device
         self.node_dir = node_dir
         self.cgroup_root = cgroup_root.rstrip("/") or "/"
@@ -218,7 +238,7 @@ class KernelBackend(Backend):
                 return s
         raise NoSuchSlice(f"xpu.ko has no slice '{name}'")
 
-    def _node_paths(self, id: int) -> tuple[str, str]:
+    def _node_paths(self, id: int) -> tuple[str, ...]:
         return tuple(os.path.join(self.node_dir, n) for n in node_names(id))
 
     def _bounds(self) -> dict:
@@ -235,9 +255,11 @@ class KernelBackend(Backend):
     def _kernel_slice(self, info: ctl.SliceInfo, gpu_uuid: str,
                       bounds: dict) -> KernelSlice:
         nodes = []
-        for path, minor in zip(self._node_paths(info.id),
-                               (info.gpu_minor, ctl.NV_CTL_MINOR)):
-            if _is_node(path, minor):
+        uvm = read_uvm_numbers(self.uvm_dev_path)
+        for path, numbers in zip(self._node_paths(info.id),
+                                 ((ctl.NV_MAJOR, info.gpu_minor),
+                                  (ctl.NV_MAJOR, ctl.NV_CTL_MINOR), uvm)):
+            if numbers is not None and _is_node(path, numbers):
                 nodes.append(path)
         name, cgroups = self._bound.get(info.id, (info.name, set()))
         if name != info.name:
@@ -385,11 +407,16 @@ class KernelBackend(Backend):
             info = self._find(c, name)
             gid = self._group()
             paths = self._node_paths(info.id)
-            for path, role, minor in (
-                    (paths[0], uapi.XPU_NODE_GPU, info.gpu_minor),
-                    (paths[1], uapi.XPU_NODE_CTL, ctl.NV_CTL_MINOR)):
-                self._make_node(c, info, path, role, minor, gid)
-        return paths
+            nodes = [(paths[0], uapi.XPU_NODE_GPU,
+                      (ctl.NV_MAJOR, info.gpu_minor)),
+                     (paths[1], uapi.XPU_NODE_CTL,
+                      (ctl.NV_MAJOR, ctl.NV_CTL_MINOR))]
+            uvm = read_uvm_numbers(self.uvm_dev_path)
+            if uvm is not None:
+                nodes.append((paths[2], uapi.XPU_NODE_UVM, uvm))
+            for path, role, numbers in nodes:
+                self._make_node(c, info, path, role, numbers, gid)
+        return tuple(n[0] for n in nodes)
 
     def bind_cgroup(self, name: str, cgroup: str) -> None:
         path = self._cgroup_path(cgroup)
@@ -427,11 +454,13 @@ class KernelBackend(Backend):
         return os.path.join(self.cgroup_root, rel)
 
     def _make_node(self, c: ctl.Ctl, info: ctl.SliceInfo, path: str,
-                   role: int, minor: int, gid: int) -> None:
-        if _is_node(path, minor):
+                   role: int, numbers: tuple[int, int], gid: int) -> None:
+        major, minor = numbers
+        expect = minor if role != uapi.XPU_NODE_UVM else None
+        if _is_node(path, numbers):
             try:
                 c.node_attach(info.id, path, role, name=info.name,
-                              expect=minor)
+                              expect=expect)
             except ctl.Conflict:
                 log.warning("%s belonged to another slice: replaced", path)
             else:
@@ -442,13 +471,12 @@ class KernelBackend(Backend):
         try:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-            os.mknod(tmp, stat.S_IFCHR | 0o600, os.makedev(ctl.NV_MAJOR,
-                                                           minor))
+            os.mknod(tmp, stat.S_IFCHR | 0o600, os.makedev(major, minor))
         except OSError as e:
             raise BackendError(f"cannot make the node {path}: "
                                f"{e.strerror}") from None
         try:
-            c.node_attach(info.id, tmp, role, name=info.name, expect=minor)
+            c.node_attach(info.id, tmp, role, name=info.name, expect=expect)
             _set_owner(tmp, gid)
             try:
                 os.replace(tmp, path)
@@ -461,8 +489,9 @@ class KernelBackend(Backend):
             raise
 
     def _remove_nodes(self, id: int) -> None:
+        uvm = read_uvm_numbers(self.uvm_dev_path)
         for path in self._node_paths(id):
-            _remove_node(path)
+            _remove_node(path, uvm)
 
     def _sweep_nodes(self, live: set[int]) -> None:
         """Remove nodes of ids that name no slice now."""
@@ -471,10 +500,12 @@ class KernelBackend(Backend):
         except OSError as e:
             log.debug("cannot list %s: %s", self.node_dir, e.strerror)
             return
+        uvm = read_uvm_numbers(self.uvm_dev_path)
         for n in names:
             m = _NODE_RE.fullmatch(n)
             path = os.path.join(self.node_dir, n)
-            if m and int(m.group(1)) not in live and _remove_node(path):
+            if m and int(m.group(1)) not in live and \
+                    _remove_node(path, uvm):
                 log.info("removed %s: slice %s does not exist", path,
                          m.group(1))
 
@@ -507,22 +538,23 @@ def _host_memory_busy(c: ctl.Ctl, old: ctl.SliceInfo, changes: dict,
         "slice's processes), or ask for more", e.errno)
 
 
-def _is_node(path: str, minor: int) -> bool:
+def _is_node(path: str, numbers: tuple[int, int]) -> bool:
     try:
         st = os.lstat(path)
     except OSError:
         return False
-    return stat.S_ISCHR(st.st_mode) and \
-        st.st_rdev == os.makedev(ctl.NV_MAJOR, minor)
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(*numbers)
 
 
-def _remove_node(path: str) -> bool:
-    """Remove PATH if it is a character device of the NVIDIA driver (what
-    a slice node is, never anything else)."""
+def _remove_node(path: str, uvm: tuple[int, int] | None = None) -> bool:
+    """Remove PATH if it is a character device of the NVIDIA driver, or of
+    xpu.ko's UVM node (numbers UVM): what a slice node is, never anything
+    else."""
     try:
         st = os.lstat(path)
-        if not stat.S_ISCHR(st.st_mode) or \
-                os.major(st.st_rdev) != ctl.NV_MAJOR:
+        if not stat.S_ISCHR(st.st_mode) or (
+                os.major(st.st_rdev) != ctl.NV_MAJOR and
+                (uvm is None or st.st_rdev != os.makedev(*uvm))):
             return False
         os.unlink(path)
         return True

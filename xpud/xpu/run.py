@@ -7,9 +7,12 @@ In that namespace
     /dev/nvidiactl          is the slice's control node (/dev/xpuN-ctl),
     /dev/nvidia<minor>      is the slice's GPU node (/dev/xpuN),
     /dev/nvidia<other>      of every other GPU is /dev/null,
+    /dev/nvidia-uvm         is the slice's UVM node (/dev/xpuN-uvm), where
+                            xpu.ko has one: UVM files held for the slice
+                            (docs/security.md, class 39),
 
-and everything else (/dev/nvidia-uvm, /dev/nvidia-modeset, ...) is left as
-it is.  These are bind mounts of the very inodes xpud registered with xpu.ko,
+and everything else (/dev/nvidia-uvm-tools, /dev/nvidia-modeset, ...) is
+left as it is.  These are bind mounts of the very inodes xpud registered with xpu.ko,
 so every open of the NVIDIA devices by COMMAND is in the slice.  The host's
 /dev is never changed: the mounts are made after unshare(CLONE_NEWNS) and
 making every mount private, so none of them propagates back.
@@ -87,7 +90,11 @@ def plan(s: dict, dev_dir: str = "/dev", listdir=None) -> list[Bind]:
                   "the slice's control node"),
              Bind(gpu_node, os.path.join(dev_dir, f"nvidia{minor}"),
                   "the slice's GPU node")]
-    for entry in sorted((listdir or os.listdir)(dev_dir)):
+    entries = sorted((listdir or os.listdir)(dev_dir))
+    if s.get("uvm_node") and "nvidia-uvm" in entries:
+        binds.append(Bind(s["uvm_node"], os.path.join(dev_dir, "nvidia-uvm"),
+                          "the slice's UVM node"))
+    for entry in entries:
         m = _GPU_NODE.match(entry)
         if m and int(m.group(1)) != minor:
             binds.append(Bind(os.devnull, os.path.join(dev_dir, entry),

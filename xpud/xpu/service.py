@@ -932,9 +932,13 @@ class Service:
             "nodes": list(k.nodes) if k else [],
             "id": k.id if k else None,
             "gpu_node": next((n for n in k.nodes
-                              if not n.endswith("-ctl")), None) if k else None,
+                              if not n.endswith(("-ctl", "-uvm"))), None)
+            if k else None,
             "ctl_node": next((n for n in k.nodes
                               if n.endswith("-ctl")), None) if k else None,
+            # xpu.ko's UVM node of the slice (class 39), where it has one
+            "uvm_node": next((n for n in k.nodes
+                              if n.endswith("-uvm")), None) if k else None,
             "processes": k.processes if k else None,
             "denied_allocs": k.denied_allocs if k else None,
             # The share of the GPU's time the slice held over the last

@@ -28,6 +28,9 @@ UUID1_LOWER = UUID1[:4] + UUID1[4:].lower()
 
 # -- structs ------------------------------------------------------------------
 
+# xpu-uvm's numbers in the fake (misc major 10)
+FAKE_UVM = (10, 121)
+
 def test_slice_info_packs_at_the_header_offsets():
     arg = ctl.slice_info_arg("train", gpu_minor=1, memory_limit=8 * GIB,
                              compute_share=250, weight=200,
@@ -484,13 +487,16 @@ class FakeXpu:
     def attach(self, a):
         self.admin()
         st = os.fstat(a.fd)
-        if not stat.S_ISCHR(st.st_mode) or os.major(st.st_rdev) != 195:
+        uvm = a.role == uapi.XPU_NODE_UVM
+        if not stat.S_ISCHR(st.st_mode) or (
+                st.st_rdev != os.makedev(*FAKE_UVM) if uvm
+                else os.major(st.st_rdev) != 195):
             _raise(errno.ENODEV)
         if a.id not in self.slices:
             _raise(errno.ENOENT)
         want = 255 if a.role == uapi.XPU_NODE_CTL else \
             self.slices[a.id]["gpu_minor"]
-        if os.minor(st.st_rdev) != want:
+        if not uvm and os.minor(st.st_rdev) != want:
             _raise(errno.EINVAL)
         key = (st.st_dev, st.st_ino)
         if self.nodes.get(key, a.id) != a.id:
@@ -567,7 +573,8 @@ def kb(fake, tmp_path, nodes):
                                     tmp_path / "max_os_events"),
                                 max_records_path=str(tmp_path / "max_records"),
                                 max_doorbell_files_path=str(
-                                    tmp_path / "max_doorbell_files"))
+                                    tmp_path / "max_doorbell_files"),
+                                uvm_dev_path=str(tmp_path / "xpu-uvm-dev"))
 
 
 def can_mknod(path):
@@ -882,6 +889,26 @@ def test_make_nodes(kb, fake, nodes, mknod_ok):
     assert {k.spec.name: k.nodes for k in kb.list_slices()}["b"] == paths
     assert sorted(os.listdir(nodes)) == ["xpu1", "xpu1-ctl"]  # no tmp
     kb.destroy_slice("b")
+    assert os.listdir(nodes) == []
+
+
+def test_make_nodes_makes_the_uvm_node_where_xpu_has_one(kb, fake, nodes,
+                                                        mknod_ok, tmp_path):
+    """With xpu.ko's UVM node (its numbers in sysfs), a slice gets a third
+    node, xpuN-uvm, attached as XPU_NODE_UVM (class 39); it is listed,
+    and removed with the slice."""
+    (tmp_path / "xpu-uvm-dev").write_text("{}:{}\n".format(*FAKE_UVM))
+    kb.create_slice(spec("a"))
+    paths = kb.make_nodes("a")
+    assert paths == tuple(str(nodes / n)
+                          for n in ("xpu0", "xpu0-ctl", "xpu0-uvm"))
+    st = os.lstat(paths[2])
+    assert stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(*FAKE_UVM)
+    assert stat.S_IMODE(st.st_mode) == 0o660
+    assert len(fake.nodes) == 3
+    assert kb.make_nodes("a") == paths                   # idempotent
+    assert kb.list_slices()[0].nodes == paths
+    kb.destroy_slice("a")
     assert os.listdir(nodes) == []
 
 

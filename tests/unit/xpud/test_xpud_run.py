@@ -28,6 +28,19 @@ def test_plan_puts_the_slice_at_the_nvidia_names():
         ("/dev/null", "/dev/nvidia2")]
 
 
+def test_plan_puts_the_slice_s_uvm_node_at_nvidia_uvm():
+    """Where the slice has a UVM node (xpu.ko's), it stands at
+    /dev/nvidia-uvm, if the host has UVM: its UVM files are held for the
+    slice (class 39)."""
+    s = dict(SLICE, uvm_node="/dev/xpu3-uvm")
+    binds = run.plan(s, "/dev", lambda d: list(DEV))
+    assert ("/dev/xpu3-uvm", "/dev/nvidia-uvm") in \
+        [(b.source, b.target) for b in binds]
+    no_uvm = [e for e in DEV if e != "nvidia-uvm"]
+    assert all(b.target != "/dev/nvidia-uvm"
+               for b in run.plan(s, "/dev", lambda d: list(no_uvm)))
+
+
 @pytest.mark.parametrize("change, message", [
     ({"state": "pending", "error": "GPU 7 is missing"},
      "slice 'train' is pending: GPU 7 is missing (xpuctl show train"),

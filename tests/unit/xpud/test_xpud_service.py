@@ -84,7 +84,7 @@ def test_create_saves_then_applies(make_service, backend, tmp_path):
         "priority": "low", "cgroups": [], "transient_cgroups": [],
         "owner": None, "nodes": ["/dev/xpu0", "/dev/xpu0-ctl"],
         "id": None, "gpu_node": "/dev/xpu0", "ctl_node": "/dev/xpu0-ctl",
-        "processes": None, "denied_allocs": None, "compute_obtained": None,
+        "uvm_node": None, "processes": None, "denied_allocs": None, "compute_obtained": None,
         "state": "ready", "error": None, "defined_in": None}
     [saved] = state_doc(tmp_path)["slices"]
     assert saved["name"] == "a" and saved["compute_share"] == 125
