@@ -188,25 +188,32 @@ static int xpu_uvm_open(struct inode *inode, struct file *file)
 	fops = xpu_uvm_fops_get();
 	if (!fops)
 		goto err_place;
-	/* as chrdev_open(): the file is UVM's from here on, f_op included */
-	replace_fops(file, fops);
-	ret = file->f_op->open(inode, file);
-	if (ret)
+	/* UVM's open makes the file */
+	ret = fops->open(inode, file);
+	if (ret) {
+		fops_put(fops);
 		goto err_place;
-	if (!slice)
-		return 0;
-
-	uf->file = get_file(file);
-	uf->slice = slice;
-	spin_lock(&slice->uvm_lock);
-	list_add_tail(&uf->link, &slice->uvm_files);
-	spin_unlock(&slice->uvm_lock);
-	spin_lock(&xpu_uvm_all_lock);
-	list_add_tail(&uf->all, &xpu_uvm_all);
-	if (!xpu_uvm_exiting)
-		mod_delayed_work(system_wq, &xpu_uvm_sweep_work,
-				 msecs_to_jiffies(XPU_UVM_SWEEP_MS));
-	spin_unlock(&xpu_uvm_all_lock);
+	}
+	if (slice) {
+		uf->file = get_file(file);
+		uf->slice = slice;
+		spin_lock(&slice->uvm_lock);
+		list_add_tail(&uf->link, &slice->uvm_files);
+		spin_unlock(&slice->uvm_lock);
+		spin_lock(&xpu_uvm_all_lock);
+		list_add_tail(&uf->all, &xpu_uvm_all);
+		if (!xpu_uvm_exiting)
+			mod_delayed_work(system_wq, &xpu_uvm_sweep_work,
+					 msecs_to_jiffies(XPU_UVM_SWEEP_MS));
+		spin_unlock(&xpu_uvm_all_lock);
+	}
+	/*
+	 * Last, as chrdev_open() does: UVM's file operations replace xpu's
+	 * (putting the module reference the open took on xpu), so the file
+	 * is UVM's, f_op included.  A failure of the open after this (the
+	 * VFS's O_DIRECT check) releases it through UVM's own operations.
+	 */
+	replace_fops(file, fops);
 	return 0;
 
 err_place:
