@@ -351,11 +351,16 @@ static const struct file_operations xpu_uvm_node_fops = {
 	.llseek = noop_llseek,
 };
 
+/*
+ * Root's alone: an open outside every slice is a UVM file, and a host may
+ * have made its UVM node narrower (NVreg_DeviceFileMode).  A slice's nodes
+ * get the owner and mode xpud gives them.
+ */
 static struct miscdevice xpu_uvm_dev = {
 	.minor = MISC_DYNAMIC_MINOR,
 	.name = "xpu-uvm",
 	.fops = &xpu_uvm_node_fops,
-	.mode = 0666,
+	.mode = 0600,
 };
 
 dev_t xpu_uvm_devt(void)

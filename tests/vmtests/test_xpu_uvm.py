@@ -10,12 +10,14 @@ when RM shows it alone."""
 
 import errno
 import os
+import stat
 
 import nvtest
 import pytest
 from nvclient import abi, client
 from nvclient.cudalike import CudaChannel, CudaContext
 from nvclient.uvm import Uvm, gpu_uuid
+from test_hostile_objects import module_param
 from test_xpu_mem import Slice, admin, nodedir  # noqa: F401
 from xpu import ctl, uapi
 
@@ -322,15 +324,7 @@ def test_a_channel_uvm_retains_stays_charged_to_its_slice(
 @pytest.fixture
 def max_uvm_files():
     """Sets xpu.ko's max_uvm_files for the test, and puts it back."""
-    path = "/sys/module/xpu/parameters/max_uvm_files"
-    with open(path) as f:
-        old = f.read().strip()
-
-    def set_(n):
-        with open(path, "w") as f:
-            f.write(str(n))
-    yield set_
-    set_(old)
+    yield from module_param("max_uvm_files")
 
 
 def test_a_slice_s_uvm_files_are_bounded_and_its_node_checked(
@@ -358,7 +352,10 @@ def test_a_slice_s_uvm_files_are_bounded_and_its_node_checked(
         assert nvtest.wait_for(lambda: sl.get().uvm_files == 1, 30,
                                "xpu.ko to let go of the closed UVM file")
         held.append(Uvm(config.version, path=node))
-        # outside every slice: UVM's file, not held
+        # outside every slice: UVM's file, not held, and root's alone (a
+        # host may have made its own UVM node narrower)
+        st = os.stat("/dev/xpu-uvm")
+        assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o600, 0)
         with Uvm(config.version, path="/dev/xpu-uvm") as u:
             u.register_gpu(gpu_uuid(0))
             assert sl.get().uvm_files == 2
