@@ -672,7 +672,8 @@ def test_node_refusals(fd, nodedir):
         (wrong_minor, {}, errno.EINVAL),               # not the slice's GPU
         (ctl_node, {}, errno.EINVAL),                  # ctl as a GPU node
         (gpu0, {"role": uapi.XPU_NODE_CTL}, errno.EINVAL),
-        (gpu0, {"role": 2}, errno.EINVAL),
+        (gpu0, {"role": uapi.XPU_NODE_UVM}, errno.ENODEV),  # not xpu-uvm's
+        (gpu0, {"role": 3}, errno.EINVAL),
         (gpu0, {"flags": 1}, errno.EINVAL),
         (gpu0, {"argsz": SIZES["xpu_node"] - 1}, errno.EINVAL),
         (str(regular), {}, errno.ENODEV),              # not a char device
@@ -1111,24 +1112,30 @@ def test_xpud_makes_slices_with_nodes(xpud, fd, nodedir):
     assert s["memory_used_bytes"] == 0
     assert s["compute_share"] == 12.5
     assert (s["weight"], s["priority"]) == (100, "high")
+    # the GPU and control nodes, and the UVM node of xpu.ko's xpu-uvm
     assert s["nodes"] == [str(nodedir / f"xpu{k.id}"),
-                          str(nodedir / f"xpu{k.id}-ctl")]
+                          str(nodedir / f"xpu{k.id}-ctl"),
+                          str(nodedir / f"xpu{k.id}-uvm")]
+    with open("/sys/class/misc/xpu-uvm/dev") as f:
+        uvm = tuple(int(n) for n in f.read().split(":"))
     try:
         gid = grp.getgrnam("xpu").gr_gid
     except KeyError:
         gid = 0
-    for path, minor in zip(s["nodes"], (k.gpu_minor, NV_CTL_MINOR)):
+    for path, numbers, role in zip(
+            s["nodes"], ((NV_MAJOR, k.gpu_minor), (NV_MAJOR, NV_CTL_MINOR),
+                         uvm),
+            (uapi.XPU_NODE_GPU, uapi.XPU_NODE_CTL, uapi.XPU_NODE_UVM)):
         st = os.lstat(path)
         assert stat.S_ISCHR(st.st_mode), path
-        assert st.st_rdev == os.makedev(NV_MAJOR, minor), path
+        assert st.st_rdev == os.makedev(*numbers), path
         assert stat.S_IMODE(st.st_mode) == 0o660
         assert (st.st_uid, st.st_gid) == (0, gid)
         with opath(path) as n:   # attached by xpud: again is a no-op
-            role = uapi.XPU_NODE_GPU if minor != NV_CTL_MINOR else \
-                uapi.XPU_NODE_CTL
             assert call(fd, uapi.XPU_IOC_NODE_ATTACH,
                         node_arg(k.id, n, role)) == 0
-    assert sorted(os.listdir(nodedir)) == [f"xpu{k.id}", f"xpu{k.id}-ctl"]
+    assert sorted(os.listdir(nodedir)) == [f"xpu{k.id}", f"xpu{k.id}-ctl",
+                                           f"xpu{k.id}-uvm"]
 
     r = xpud.xpuctl("gpus", "-o", "json")
     assert r.returncode == 0, r.stderr
