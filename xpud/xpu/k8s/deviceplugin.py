@@ -40,14 +40,13 @@ from concurrent import futures
 import grpc
 
 from .. import model
+from ..cdi.spec import UVM_NODES, XPU_UVM_NODE
 from . import kubelet, node, resources
 from ._proto import deviceplugin_v1beta1_pb2 as dp
 from ._proto import deviceplugin_v1beta1_pb2_grpc as dp_grpc
 
 log = logging.getLogger(__name__)
 
-UVM_NODES = ("/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
-XPU_UVM_NODE = "/dev/xpu-uvm"
 
 
 class Config:
