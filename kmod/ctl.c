@@ -23,6 +23,7 @@
 
 #include "ctl.h"
 #include "slice.h"
+#include "uvm.h"
 #include "version.h"
 
 static long xpu_ctl_version(struct file *file, void __user *arg)
@@ -119,7 +120,12 @@ static int xpu_body_node_detach(void *a)
 
 static int xpu_body_cgroup_bind(void *a)
 {
-	return xpu_ctl_admin() ?: xpu_slice_ioc_cgroup(a, true);
+	int ret = xpu_ctl_admin() ?: xpu_slice_ioc_cgroup(a, true);
+
+	/* the cgroup's tasks' UVM files are its slice's (uvm.c) */
+	if (!ret)
+		xpu_uvm_interpose();
+	return ret;
 }
 
 static int xpu_body_cgroup_unbind(void *a)

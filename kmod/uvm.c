@@ -18,6 +18,11 @@
  *   in the host's mount namespace) replace xpu's, and UVM's open makes the
  *   file.  The tenant holds a genuine UVM file; nothing of xpu is in its
  *   path after the open.
+ * - UVM's own node opens the same way: the character device UVM
+ *   registered (its data, writable, unlike its file operations) is given
+ *   xpu's open when uvm_node is found -- at load, at a cgroup's binding,
+ *   at an open of xpu-uvm -- so a task of a bound cgroup that opens the
+ *   driver's /dev/nvidia-uvm gets a UVM file of its slice too.
  * - xpu keeps a reference to each such file of a slice.  When xpu's is the
  *   only one left (no descriptor, mapping or message in flight holds it,
  *   and none can be made again: a reference is only copied from one),
@@ -32,18 +37,22 @@
  *   moves to the next older file when that one goes; with no older file
  *   left, it is given back.
  *
- * What this does not see: a UVM file opened through another slice's node
- * or through the real node (a process outside every slice), and passed in
- * (docs/security.md, class 39).  The containers xpud makes get the slice's
- * UVM node in place of /dev/nvidia-uvm.
+ * What this does not see: a UVM file opened through another slice's node,
+ * or by a process outside every slice, and passed in; and a UVM file
+ * opened before xpu found UVM (UVM loaded after xpu and first opened
+ * before any cgroup's binding since; docs/security.md, class 39).  The
+ * containers xpud makes get the slice's UVM node in place of
+ * /dev/nvidia-uvm either way.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/cdev.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/namei.h>
+#include <linux/rcupdate.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 
@@ -82,6 +91,21 @@ struct xpu_uvm_file {
 static DEFINE_MUTEX(xpu_uvm_fops_lock);
 static const struct file_operations *xpu_uvm_fops;
 
+/*
+ * UVM's own node, interposed on at its open: the character device UVM
+ * registered for it (writable data of UVM's module, unlike its file
+ * operations) opens through xpu's table, whose open is xpu_uvm_open(),
+ * so a task of a bound cgroup that opens the driver's own /dev/nvidia-uvm
+ * is seen as one that opens its slice's UVM node.  Set once, with
+ * xpu_uvm_fops, under the mutex; put back at unload.
+ */
+static struct cdev *xpu_uvm_cdev;
+static dev_t xpu_uvm_rdev;
+static bool xpu_uvm_interposed;
+module_param_named(uvm_interposed, xpu_uvm_interposed, bool, 0444);
+MODULE_PARM_DESC(uvm_interposed,
+		 "whether opens of UVM's own node (uvm_node) pass through xpu, so that bound cgroups' UVM files are their slices' (read only)");
+
 static LIST_HEAD(xpu_uvm_all);
 static DEFINE_SPINLOCK(xpu_uvm_all_lock);
 static void xpu_uvm_sweep(struct work_struct *work);
@@ -91,10 +115,13 @@ static bool xpu_uvm_exiting;
 struct xpu_uvm_find {
 	struct work_struct work;
 	const struct file_operations *fops;
+	struct cdev *cdev;		/* UVM's, when it is as expected */
+	dev_t rdev;
 	int err;
 };
 
 static const struct file_operations xpu_uvm_node_fops;
+static const struct file_operations xpu_uvm_cdev_fops;
 
 /* From a work item: the host's filesystem, not the opener's. */
 static void xpu_uvm_find_fn(struct work_struct *work)
@@ -102,6 +129,8 @@ static void xpu_uvm_find_fn(struct work_struct *work)
 	struct xpu_uvm_find *f = container_of(work, struct xpu_uvm_find, work);
 	const struct file_operations *fops;
 	struct file *file;
+	struct inode *inode;
+	struct cdev *cdev;
 	struct path path;
 	dev_t rdev;
 
@@ -120,19 +149,35 @@ static void xpu_uvm_find_fn(struct work_struct *work)
 		return;
 	}
 	fops = file->f_op;
+	inode = file_inode(file);
 	f->err = -ENODEV;
 	/* a character device of another driver that makes its files at open */
-	if (S_ISCHR(file_inode(file)->i_mode) && fops->open &&
-	    fops != &xpu_uvm_node_fops && fops->owner != THIS_MODULE &&
-	    try_module_get(fops->owner)) {
+	if (S_ISCHR(inode->i_mode) && fops->open &&
+	    fops != &xpu_uvm_node_fops && fops != &xpu_uvm_cdev_fops &&
+	    fops->owner != THIS_MODULE && try_module_get(fops->owner)) {
 		f->fops = fops;
 		f->err = 0;
+		/*
+		 * The device chrdev_open() found for the node (set on the
+		 * inode by that open): UVM's own, opening with these very
+		 * operations, in its module's data.
+		 */
+		cdev = inode->i_cdev;
+		if (cdev && cdev->ops == fops && cdev->owner == fops->owner &&
+		    within_module((unsigned long)cdev, fops->owner)) {
+			f->cdev = cdev;
+			f->rdev = inode->i_rdev;
+		}
 	}
 	fput(file);
 }
 
-/* UVM's file operations, with a reference on its module for the caller. */
-static const struct file_operations *xpu_uvm_fops_get(void)
+/*
+ * UVM's file operations, with a reference on its module for the caller;
+ * found once (QUIET: not being there yet is no news), and UVM's own node
+ * interposed on then.
+ */
+static const struct file_operations *xpu_uvm_fops_get(bool quiet)
 {
 	const struct file_operations *fops;
 	struct xpu_uvm_find f = { .err = -ENODEV };
@@ -143,15 +188,45 @@ static const struct file_operations *xpu_uvm_fops_get(void)
 		queue_work(system_unbound_wq, &f.work);
 		flush_work(&f.work);
 		destroy_work_on_stack(&f.work);
-		if (f.err)
+		if (f.err && !quiet)
 			pr_warn_ratelimited("%s: %d: no UVM to open a slice's UVM file with\n",
 					    uvm_node, f.err);
-		else
+		if (!f.err)
 			xpu_uvm_fops = f.fops;
+		if (!f.err && f.cdev) {
+			/*
+			 * One aligned pointer store: chrdev_open() reads the
+			 * old table or xpu's, and takes a reference on the
+			 * module of the one it read.
+			 */
+			xpu_uvm_cdev = f.cdev;
+			xpu_uvm_rdev = f.rdev;
+			WRITE_ONCE(f.cdev->ops, &xpu_uvm_cdev_fops);
+			WRITE_ONCE(xpu_uvm_interposed, true);
+			pr_info("interposed on the open of %s (%u:%u, %s)\n",
+				uvm_node, MAJOR(f.rdev), MINOR(f.rdev),
+				module_name(f.fops->owner));
+		} else if (!f.err) {
+			pr_warn("%s: not a character device xpu can interpose on; UVM files of bound cgroups' tasks opened there are not their slices'\n",
+				uvm_node);
+		}
 	}
 	fops = fops_get(xpu_uvm_fops);
 	mutex_unlock(&xpu_uvm_fops_lock);
 	return fops;
+}
+
+/*
+ * Interpose on UVM's own node if it is there now and was not before: at
+ * load, and when a cgroup is bound (UVM is loaded, and its node made, at
+ * a task's first use: nvidia-modprobe -u).
+ */
+void xpu_uvm_interpose(void)
+{
+	const struct file_operations *fops = xpu_uvm_fops_get(true);
+
+	if (fops)
+		fops_put(fops);
 }
 
 static int xpu_uvm_open(struct inode *inode, struct file *file)
@@ -185,7 +260,7 @@ static int xpu_uvm_open(struct inode *inode, struct file *file)
 		}
 	}
 	ret = -ENODEV;
-	fops = xpu_uvm_fops_get();
+	fops = xpu_uvm_fops_get(false);
 	if (!fops)
 		goto err_place;
 	/* UVM's open makes the file */
@@ -352,6 +427,31 @@ static const struct file_operations xpu_uvm_node_fops = {
 };
 
 /*
+ * The open of UVM's own device.  Its UVM node is a UVM node like the
+ * slice's; another minor of the same device (a tools node) is UVM's,
+ * untouched: UVM's operations replace xpu's before UVM's open, as
+ * chrdev_open() does.
+ */
+static int xpu_uvm_cdev_open(struct inode *inode, struct file *file)
+{
+	const struct file_operations *fops;
+
+	if (inode->i_rdev == READ_ONCE(xpu_uvm_rdev))
+		return xpu_uvm_open(inode, file);
+	fops = fops_get(READ_ONCE(xpu_uvm_fops));
+	if (!fops)
+		return -ENODEV;
+	replace_fops(file, fops);
+	return fops->open ? fops->open(inode, file) : 0;
+}
+
+static const struct file_operations xpu_uvm_cdev_fops = {
+	.owner = THIS_MODULE,
+	.open = xpu_uvm_cdev_open,
+	.llseek = noop_llseek,
+};
+
+/*
  * Root's alone: an open outside every slice is a UVM file, and a host may
  * have made its UVM node narrower (NVreg_DeviceFileMode).  A slice's nodes
  * get the owner and mode xpud gives them.
@@ -370,7 +470,11 @@ dev_t xpu_uvm_devt(void)
 
 int xpu_uvm_init(void)
 {
-	return misc_register(&xpu_uvm_dev);
+	int ret = misc_register(&xpu_uvm_dev);
+
+	if (!ret)
+		xpu_uvm_interpose();
+	return ret;
 }
 
 /*
@@ -382,6 +486,16 @@ void xpu_uvm_exit(void)
 	struct xpu_uvm_file *uf, *tmp;
 	LIST_HEAD(all);
 
+	if (xpu_uvm_cdev) {
+		/*
+		 * UVM's table back; then every task that read xpu's from the
+		 * device and may not have taken its module reference yet
+		 * (which fails now: the open is refused) has passed a
+		 * voluntary context switch, so it is done with xpu's memory.
+		 */
+		WRITE_ONCE(xpu_uvm_cdev->ops, xpu_uvm_fops);
+		synchronize_rcu_tasks();
+	}
 	misc_deregister(&xpu_uvm_dev);
 	spin_lock(&xpu_uvm_all_lock);
 	xpu_uvm_exiting = true;

@@ -10,6 +10,7 @@ struct xpu_slice_info;
 
 int xpu_uvm_init(void);
 void xpu_uvm_exit(void);
+void xpu_uvm_interpose(void);
 dev_t xpu_uvm_devt(void);
 bool xpu_uvm_keep(struct xpu_slice *slice, int kind, u64 charge);
 u32 xpu_uvm_kept(struct xpu_slice *slice, int kind);

@@ -11,6 +11,7 @@ when RM shows it alone."""
 import errno
 import os
 import stat
+import subprocess
 
 import nvtest
 import pytest
@@ -319,6 +320,122 @@ def test_a_channel_uvm_retains_stays_charged_to_its_slice(
         ctl.close()
         sl.destroy()
     assert nvtest.heap_used(0) == heap0
+
+
+# A task of a bound cgroup: the driver's own nodes (/dev/nvidiactl,
+# /dev/nvidia0, /dev/nvidia-uvm), CUDA's channel set-up, registration and
+# a free of the TSG, again, until refused (or ROUNDS made).
+CGROUP_TENANT = """
+import os
+with open({procs!r}, "w") as f:
+    f.write(str(os.getpid()))
+from nvclient.cudalike import CudaChannel, CudaContext
+from nvclient.uvm import Uvm
+os.close(os.open("/dev/nvidia-uvm-tools", os.O_RDWR))
+ctl = client.Ctl(); gpu = client.GpuFile(0)
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+uvm = Uvm(ctl.abi.version)
+ctx = CudaContext(dev, uvm)
+made, refused = 0, None
+while made < {rounds}:
+    try:
+        ch = CudaChannel(ctx, schedule=False)
+        rm.free(ch.htsg)
+        ch._objs.remove(ch.htsg)
+        ch.registered = False
+        ch.close()
+    except client.NvStatusError as e:
+        refused = e.status
+        break
+    made += 1
+report(made=made, refused=refused)
+sys.stdin.readline()
+uvm.close()
+report(closed=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_bound_cgroup_s_uvm_files_of_the_driver_s_node_are_its_slice_s(
+        admin, nodedir, uvm_nodes, config):  # noqa: F811
+    """Class 39 for a task of a bound cgroup that opens the driver's own
+    /dev/nvidia-uvm (no container, no UVM node of the slice): xpu.ko
+    interposes on the open of UVM's character device, so the file is held
+    for the slice as one of its UVM node is, and the channels it retains
+    stay charged: the 64 MiB slice is refused.  The tools node of the same
+    device opens untouched.  (Without the interposition the task's file
+    was no slice's: 200 rounds, never refused, the slice's uvm_files 0.)"""
+    each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
+    sl = Slice(admin, nodedir, name="uvmcg", limit=64 * MiB)
+    heap0 = nvtest.heap_used(0)
+    base = f"/sys/fs/cgroup/xpu-uvm-{os.getpid()}"
+    os.makedirs(base)
+    child = None
+    try:
+        admin.cgroup_bind(sl.id, base)
+        assert _interposed()
+        child = nvtest.spawn_child(CGROUP_TENANT.format(
+            procs=base + "/cgroup.procs", rounds=200))
+        r = child.report()
+        assert r["refused"] == abi.NV_ERR_NO_MEMORY, r
+        assert r["made"] >= (64 * MiB) // each - 4, r
+        got = sl.get()
+        assert got.uvm_files == 1 and got.uvm_channels == r["made"], got
+        assert got.memory_used <= 64 * MiB
+        assert nvtest.heap_used(0) - heap0 >= r["made"] * each
+        # a UVM file of a task outside every slice: UVM's, not held
+        with Uvm(config.version, path="/dev/nvidia-uvm") as u:
+            u.register_gpu(gpu_uuid(0))
+            assert sl.get().uvm_files == 1
+        _go(child)
+        assert child.report() == {"closed": True}
+        assert nvtest.wait_for(lambda: sl.get().uvm_files == 0, 30,
+                               "xpu.ko to let go of the UVM file")
+        got = sl.get()
+        assert (got.uvm_tsgs, got.uvm_channels, got.uvm_retained) == \
+            (0, 0, 0), got
+        _go(child)
+        assert child.finish() == 0
+        child = None
+        admin.cgroup_unbind(sl.id, base)
+    finally:
+        if child is not None:
+            child.p.kill()
+            child.finish()
+        os.rmdir(base)
+        sl.destroy()
+    assert nvtest.heap_used(0) == heap0
+
+
+def _interposed():
+    with open("/sys/module/xpu/parameters/uvm_interposed") as f:
+        return f.read().strip() == "Y"
+
+
+def test_uvm_s_node_opens_with_xpu_interposed_unloaded_and_reloaded(
+        uvm_nodes, config):
+    """xpu.ko interposes on the open of UVM's own device when it finds it
+    (at load, when the node is there), and puts UVM's table back at
+    unload: a UVM file opened through the interposition outlives xpu.ko,
+    the node opens and works with xpu.ko gone, and again once reloaded."""
+    ko = os.environ.get("XPU_KO")
+    if not ko:
+        pytest.skip("XPU_KO is not set")
+    params = os.environ.get("XPU_KO_PARAMS", "").split()
+    held = []
+    try:
+        for _ in range(3):
+            subprocess.run(["rmmod", "xpu"], check=True)
+            with Uvm(config.version) as u:
+                u.register_gpu(gpu_uuid(0))
+            subprocess.run(["insmod", ko, *params], check=True)
+            assert _interposed()
+            u = Uvm(config.version)
+            u.register_gpu(gpu_uuid(0))
+            held.append(u)
+    finally:
+        for u in held:
+            u.close()
 
 
 @pytest.fixture
