@@ -100,6 +100,9 @@ def test_unit_contract():
     assert {"char-nvidia", "char-nvidiactl", "char-nvidia-frontend", "char-misc"} <= allowed
     assert "-/etc/cdi" in keys["ReadWritePaths"][0].split()
     assert "nvidia-persistenced.service" in keys["After"][0].split()
+    # UVM's node first, so that xpu.ko interposes on its open at load
+    assert keys["ExecStartPre"] == ["-+/usr/bin/nvidia-modprobe -u -c=0",
+                                    "+/sbin/modprobe xpu"]
 
 
 def udevadm_test(rules: dict[str, str], devpath: str) -> str:
