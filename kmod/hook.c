@@ -180,6 +180,11 @@ static int xpu_probe(struct file *ctl)
 	return 0;
 }
 
+bool xpu_hook_is_driver(const struct file_operations *fops)
+{
+	return fops == xpu_fops;
+}
+
 int xpu_hook_init(void)
 {
 	struct file_operations *fops;

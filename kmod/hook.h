@@ -25,4 +25,7 @@ void xpu_hook_exit(void);
 /* Called by the parts that need the driver's devices, once hooked. */
 dev_t xpu_hook_ctl_dev(void);
 
+/* Whether FOPS is the driver's own table (the one xpu writes its hooks in). */
+bool xpu_hook_is_driver(const struct file_operations *fops);
+
 #endif /* XPU_HOOK_H */

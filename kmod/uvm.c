@@ -56,6 +56,7 @@
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 
+#include "hook.h"
 #include "sched.h"
 #include "slice.h"
 #include "uvm.h"
@@ -151,10 +152,14 @@ static void xpu_uvm_find_fn(struct work_struct *work)
 	fops = file->f_op;
 	inode = file_inode(file);
 	f->err = -ENODEV;
-	/* a character device of another driver that makes its files at open */
+	/*
+	 * a character device of another driver that makes its files at open
+	 * (never the NVIDIA driver's own nodes)
+	 */
 	if (S_ISCHR(inode->i_mode) && fops->open &&
 	    fops != &xpu_uvm_node_fops && fops != &xpu_uvm_cdev_fops &&
-	    fops->owner != THIS_MODULE && try_module_get(fops->owner)) {
+	    fops->owner != THIS_MODULE && !xpu_hook_is_driver(fops) &&
+	    try_module_get(fops->owner)) {
 		f->fops = fops;
 		f->err = 0;
 		/*
@@ -201,6 +206,8 @@ static const struct file_operations *xpu_uvm_fops_get(bool quiet)
 			 */
 			xpu_uvm_cdev = f.cdev;
 			xpu_uvm_rdev = f.rdev;
+			/* what xpu_uvm_cdev_open() reads, before its table */
+			smp_wmb();
 			WRITE_ONCE(f.cdev->ops, &xpu_uvm_cdev_fops);
 			WRITE_ONCE(xpu_uvm_interposed, true);
 			pr_info("interposed on the open of %s (%u:%u, %s)\n",

@@ -433,9 +433,30 @@ def test_uvm_s_node_opens_with_xpu_interposed_unloaded_and_reloaded(
             u = Uvm(config.version)
             u.register_gpu(gpu_uuid(0))
             held.append(u)
+        # uvm_node naming the NVIDIA driver's own node: neither taken for
+        # UVM's nor interposed on
+        subprocess.run(["rmmod", "xpu"], check=True)
+        subprocess.run(["insmod", ko, *params, "uvm_node=/dev/nvidiactl"],
+                       check=True)
+        assert not _interposed()
+        with pytest.raises(OSError) as e:
+            os.close(os.open("/dev/xpu-uvm", os.O_RDWR))
+        assert e.value.errno == errno.ENODEV
+        with client.Ctl() as c:
+            client.RmClient(c).close()
     finally:
         for u in held:
             u.close()
+        # xpu.ko as the rig loads it
+        node = "/sys/module/xpu/parameters/uvm_node"
+        loaded = None
+        if os.path.exists(node):
+            with open(node) as f:
+                loaded = f.read().strip()
+        if loaded == "/dev/nvidiactl":
+            subprocess.run(["rmmod", "xpu"], check=True)
+        if loaded in (None, "/dev/nvidiactl"):
+            subprocess.run(["insmod", ko, *params], check=True)
 
 
 @pytest.fixture
