@@ -322,6 +322,95 @@ def test_a_channel_uvm_retains_stays_charged_to_its_slice(
     assert nvtest.heap_used(0) == heap0
 
 
+# Class 39 by each way a registered channel's records go: each round a new
+# control file, client, device, UVM file (kept open) and CUDA-like context
+# with one registered channel, then WHAT frees them -- the channel and then
+# its TSG ("channel"), the device, the client, or the control file's close
+# -- and the control file closes.
+RETAIN_BY = """
+from nvclient.cudalike import CudaChannel, CudaContext
+from nvclient.uvm import Uvm
+gpu = client.GpuFile(0, {gpu!r})
+what = {what!r}
+kept, made, refused = [], 0, None
+while made < {rounds}:
+    ctl = client.Ctl({ctl!r})
+    rm = client.RmClient(ctl)
+    uvm = Uvm(ctl.abi.version, path={node!r})
+    kept.append(uvm)
+    try:
+        dev = rm.device(0, gpu_file=gpu)
+        ch = CudaChannel(CudaContext(dev, uvm), schedule=False)
+    except client.NvStatusError as e:
+        refused = e.status
+        ctl.close()
+        break
+    # the ring's memory off UVM first: memory UVM maps stays charged too
+    uvm.free(ch.area.va, ch.area.size)
+    if what == "channel":
+        rm.free(ch.hchannel)
+        rm.free(ch.htsg)
+    elif what == "device":
+        rm.free(dev.hdevice)
+    elif what == "client":
+        rm.close()
+    ctl.close()
+    made += 1
+report(made=made, refused=refused)
+sys.stdin.readline()
+for u in kept:
+    u.close()
+report(closed=len(kept))
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("what", ["channel", "device", "client", "close"])
+def test_a_channel_uvm_retains_stays_charged_however_it_is_freed(
+        admin, nodedir, uvm_nodes, what):  # noqa: F811
+    """Class 39 through every free that drops a channel's or TSG's record
+    (the channel alone and then its TSG, the device, the client, the
+    control file's close): while the slice's UVM files are open their
+    charge stays, and the 64 MiB slice is refused; it goes with the files.
+    (Without the charge kept: 60 rounds, never refused.)"""
+    each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
+    sl = Slice(admin, nodedir, name="uvm39" + what, limit=64 * MiB)
+    heap0 = nvtest.heap_used(0)
+    child = None
+    try:
+        node = _uvm_node(admin, sl, nodedir)
+        child = nvtest.spawn_child(RETAIN_BY.format(
+            ctl=sl.ctl_node, gpu=sl.gpu_node, node=node, what=what,
+            rounds=60))
+        r = child.report()
+        assert r["refused"] == abi.NV_ERR_NO_MEMORY, r
+        assert r["made"] >= (64 * MiB) // each - 4, r
+        got = sl.get()
+        # the refused round's TSG may be kept too (made before its ring)
+        assert got.uvm_channels == r["made"] and \
+            got.uvm_tsgs in (r["made"], r["made"] + 1), got
+        assert got.uvm_retained == got.uvm_tsgs * (each - 4096) + \
+            got.uvm_channels * 4096, got
+        assert got.memory_used <= 64 * MiB
+        assert nvtest.heap_used(0) - heap0 >= r["made"] * each
+        _go(child)
+        assert child.report() == {"closed": r["made"] + 1}
+        assert nvtest.wait_for(lambda: sl.get().uvm_files == 0, 30,
+                               "xpu.ko to let go of the UVM files")
+        got = sl.get()
+        assert (got.uvm_tsgs, got.uvm_channels, got.uvm_retained) == \
+            (0, 0, 0), got
+        _go(child)
+        assert child.finish() == 0
+        child = None
+    finally:
+        if child is not None:
+            child.p.kill()
+            child.finish()
+        sl.destroy()
+    assert nvtest.heap_used(0) == heap0
+
+
 # A task of a bound cgroup: the driver's own nodes (/dev/nvidiactl,
 # /dev/nvidia0, /dev/nvidia-uvm), CUDA's channel set-up, registration and
 # a free of the TSG, again, until refused (or ROUNDS made).
