@@ -86,6 +86,22 @@ module_param_cb(max_records, &xpu_uint_range_ops, &max_records_range, 0644);
 MODULE_PARM_DESC(max_records,
 		 "RM objects of one kind (devices, VA spaces, virtual allocations, TSGs, channels, usermode objects) one slice may hold (1..4096)");
 
+/*
+ * Channel ids a GPU's slices share out.  RM has NV_CHRAM_CHANNEL__SIZE_1,
+ * 2048, a runlist from GA100 on (FIFO_GET_INFO's
+ * MAX_CHANNEL_GROUPS_PER_ENGINE); past them every process's channel
+ * allocation fails.  Each slice, and the processes outside every slice,
+ * are owed an equal floor; a slice takes more only from ids nobody else's
+ * unmet floor needs (xpu_chan_share_room).  All of a slice's channels
+ * count, whatever their engine's runlist: an over-count.
+ */
+static unsigned int channel_ids = 2048;
+static struct xpu_uint_range channel_ids_range =
+	XPU_UINT_RANGE(channel_ids, 1, 65536);
+module_param_cb(channel_ids, &xpu_uint_range_ops, &channel_ids_range, 0644);
+MODULE_PARM_DESC(channel_ids,
+		 "channel ids of a GPU that its slices share out, each and the processes outside them owed an equal floor (1..65536)");
+
 static unsigned int max_doorbell_files = XPU_MAX_DOORBELL_FILES;
 static struct xpu_uint_range max_doorbell_files_range =
 	XPU_UINT_RANGE(max_doorbell_files, 1, XPU_MAX_BOUND);
@@ -816,24 +832,95 @@ static void xpu_sched_cheat(struct xpu_file *xf, const char *what)
 	send_sig(SIGKILL, current, 1);
 }
 
+/* The channel ids SLICE holds or is taking.  Under list_lock. */
+static u32 xpu_slice_chan_ids(struct xpu_slice *slice)
+{
+	return slice->nr_recs[XPU_REC_CHAN] + slice->chans_pending +
+	       xpu_uvm_kept(slice, XPU_REC_CHAN);
+}
+
+/*
+ * Whether SLICE may take one more of its GPU's channel ids: below its
+ * floor (the ids over the slices and the processes outside them, evenly),
+ * always; past it, only while every other slice's unmet floor and the
+ * outside processes' floor stay free.  Taken (chans_pending) when PENDING.
+ * Under list_lock.
+ */
+static bool xpu_chan_share_room(struct xpu_sched *s, struct xpu_slice *slice,
+				bool pending)
+{
+	unsigned int ids = READ_ONCE(channel_ids);
+	u64 used = 0, owed;
+	struct xpu_slice *o;
+	u32 n = 0, floor, c;
+	bool room;
+
+	list_for_each_entry(o, &s->slices, sched_link)
+		n++;
+	floor = ids / (n + 1);
+	room = xpu_slice_chan_ids(slice) < floor;
+	if (!room) {
+		owed = floor;	/* the processes outside every slice */
+		list_for_each_entry(o, &s->slices, sched_link) {
+			c = xpu_slice_chan_ids(o);
+			used += c;
+			if (o != slice && c < floor)
+				owed += floor - c;
+		}
+		room = used + 1 + owed <= ids;
+	}
+	if (room && pending)
+		slice->chans_pending++;
+	return room;
+}
+
+/* A channel allocation SLICE was admitted for is recorded or failed. */
+static void xpu_chan_pending_done(struct xpu_sched *s, struct xpu_slice *slice)
+{
+	spin_lock(&s->list_lock);
+	slice->chans_pending--;
+	spin_unlock(&s->list_lock);
+}
+
 /*
  * Whether SLICE has room for one more record of KIND (of class CLS, for the
- * log): at the bound, after the records RM no longer has are forgotten.
+ * log): at the bound, after the records RM no longer has are forgotten.  A
+ * channel also needs a channel id of the GPU's share: with PENDING, one is
+ * taken until xpu_chan_pending_done().
  */
 static bool xpu_recs_room(struct xpu_sched *s, struct xpu_slice *slice,
-			  int kind, u32 cls)
+			  int kind, u32 cls, bool pending)
 {
 	unsigned int bound = READ_ONCE(max_records);
+	bool room;
 
 	/* channels and TSGs UVM may retain count as the slice's (uvm.c) */
-	if (READ_ONCE(slice->nr_recs[kind]) + xpu_uvm_kept(slice, kind) < bound)
+	if (READ_ONCE(slice->nr_recs[kind]) + xpu_uvm_kept(slice, kind) >= bound) {
+		xpu_forget_stale(s, slice);
+		if (READ_ONCE(slice->nr_recs[kind]) +
+		    xpu_uvm_kept(slice, kind) >= bound) {
+			pr_warn_ratelimited("slice %u: pid %d has %u objects of class 0x%x; refused\n",
+					    slice->id, task_tgid_nr(current),
+					    bound, cls);
+			return false;
+		}
+	}
+	if (kind != XPU_REC_CHAN)
+		return true;
+	spin_lock(&s->list_lock);
+	room = xpu_chan_share_room(s, slice, pending);
+	spin_unlock(&s->list_lock);
+	if (room)
 		return true;
 	xpu_forget_stale(s, slice);
-	if (READ_ONCE(slice->nr_recs[kind]) + xpu_uvm_kept(slice, kind) < bound)
-		return true;
-	pr_warn_ratelimited("slice %u: pid %d has %u objects of class 0x%x; refused\n",
-			    slice->id, task_tgid_nr(current), bound, cls);
-	return false;
+	spin_lock(&s->list_lock);
+	room = xpu_chan_share_room(s, slice, pending);
+	spin_unlock(&s->list_lock);
+	if (!room)
+		pr_warn_ratelimited("slice %u: pid %d: its share of the GPU's %u channel ids is taken; refused\n",
+				    slice->id, task_tgid_nr(current),
+				    READ_ONCE(channel_ids));
+	return room;
 }
 
 /*
@@ -884,9 +971,10 @@ static bool xpu_rec_add(struct xpu_slice *slice, struct xpu_rec *r, int kind,
  * video memory before the call (the most it can be: under a device, a
  * channel gets a TSG of RM's), and what RM made is charged after it.
  */
-long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
-			unsigned int cmd, struct xpu_escape *e, u32 h_class,
-			u64 pinned, u32 h_vas)
+static long __xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
+				 unsigned int cmd, struct xpu_escape *e,
+				 u32 h_class, u64 pinned, u32 h_vas,
+				 bool *pending)
 {
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_sched *s = slice->gpu->sched;
@@ -923,8 +1011,9 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 		pre.h_object = ho_pre;
 		xpu_recs_forget_gone(s, slice, &pre);
 	}
-	if (!xpu_recs_room(s, slice, kind, h_class))
+	if (!xpu_recs_room(s, slice, kind, h_class, true))
 		return xpu_escape_alloc_status(e, NV_ERR_INSUFFICIENT_RESOURCES);
+	*pending = kind == XPU_REC_CHAN;
 	/* its handle, within the slice's bound (handles.c) */
 	st = xpu_handles_reserve(slice, &spare, 1);
 	if (st)
@@ -1013,6 +1102,22 @@ out:
 	return xpu_escape_alloc_status(e, NV_ERR_INVALID_OBJECT_HANDLE);
 }
 
+long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
+			unsigned int cmd, struct xpu_escape *e, u32 h_class,
+			u64 pinned, u32 h_vas)
+{
+	struct xpu_slice *slice = xf->slice;
+	bool pending = false;
+	long ret;
+
+	ret = __xpu_sched_rm_alloc(xf, file, cmd, e, h_class, pinned, h_vas,
+				   &pending);
+	/* the channel id it took is a record's now, or free again */
+	if (pending)
+		xpu_chan_pending_done(slice->gpu->sched, slice);
+	return ret;
+}
+
 /*
  * An RM_DUP_OBJECT through XF, a slice's control file, made (HC, HO), of
  * CLS, a class xpu records, from (HC_SRC, HO_SRC) (mem.c: RM's answers,
@@ -1065,7 +1170,7 @@ u32 xpu_sched_rm_dup(struct xpu_file *xf, u32 hc, u32 ho, u32 cls,
 			return NV_OK;
 		charge = xpu_rec_charge(kind, false, 0);
 	}
-	if (!xpu_recs_room(s, slice, kind, cls))
+	if (!xpu_recs_room(s, slice, kind, cls, false))
 		return NV_ERR_INSUFFICIENT_RESOURCES;
 	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
 	if (!r)

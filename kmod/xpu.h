@@ -190,6 +190,11 @@ struct xpu_slice {
 	struct list_head recs[XPU_REC_KINDS];
 	u32 nr_recs[XPU_REC_KINDS];
 	/*
+	 * Channel allocations admitted and not yet recorded or failed: they
+	 * take channel ids from the GPU's share (sched.c).  Under list_lock.
+	 */
+	u32 chans_pending;
+	/*
 	 * Video memory RM takes for the recorded channels and TSGs and
 	 * charges to no process (issue 18, rule 5): xpu's estimate, charged
 	 * on top of the members' figure (mem.c).  Added under mem_lock,

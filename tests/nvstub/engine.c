@@ -166,7 +166,7 @@ u32 nvstub_chan_create(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg,
 	spare = kzalloc(sizeof(*spare), GFP_KERNEL);
 	if (!chan || !spare)
 		goto err_free;
-	chid = ida_alloc_max(&gpu->chids, NVSTUB_MAX_CHANNELS - 1, GFP_KERNEL);
+	chid = ida_alloc_max(&gpu->chids, nvstub_channel_ids - 1, GFP_KERNEL);
 	if (chid < 0) {
 		kfree(chan);
 		kfree(spare);

@@ -68,6 +68,15 @@ MODULE_PARM_DESC(gr_context_kib,
 		 "video memory a TSG's GR context buffers take, in KiB");
 
 /*
+ * Channel ids of a GPU: 2048 a runlist from GA100 on (NV_CHRAM_CHANNEL__SIZE_1;
+ * FIFO_GET_INFO's MAX_CHANNEL_GROUPS_PER_ENGINE); fewer for a test that
+ * runs them out.
+ */
+static unsigned int channel_ids = NVSTUB_MAX_CHANNELS;
+module_param(channel_ids, uint, 0444);
+MODULE_PARM_DESC(channel_ids, "channel ids of each GPU (1..2048)");
+
+/*
  * Confidential computing (CC) or Ampere protected memory (APM) on every GPU:
  * video memory is then protected unless attr2 asks otherwise, and
  * GET_PID_INFO reports it in the protected figures as well as in the
@@ -137,6 +146,7 @@ unsigned int nvstub_control_delay_us;
 unsigned int nvstub_map_delay_us;
 unsigned int nvstub_timeslice_us;
 unsigned int nvstub_doorbell_poll_us;
+unsigned int nvstub_channel_ids;
 u64 nvstub_gr_context_bytes;
 unsigned int nvstub_memory_protection;
 struct nvstub_gpu *nvstub_gpus;
@@ -240,6 +250,11 @@ static int nvstub_check_params(void)
 		       doorbell_poll_us);
 		return -EINVAL;
 	}
+	if (channel_ids < 1 || channel_ids > NVSTUB_MAX_CHANNELS) {
+		pr_err("channel_ids=%u: must be 1..%u\n", channel_ids,
+		       NVSTUB_MAX_CHANNELS);
+		return -EINVAL;
+	}
 	strscpy(nvstub_version, version, sizeof(nvstub_version));
 	nvstub_ngpus = gpus;
 	nvstub_alloc_reread_delay_us = alloc_reread_delay_us;
@@ -249,6 +264,7 @@ static int nvstub_check_params(void)
 	nvstub_map_delay_us = map_delay_us;
 	nvstub_timeslice_us = timeslice_us;
 	nvstub_doorbell_poll_us = doorbell_poll_us;
+	nvstub_channel_ids = channel_ids;
 	nvstub_gr_context_bytes = (u64)gr_context_kib << 10;
 	nvstub_memory_protection = memory_protection;
 	return 0;

@@ -91,6 +91,7 @@ extern u64 nvstub_gr_context_bytes;
 enum { NVSTUB_PROTECTION_OFF, NVSTUB_PROTECTION_APM, NVSTUB_PROTECTION_CC };
 extern unsigned int nvstub_memory_protection;
 extern unsigned int nvstub_doorbell_poll_us;
+extern unsigned int nvstub_channel_ids;
 extern struct mutex nvstub_rm_lock;
 
 static inline u32 nvstub_fb_info_v2_size(void)

@@ -1971,3 +1971,94 @@ def test_a_slice_attaches_only_its_gpu(reload_stub, nodedir):
         run_in(sl, ATTACH_RACE.replace("MINE", hex(mine))
                .replace("THEIRS", hex(theirs))
                .replace("ATTACH_NR", hex(abi.NV_ESC_ATTACH_GPUS_TO_FD)))
+
+
+# --- channel ids (docs/security.md, "Channel ids are shared out")
+
+# Channels in one TSG until refused (at most 128), through the slice's
+# nodes CTL and GPU (None: the driver's own), again on each line of stdin.
+CHANNEL_FILLER = """
+from nvclient import client
+p = {ctl!r}
+ctl = client.Ctl(p) if p else client.Ctl()
+gpu = client.GpuFile(0, {gpu!r}) if p else client.GpuFile(0)
+rm = client.RmClient(ctl)
+dev = rm.device(0, gpu_file=gpu)
+mem = dev.alloc_sysmem(2 * 4096)
+while True:
+    tsg = rm.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+                   abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                       engineType=abi.NV2080_ENGINE_TYPE_GR0))
+    made, st = 0, abi.NV_OK
+    while made < 128:
+        c = dev.abi.NV_CHANNEL_ALLOC_PARAMS()
+        c.gpFifoEntries = 16
+        c.hUserdMemory[0] = mem.handle
+        c.userdOffset[0] = 4096
+        c.engineType = abi.NV2080_ENGINE_TYPE_GR0
+        st = rm.alloc_raw(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, c).status
+        if st != abi.NV_OK:
+            break
+        made += 1
+    report(made=made, status=st)
+    if not sys.stdin.readline():
+        break
+"""
+
+
+def test_a_slice_cannot_take_the_channel_ids_another_is_owed(
+        reload_stub, nodedir):
+    """A GPU has so many channel ids (2048 a runlist from GA100 on); past
+    them every process's channel allocation fails.  xpu.ko shares them
+    out: each slice, and the processes outside every slice, is owed
+    channel_ids / (slices + 1); a slice takes more only from ids no one
+    else's unmet floor needs.  With 64 ids and two slices (floors of 21):
+    a tenant that makes channels until refused holds 22; the other slice
+    then makes its 21, and a process outside both still makes one; with
+    the first slice gone the second makes up to its new floor, 32.
+    (Before, the tenant held all 64 and the other slice's first channel
+    was refused by RM.)"""
+    from xpu import ctl as xpu_ctl
+    reload_stub(channel_ids=64)
+    subprocess.run(["insmod", os.environ["XPU_KO"],
+                    *os.environ.get("XPU_KO_PARAMS", "").split(),
+                    "channel_ids=64"], check=True)
+    refused = {"made": 0, "status": abi.NV_ERR_INSUFFICIENT_RESOURCES}
+    with xpu_ctl.Ctl() as admin:
+        a = Slice(admin, nodedir, name="ids-a", limit=512 * MiB)
+        b = Slice(admin, nodedir, name="ids-b", limit=512 * MiB)
+        children = []
+        try:
+            for sl in (a, b, None):
+                children.append(nvtest.spawn_child(CHANNEL_FILLER.format(
+                    ctl=sl and sl.ctl_node, gpu=sl and sl.gpu_node)))
+                r = children[-1].report()
+                if sl is a:
+                    assert r == {"made": 22, "status":
+                                 abi.NV_ERR_INSUFFICIENT_RESOURCES}, r
+                    assert a.get().channels == 22
+                elif sl is b:
+                    assert r == {"made": 21, "status":
+                                 abi.NV_ERR_INSUFFICIENT_RESOURCES}, r
+                else:   # the processes outside every slice keep theirs
+                    assert r["made"] >= 1, r
+            # slice a gone: one slice, a floor of 32
+            assert children.pop(0).finish() == 0
+            a.destroy()
+            a = None
+            children[0].p.stdin.write("\n")
+            children[0].p.stdin.flush()
+            r = children[0].report()
+            assert r == {"made": 11, "status":
+                         abi.NV_ERR_INSUFFICIENT_RESOURCES}, r
+            assert b.get().channels == 32
+            # and one more TSG of it finds none
+            children[0].p.stdin.write("\n")
+            children[0].p.stdin.flush()
+            assert children[0].report() == refused
+        finally:
+            for child in children:
+                child.finish()
+            if a is not None:
+                a.destroy()
+            b.destroy()
