@@ -90,9 +90,9 @@ MODULE_PARM_DESC(max_records,
  * Channel ids a GPU's slices share out.  RM has NV_CHRAM_CHANNEL__SIZE_1,
  * 2048, a runlist from GA100 on (FIFO_GET_INFO's
  * MAX_CHANNEL_GROUPS_PER_ENGINE); past them every process's channel
- * allocation fails.  Each slice, and the processes outside every slice,
- * are owed an equal floor; a slice takes more only from ids nobody else's
- * unmet floor needs (xpu_chan_share_room).  All of a slice's channels
+ * allocation fails.  Half of them are owed in equal floors to each slice
+ * and to the processes outside every slice; the other half goes to
+ * whoever asks first (xpu_chan_share_room).  All of a slice's channels
  * count, whatever their engine's runlist: an over-count.
  */
 static unsigned int channel_ids = 2048;
@@ -100,7 +100,7 @@ static struct xpu_uint_range channel_ids_range =
 	XPU_UINT_RANGE(channel_ids, 1, 65536);
 module_param_cb(channel_ids, &xpu_uint_range_ops, &channel_ids_range, 0644);
 MODULE_PARM_DESC(channel_ids,
-		 "channel ids of a GPU that its slices share out, each and the processes outside them owed an equal floor (1..65536)");
+		 "channel ids of a GPU that its slices share out: half in equal floors, to each and to the processes outside them (1..65536)");
 
 static unsigned int max_doorbell_files = XPU_MAX_DOORBELL_FILES;
 static struct xpu_uint_range max_doorbell_files_range =
@@ -841,10 +841,10 @@ static u32 xpu_slice_chan_ids(struct xpu_slice *slice)
 
 /*
  * Whether SLICE may take one more of its GPU's channel ids: below its
- * floor (the ids over the slices and the processes outside them, evenly),
- * always; past it, only while every other slice's unmet floor and the
- * outside processes' floor stay free.  Taken (chans_pending) when PENDING.
- * Under list_lock.
+ * floor (half the ids over the slices and the processes outside them,
+ * evenly), always; past it, only while every other slice's unmet floor
+ * and the outside processes' floor stay free.  Taken (chans_pending) when
+ * PENDING.  Under list_lock.
  */
 static bool xpu_chan_share_room(struct xpu_sched *s, struct xpu_slice *slice,
 				bool pending)
@@ -857,7 +857,7 @@ static bool xpu_chan_share_room(struct xpu_sched *s, struct xpu_slice *slice,
 
 	list_for_each_entry(o, &s->slices, sched_link)
 		n++;
-	floor = ids / (n + 1);
+	floor = ids / (2 * (n + 1));
 	room = xpu_slice_chan_ids(slice) < floor;
 	if (!room) {
 		owed = floor;	/* the processes outside every slice */

@@ -2010,14 +2010,14 @@ def test_a_slice_cannot_take_the_channel_ids_another_is_owed(
         reload_stub, nodedir):
     """A GPU has so many channel ids (2048 a runlist from GA100 on); past
     them every process's channel allocation fails.  xpu.ko shares them
-    out: each slice, and the processes outside every slice, is owed
-    channel_ids / (slices + 1); a slice takes more only from ids no one
-    else's unmet floor needs.  With 64 ids and two slices (floors of 21):
-    a tenant that makes channels until refused holds 22; the other slice
-    then makes its 21, and a process outside both still makes one; with
-    the first slice gone the second makes up to its new floor, 32.
-    (Before, the tenant held all 64 and the other slice's first channel
-    was refused by RM.)"""
+    out: half in equal floors, owed to each slice and to the processes
+    outside every slice (channel_ids / (2 (slices + 1))), the other half to
+    whoever asks first.  With 64 ids and two slices (floors of 10): a
+    tenant that makes channels until refused holds 44; the other slice
+    then makes its 10, and a process outside both the 10 left; with the
+    first slice gone (a floor of 16) the second makes up to 48.  (Before,
+    the tenant held all 64 and the other slice's first channel was
+    refused by RM.)"""
     from xpu import ctl as xpu_ctl
     reload_stub(channel_ids=64)
     subprocess.run(["insmod", os.environ["XPU_KO"],
@@ -2034,24 +2034,25 @@ def test_a_slice_cannot_take_the_channel_ids_another_is_owed(
                     ctl=sl and sl.ctl_node, gpu=sl and sl.gpu_node)))
                 r = children[-1].report()
                 if sl is a:
-                    assert r == {"made": 22, "status":
+                    assert r == {"made": 44, "status":
                                  abi.NV_ERR_INSUFFICIENT_RESOURCES}, r
-                    assert a.get().channels == 22
+                    assert a.get().channels == 44
                 elif sl is b:
-                    assert r == {"made": 21, "status":
+                    assert r == {"made": 10, "status":
                                  abi.NV_ERR_INSUFFICIENT_RESOURCES}, r
-                else:   # the processes outside every slice keep theirs
-                    assert r["made"] >= 1, r
-            # slice a gone: one slice, a floor of 32
+                else:   # the processes outside every slice: the rest
+                    assert r == {"made": 10, "status":
+                                 abi.NV_ERR_INSUFFICIENT_RESOURCES}, r
+            # slice a gone: one slice, a floor of 16
             assert children.pop(0).finish() == 0
             a.destroy()
             a = None
             children[0].p.stdin.write("\n")
             children[0].p.stdin.flush()
             r = children[0].report()
-            assert r == {"made": 11, "status":
+            assert r == {"made": 38, "status":
                          abi.NV_ERR_INSUFFICIENT_RESOURCES}, r
-            assert b.get().channels == 32
+            assert b.get().channels == 48
             # and one more TSG of it finds none
             children[0].p.stdin.write("\n")
             children[0].p.stdin.flush()
