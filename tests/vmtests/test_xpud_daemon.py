@@ -175,6 +175,10 @@ def test_run_puts_the_slice_s_uvm_node_at_nvidia_uvm(xpud, nodedir,
     is held for the slice while it runs, and let go after (class 39)."""
     s = create(xpud)
     assert s["uvm_node"] == str(nodedir / f"xpu{s['id']}-uvm")
+    # UVM's node is there: xpu.ko interposes on its open (xpud asks)
+    r = xpud.xpuctl("version", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["uvm_interposed"] is True
     with open("/sys/class/misc/xpu-uvm/dev") as f:
         want = [int(n) for n in f.read().split(":")]
     code = RUN_UVM.replace("TESTS", repr(str(xpudtest.TOP / "tests")))

@@ -138,6 +138,12 @@ class Backend(abc.ABC):
     def kernel_version(self) -> tuple[str, int]:
         """(version, api) of the loaded xpu.ko; BackendError if unknown."""
 
+    def uvm_interposed(self) -> bool | None:
+        """Whether xpu.ko interposes on the open of UVM's own node, so that
+        a bound cgroup's task's /dev/nvidia-uvm file is its slice's
+        (docs/security.md, class 39); None when not known."""
+        return None
+
     @abc.abstractmethod
     def list_gpus(self) -> list[GpuState]:
         """The GPUs of this node, in index order."""

@@ -406,6 +406,11 @@ def cmd_version(args, c: Client, out: TextIO) -> int:
     print(f"xpud {v['xpud']} (api {v['api']})", file=out)
     if v.get("kernel"):
         print(f"xpu.ko {v['kernel']} (api {v['kernel_api']})", file=out)
+        if v.get("uvm_interposed") is False:
+            print("xpu.ko does not interpose on UVM's node: a bound cgroup's "
+                  "tasks' /dev/nvidia-uvm files are no slice's (is "
+                  "nvidia-uvm loaded and /dev/nvidia-uvm made? "
+                  "docs/security.md, class 39)", file=out)
     else:
         print(f"xpu.ko unknown: {v.get('kernel_error')}", file=out)
     return 0

@@ -111,6 +111,12 @@ class Daemon:
         v = self.service.op_version()
         if v["kernel"]:
             log.info("xpu.ko %s (api %s)", v["kernel"], v["kernel_api"])
+            if v["uvm_interposed"] is False:
+                log.warning("xpu.ko does not interpose on UVM's node (is "
+                            "nvidia-uvm loaded and /dev/nvidia-uvm made?): "
+                            "a bound cgroup's tasks' UVM files are no "
+                            "slice's until it does (docs/security.md, "
+                            "class 39)")
         else:
             log.warning("xpu.ko: %s", v["kernel_error"])
         summary = self.service.start()

@@ -72,6 +72,9 @@ DEFAULT_MAX_OS_EVENTS_PATH = "/sys/module/xpu/parameters/max_os_events"
 DEFAULT_MAX_RECORDS_PATH = "/sys/module/xpu/parameters/max_records"
 DEFAULT_MAX_DOORBELL_FILES_PATH = \
     "/sys/module/xpu/parameters/max_doorbell_files"
+DEFAULT_UVM_INTERPOSED_PATH = "/sys/module/xpu/parameters/uvm_interposed"
+# xpu.ko's UVM node: an open of it has xpu.ko look for UVM (kmod/uvm.c)
+XPU_UVM_NODE = "/dev/xpu-uvm"
 NODE_MODE = 0o660
 
 MODES = {"shared": uapi.XPU_MODE_SHARED, "exclusive": uapi.XPU_MODE_EXCLUSIVE}
@@ -165,6 +168,31 @@ def read_max_doorbell_files(
     return _read_param(path)
 
 
+def read_uvm_interposed(path: str = DEFAULT_UVM_INTERPOSED_PATH,
+                        node: str | None = XPU_UVM_NODE) -> bool | None:
+    """Whether xpu.ko interposes on the open of UVM's own node (its
+    read-only parameter uvm_interposed); None when it cannot be read.  When
+    it does not yet and NODE is given, NODE (xpu.ko's /dev/xpu-uvm) is
+    opened and closed first: that open has xpu.ko look for UVM again (a
+    UVM file of no slice, which goes with the close)."""
+    def read() -> bool | None:
+        try:
+            with open(path) as f:
+                v = f.read().strip()
+        except OSError:
+            return None
+        return {"Y": True, "N": False}.get(v)
+
+    got = read()
+    if got is False and node:
+        try:
+            os.close(os.open(node, os.O_RDWR | os.O_CLOEXEC))
+        except OSError as e:
+            log.debug("%s: %s", node, e)
+        got = read()
+    return got
+
+
 def node_names(id: int) -> tuple[str, str, str]:
     """The file names of slice ID's nodes: the GPU node, the control
     node, the UVM node."""
@@ -185,9 +213,13 @@ class KernelBackend(Backend):
                  max_records_path: str = DEFAULT_MAX_RECORDS_PATH,
                  max_doorbell_files_path: str =
                  DEFAULT_MAX_DOORBELL_FILES_PATH,
-                 uvm_dev_path: str = XPU_UVM_DEV):
+                 uvm_dev_path: str = XPU_UVM_DEV,
+                 uvm_interposed_path: str = DEFAULT_UVM_INTERPOSED_PATH,
+                 uvm_node: str | None = XPU_UVM_NODE):
         self.inventory = inventory
         self.uvm_dev_path = uvm_dev_path
+        self.uvm_interposed_path = uvm_interposed_path
+        self.uvm_node = uvm_node
         self.device = device
         self.node_dir = node_dir
         self.cgroup_root = cgroup_root.rstrip("/") or "/"
@@ -287,6 +319,10 @@ class KernelBackend(Backend):
         with self._ctl() as c:
             v = c.version()
         return str(v), v.api
+
+    def uvm_interposed(self) -> bool | None:
+        return read_uvm_interposed(self.uvm_interposed_path,
+                                   self.uvm_node)
 
     def list_gpus(self) -> list[GpuState]:
         with self._ctl() as c:

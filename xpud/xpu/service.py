@@ -518,13 +518,16 @@ class Service:
 
     def op_version(self) -> dict:
         result = {"xpud": __version__, "api": API_VERSION, "kernel": None,
-                  "kernel_api": None, "kernel_error": None}
+                  "kernel_api": None, "kernel_error": None,
+                  "uvm_interposed": None}
         with self._lock:
             try:
                 result["kernel"], result["kernel_api"] = \
                     self.backend.kernel_version()
             except BackendError as e:
                 result["kernel_error"] = str(e)
+            else:
+                result["uvm_interposed"] = self.backend.uvm_interposed()
         return result
 
     def op_gpus(self) -> list:

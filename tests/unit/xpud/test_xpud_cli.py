@@ -338,7 +338,20 @@ def test_version(xpuctl):
     status, out, err = xpuctl("version", "-o", "json")
     assert json.loads(out) == {
         "xpuctl": xpu.__version__, "xpud": xpu.__version__, "api": 1,
-        "kernel": "0.1.0", "kernel_api": 1, "kernel_error": None}
+        "kernel": "0.1.0", "kernel_api": 1, "kernel_error": None,
+        "uvm_interposed": None}
+
+
+def test_version_says_when_uvm_is_not_interposed(xpuctl, served):
+    _, svc = served
+    svc.backend.uvm_interposed = lambda: False
+    status, out, err = xpuctl("version")
+    assert (status, err) == (0, "")
+    assert out.splitlines()[2:] == [
+        "xpu.ko 0.1.0 (api 1)",
+        ("xpu.ko does not interpose on UVM's node: a bound cgroup's tasks' "
+         "/dev/nvidia-uvm files are no slice's (is nvidia-uvm loaded and "
+         "/dev/nvidia-uvm made? docs/security.md, class 39)")]
 
 
 def test_top(xpuctl, served):

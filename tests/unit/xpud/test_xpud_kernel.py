@@ -761,6 +761,43 @@ def test_read_max_handles(tmp_path):
         "/sys/module/xpu/parameters/max_handles"
 
 
+def test_read_uvm_interposed(tmp_path, monkeypatch):
+    """xpu.ko's read-only uvm_interposed: Y or N; when N, xpu.ko's UVM
+    node is opened once (xpu.ko looks for UVM again) and it is read
+    again."""
+    path = tmp_path / "uvm_interposed"
+    node = tmp_path / "xpu-uvm"
+    node.write_text("")
+    path.write_text("Y\n")
+    assert kernel.read_uvm_interposed(str(path), str(node)) is True
+    path.write_text("N\n")
+    assert kernel.read_uvm_interposed(str(path), None) is False
+    opened = []
+    real_open = os.open
+
+    def open_(p, flags, *a):
+        fd = real_open(p, flags, *a)
+        if p == str(node):
+            opened.append(p)
+            path.write_text("Y\n")     # xpu.ko found UVM at this open
+        return fd
+    monkeypatch.setattr(kernel.os, "open", open_)
+    assert kernel.read_uvm_interposed(str(path), str(node)) is True
+    assert opened == [str(node)]
+    # found nothing: still N; no node: the open fails quietly
+    path.write_text("N\n")
+    node.unlink()
+    assert kernel.read_uvm_interposed(str(path), str(node)) is False
+    # an xpu.ko without the parameter, or none loaded: unknown, no open
+    path.unlink()
+    node.write_text("")
+    assert kernel.read_uvm_interposed(str(path), str(node)) is None
+    assert opened == [str(node)]
+    assert kernel.DEFAULT_UVM_INTERPOSED_PATH == \
+        "/sys/module/xpu/parameters/uvm_interposed"
+    assert kernel.XPU_UVM_NODE == "/dev/xpu-uvm"
+
+
 def test_rm_handles_and_their_bound(kb, fake, tmp_path):
     k = kb.create_slice(spec("a"))
     assert (k.rm_handles, k.rm_handles_limit) == (0, 131072)

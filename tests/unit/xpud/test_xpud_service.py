@@ -527,9 +527,12 @@ def test_bind_and_unbind(make_service, backend, cgroup_root, tmp_path):
 
 
 def test_version(make_service):
-    assert make_service().op_version() == {
+    svc = make_service()
+    assert svc.op_version() == {
         "xpud": __import__("xpu").__version__, "api": 1, "kernel": "0.1.0",
-        "kernel_api": 1, "kernel_error": None}
+        "kernel_api": 1, "kernel_error": None, "uvm_interposed": None}
+    svc.backend.uvm_interposed = lambda: False
+    assert svc.op_version()["uvm_interposed"] is False
 
 
 def test_with_the_null_backend(tmp_path, caplog):
