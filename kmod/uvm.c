@@ -187,6 +187,10 @@ static const struct file_operations *xpu_uvm_fops_get(bool quiet)
 	const struct file_operations *fops;
 	struct xpu_uvm_find f = { .err = -ENODEV };
 
+	/* found once and kept until unload: every UVM open after needs no lock */
+	fops = READ_ONCE(xpu_uvm_fops);
+	if (fops)
+		return fops_get(fops);
 	mutex_lock(&xpu_uvm_fops_lock);
 	if (!xpu_uvm_fops) {
 		INIT_WORK_ONSTACK(&f.work, xpu_uvm_find_fn);
@@ -197,7 +201,7 @@ static const struct file_operations *xpu_uvm_fops_get(bool quiet)
 			pr_warn_ratelimited("%s: %d: no UVM to open a slice's UVM file with\n",
 					    uvm_node, f.err);
 		if (!f.err)
-			xpu_uvm_fops = f.fops;
+			WRITE_ONCE(xpu_uvm_fops, f.fops);
 		if (!f.err && f.cdev) {
 			/*
 			 * One aligned pointer store: chrdev_open() reads the
