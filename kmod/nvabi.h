@@ -1156,6 +1156,19 @@ struct nva06c_ctrl_timeslice_params {
 };
 
 /*
+ * ctrl/ctrl2080/ctrl2080fifo.h: the fewest channel ids of any runlist's
+ * channel-id manager, and the most channel groups in use on any
+ * (subdeviceCtrlCmdGetPhysicalChannelCount, kernel_fifo_ctrl.c, 535 to
+ * 595); RMCTRL_FLAGS_NON_PRIVILEGED.
+ */
+#define NV2080_CTRL_CMD_FIFO_GET_PHYSICAL_CHANNEL_COUNT	0x20801108
+
+struct nv2080_ctrl_fifo_get_physical_channel_count_params {
+	u32 phys_channel_count;
+	u32 phys_channel_count_in_use;
+};
+
+/*
  * ctrl/ctrl2080/ctrl2080fifo.h: disable (and preempt) or enable the listed
  * channels of any clients; RMCTRL_FLAGS_NON_PRIVILEGED.  A non-NULL
  * pRunlistPreemptEvent is for kernel clients only.

@@ -611,6 +611,7 @@ static int xpu_rm_add_gpu(const struct nv_gpu_info *gi)
 	struct nv0080_alloc_parameters dev = { };
 	struct nv2080_alloc_parameters sub = { };
 	struct nv2080_ctrl_fb_info fb[1] = { };
+	struct nv2080_ctrl_fifo_get_physical_channel_count_params chc = { };
 	struct xpu_gpu *gpu = &xpu_gpus[xpu_nr_gpus];
 	u32 fbv2_size = xpu_abi->fb_info_v2_size;
 	u32 *fbv2;
@@ -672,6 +673,19 @@ static int xpu_rm_add_gpu(const struct nv_gpu_info *gi)
 		goto out;
 	memcpy(fb, &fbv2[1], sizeof(fb));
 	gpu->memory_total = (u64)fb[0].data << 10;
+	/*
+	 * The channel ids its slices share out (sched.c): the fewest of any
+	 * runlist's.  Asked once: they are fixed at the GPU's construction.
+	 */
+	gpu->channel_ids = 0;
+	if (xpu_rm_control_locked(gpu->h_subdevice,
+				  NV2080_CTRL_CMD_FIFO_GET_PHYSICAL_CHANNEL_COUNT,
+				  &chc, sizeof(chc)) == NV_OK &&
+	    chc.phys_channel_count && chc.phys_channel_count != U32_MAX)
+		gpu->channel_ids = chc.phys_channel_count;
+	else
+		pr_warn("GPU %u: RM does not say how many channel ids it has; the channel_ids parameter, or 2048, is taken\n",
+			gpu->minor);
 	gpu->gpu_id = gi->gpu_id;
 	gpu->device_instance = id.device_instance;
 	gpu->mode = XPU_MODE_SHARED;
@@ -688,8 +702,8 @@ out:
 		xpu_rm.close_gpu(gi->gpu_id, xpu_rm_sp);
 		return -EIO;
 	}
-	pr_info("GPU %u (%s): %llu MiB\n", gpu->minor, gpu->uuid,
-		gpu->memory_total >> 20);
+	pr_info("GPU %u (%s): %llu MiB, %u channel ids\n", gpu->minor,
+		gpu->uuid, gpu->memory_total >> 20, gpu->channel_ids);
 	return 0;
 }
 

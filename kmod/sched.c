@@ -88,19 +88,32 @@ MODULE_PARM_DESC(max_records,
 
 /*
  * Channel ids a GPU's slices share out.  RM has NV_CHRAM_CHANNEL__SIZE_1,
- * 2048, a runlist from GA100 on (FIFO_GET_INFO's
- * MAX_CHANNEL_GROUPS_PER_ENGINE); past them every process's channel
- * allocation fails.  Half of them are owed in equal floors to each slice
- * and to the processes outside every slice; the other half goes to
- * whoever asks first (xpu_chan_share_room).  All of a slice's channels
- * count, whatever their engine's runlist: an over-count.
+ * 2048, a runlist from GA100 on; past them every process's channel
+ * allocation fails.  xpu asks RM at load (FIFO_GET_PHYSICAL_CHANNEL_COUNT:
+ * the fewest of any runlist's); the parameter, when set, lowers it.  Half
+ * of them are owed in equal floors to each slice and to the processes
+ * outside every slice; the other half goes to whoever asks first
+ * (xpu_chan_share_room).  All of a slice's channels count, whatever their
+ * engine's runlist: an over-count.
  */
-static unsigned int channel_ids = 2048;
+#define XPU_CHANNEL_IDS_DEFAULT	2048	/* when RM does not say */
+static unsigned int channel_ids;
 static struct xpu_uint_range channel_ids_range =
-	XPU_UINT_RANGE(channel_ids, 1, 65536);
+	XPU_UINT_RANGE(channel_ids, 0, 65536);
 module_param_cb(channel_ids, &xpu_uint_range_ops, &channel_ids_range, 0644);
 MODULE_PARM_DESC(channel_ids,
-		 "channel ids of a GPU that its slices share out: half in equal floors, to each and to the processes outside them (1..65536)");
+		 "at most so many of a GPU's channel ids (0: all RM has) are shared out among its slices: half in equal floors, to each and to the processes outside them (0..65536)");
+
+/* The channel ids GPU's slices share out. */
+static u32 xpu_gpu_chan_ids(const struct xpu_gpu *gpu)
+{
+	unsigned int cap = READ_ONCE(channel_ids);
+	u32 rm = gpu->channel_ids;
+
+	if (!rm)
+		return cap ?: XPU_CHANNEL_IDS_DEFAULT;
+	return cap ? min_t(u32, cap, rm) : rm;
+}
 
 static unsigned int max_doorbell_files = XPU_MAX_DOORBELL_FILES;
 static struct xpu_uint_range max_doorbell_files_range =
@@ -849,7 +862,7 @@ static u32 xpu_slice_chan_ids(struct xpu_slice *slice)
 static bool xpu_chan_share_room(struct xpu_sched *s, struct xpu_slice *slice,
 				bool pending)
 {
-	unsigned int ids = READ_ONCE(channel_ids);
+	u32 ids = xpu_gpu_chan_ids(slice->gpu);
 	u64 used = 0, owed;
 	struct xpu_slice *o;
 	u32 n = 0, floor, c;
@@ -919,7 +932,7 @@ static bool xpu_recs_room(struct xpu_sched *s, struct xpu_slice *slice,
 	if (!room)
 		pr_warn_ratelimited("slice %u: pid %d: its share of the GPU's %u channel ids is taken; refused\n",
 				    slice->id, task_tgid_nr(current),
-				    READ_ONCE(channel_ids));
+				    xpu_gpu_chan_ids(slice->gpu));
 	return room;
 }
 

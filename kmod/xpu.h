@@ -66,6 +66,7 @@ struct xpu_gpu {
 	u32 gpu_id;			/* the driver's id, as in CARD_INFO */
 	u32 device_instance;		/* NV0080 deviceId */
 	u64 memory_total;		/* bytes */
+	u32 channel_ids;		/* RM's; 0 when RM did not say */
 	char uuid[XPU_UUID_LEN];
 	/* kernel RM objects of xpu's own client, for queries */
 	u32 h_device, h_subdevice;

@@ -172,6 +172,7 @@ u32 nvstub_chan_create(struct nvstub_gpu *gpu, struct nvstub_tsg *tsg,
 		kfree(spare);
 		return NV_ERR_INSUFFICIENT_RESOURCES;
 	}
+	atomic_inc(&gpu->chids_used);
 
 	kref_init(&chan->ref);
 	chan->gpu = gpu;
@@ -232,6 +233,26 @@ void nvstub_chan_destroy(struct nvstub_chan *chan)
 void nvstub_chan_free_id(struct nvstub_chan *chan)
 {
 	ida_free(&chan->gpu->chids, chan->chid);
+	atomic_dec(&chan->gpu->chids_used);
+}
+
+/*
+ * NV2080_CTRL_CMD_FIFO_GET_PHYSICAL_CHANNEL_COUNT on a subdevice, as
+ * subdeviceCtrlCmdGetPhysicalChannelCount (kernel_fifo_ctrl.c, 535 to 595;
+ * non-privileged): the fewest channel ids of any runlist's channel-id
+ * manager, and the most in use on any.  The stub has one manager of
+ * `channel_ids`; RM counts the channel groups in use, the stub, which gives
+ * a TSG no id of its own, its channels' ids (a UVM-retained channel's
+ * included, as RM keeps its id until the last release).
+ */
+u32 nvstub_fifo_channel_count(struct nvstub_call *call,
+			      struct nvstub_object *obj, void *params)
+{
+	struct nv2080_ctrl_fifo_get_physical_channel_count_params *p = params;
+
+	p->phys_channel_count = nvstub_channel_ids;
+	p->phys_channel_count_in_use = atomic_read(&obj->gpu->chids_used);
+	return NV_OK;
 }
 
 /*

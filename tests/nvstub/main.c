@@ -301,6 +301,7 @@ static void nvstub_gpu_init(struct nvstub_gpu *gpu, unsigned int i)
 	INIT_LIST_HEAD(&gpu->doorbells);
 	INIT_LIST_HEAD(&gpu->procs);
 	ida_init(&gpu->chids);
+	atomic_set(&gpu->chids_used, 0);
 }
 
 /* --- /proc/driver/nvidia */

@@ -166,6 +166,7 @@ struct nvstub_gpu {
 	u64 busy_ns;
 	u64 items;
 	struct ida chids;
+	atomic_t chids_used;		/* of chids: FIFO_GET_PHYSICAL_CHANNEL_COUNT */
 	struct task_struct *thread;
 
 	struct dentry *debugfs;
@@ -685,6 +686,8 @@ struct nvos38_parameters;
 u32 nvstub_access_registry(struct nvstub_call *call,
 			   struct nvos38_parameters *p);
 void nvstub_registry_exit(void);
+u32 nvstub_fifo_channel_count(struct nvstub_call *call,
+			       struct nvstub_object *obj, void *params);
 u32 nvstub_fifo_disable_channels(struct nvstub_call *call,
 				 struct nvstub_object *obj, void *params);
 void nvstub_doorbell_unlist(struct nvstub_doorbell *db);

@@ -4,6 +4,7 @@ address (test_gpu_va.py has the VA spaces), the work-submit token, the usermode 
 simulated engine that runs each work item for its stated duration and
 counts busy time per channel (docs/nvstub.md, "The simulated engine")."""
 
+import ctypes
 import os
 import time
 
@@ -263,3 +264,21 @@ def test_engine_counts_channels(dev0):
     assert nvtest.stub.engine(0)["channels"] == n0
 
 
+
+
+def test_rm_says_how_many_channel_ids_it_has_and_uses(rm, dev0):
+    """NV2080_CTRL_CMD_FIFO_GET_PHYSICAL_CHANNEL_COUNT, a user client's
+    control on a subdevice (RMCTRL_FLAGS_NON_PRIVILEGED, 535 to 595):
+    the GPU's channel ids (the stub's `channel_ids`, 2048 in the rig) and
+    those in use, which a channel takes and gives back."""
+    p = (ctypes.c_uint32 * 2)()
+
+    def count():
+        rm.control(dev0.hsubdevice, 0x20801108, p)
+        return p[0], p[1]
+
+    total, used = count()
+    assert total == 2048
+    with Channel(dev0), Channel(dev0):
+        assert count() == (total, used + 2)
+    assert count() == (total, used)

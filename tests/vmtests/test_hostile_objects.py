@@ -2006,23 +2006,31 @@ while True:
 """
 
 
+@pytest.mark.parametrize("told", ["by_rm", "by_parameter"])
 def test_a_slice_cannot_take_the_channel_ids_another_is_owed(
-        reload_stub, nodedir):
+        reload_stub, nodedir, told):
     """A GPU has so many channel ids (2048 a runlist from GA100 on); past
     them every process's channel allocation fails.  xpu.ko shares them
     out: half in equal floors, owed to each slice and to the processes
-    outside every slice (channel_ids / (2 (slices + 1))), the other half to
+    outside every slice (ids / (2 (slices + 1))), the other half to
     whoever asks first.  With 64 ids and two slices (floors of 10): a
     tenant that makes channels until refused holds 44; the other slice
-    then makes its 10, and a process outside both the 10 left; with the
-    first slice gone (a floor of 16) the second makes up to 48.  (Before,
-    the tenant held all 64 and the other slice's first channel was
-    refused by RM.)"""
+    then makes its 10, and a process outside both the rest of RM's; with
+    the first slice gone (a floor of 16) the second makes up to 48.
+    by_rm: RM has 64 and xpu.ko, given no figure, asks RM
+    (FIFO_GET_PHYSICAL_CHANNEL_COUNT); without asking it shared out 2048,
+    and the tenant held all 64.  by_parameter: RM has 128 and the
+    parameter `channel_ids` lowers xpu.ko's share to 64; the process
+    outside every slice, which xpu.ko does not limit, makes the 74 left."""
     from xpu import ctl as xpu_ctl
-    reload_stub(channel_ids=64)
+    rm_ids = 64 if told == "by_rm" else 128
+    reload_stub(channel_ids=rm_ids)
     subprocess.run(["insmod", os.environ["XPU_KO"],
                     *os.environ.get("XPU_KO_PARAMS", "").split(),
-                    "channel_ids=64"], check=True)
+                    *(["channel_ids=64"] if told == "by_parameter" else [])],
+                   check=True)
+    with open("/sys/module/xpu/parameters/channel_ids") as f:
+        assert int(f.read()) == (64 if told == "by_parameter" else 0)
     refused = {"made": 0, "status": abi.NV_ERR_INSUFFICIENT_RESOURCES}
     with xpu_ctl.Ctl() as admin:
         a = Slice(admin, nodedir, name="ids-a", limit=512 * MiB)
@@ -2040,8 +2048,8 @@ def test_a_slice_cannot_take_the_channel_ids_another_is_owed(
                 elif sl is b:
                     assert r == {"made": 10, "status":
                                  abi.NV_ERR_INSUFFICIENT_RESOURCES}, r
-                else:   # the processes outside every slice: the rest
-                    assert r == {"made": 10, "status":
+                else:   # the processes outside every slice: RM's rest
+                    assert r == {"made": rm_ids - 54, "status":
                                  abi.NV_ERR_INSUFFICIENT_RESOURCES}, r
             # slice a gone: one slice, a floor of 16
             assert children.pop(0).finish() == 0
@@ -2063,3 +2071,78 @@ def test_a_slice_cannot_take_the_channel_ids_another_is_owed(
             if a is not None:
                 a.destroy()
             b.destroy()
+
+
+# THREADS threads, each with its own control file, client and TSG, make
+# channels at once until each is refused; the total made.
+CHANNEL_RACERS = """
+import threading
+from nvclient import client
+gpu = client.GpuFile(0, {gpu!r})
+THREADS = 8
+go = threading.Barrier(THREADS)
+made = [0] * THREADS
+statuses = set()
+keep = []
+
+def racer(i):
+    ctl = client.Ctl({ctl!r})
+    rm = client.RmClient(ctl)
+    dev = rm.device(0, gpu_file=gpu)
+    mem = dev.alloc_sysmem(2 * 4096)
+    tsg = rm.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+                   abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                       engineType=abi.NV2080_ENGINE_TYPE_GR0))
+    keep.append((ctl, rm, dev, mem))
+    go.wait()
+    while True:
+        c = dev.abi.NV_CHANNEL_ALLOC_PARAMS()
+        c.gpFifoEntries = 16
+        c.hUserdMemory[0] = mem.handle
+        c.userdOffset[0] = 4096
+        c.engineType = abi.NV2080_ENGINE_TYPE_GR0
+        st = rm.alloc_raw(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, c).status
+        if st != abi.NV_OK:
+            statuses.add(st)
+            break
+        made[i] += 1
+
+threads = [threading.Thread(target=racer, args=(i,)) for i in range(THREADS)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+report(made=sum(made), statuses=sorted(statuses))
+sys.stdin.readline()
+"""
+
+
+def test_racing_threads_take_no_more_channel_ids_than_the_share(
+        reload_stub, nodedir):
+    """A channel allocation admitted against a slice's share of the GPU's
+    channel ids holds its id from the admission until RM's answer is
+    recorded (`chans_pending`), so threads admitted at once cannot each
+    take the last id.  With 64 ids and one slice (a floor of 16 owed to
+    the processes outside it), eight threads of the slice racing, each on
+    its own control file, make 48 channels in all and are refused.  (With
+    the id not held, they made more: checked in one boot.)"""
+    from xpu import ctl as xpu_ctl
+    reload_stub(channel_ids=64)
+    subprocess.run(["insmod", os.environ["XPU_KO"],
+                    *os.environ.get("XPU_KO_PARAMS", "").split()],
+                   check=True)
+    with xpu_ctl.Ctl() as admin:
+        a = Slice(admin, nodedir, name="ids-race", limit=512 * MiB)
+        try:
+            child = nvtest.spawn_child(CHANNEL_RACERS.format(
+                ctl=a.ctl_node, gpu=a.gpu_node))
+            try:
+                r = child.report()
+                assert r == {"made": 48, "statuses":
+                             [abi.NV_ERR_INSUFFICIENT_RESOURCES]}, r
+                assert a.get().channels == 48
+            finally:
+                assert child.finish() == 0
+            assert a.get().channels == 0
+        finally:
+            a.destroy()
