@@ -105,7 +105,7 @@ MODULE_PARM_DESC(channel_ids,
 		 "at most so many of a GPU's channel ids (0: all RM has) are shared out among its slices: half in equal floors, to each and to the processes outside them (0..65536)");
 
 /* The channel ids GPU's slices share out. */
-static u32 xpu_gpu_chan_ids(const struct xpu_gpu *gpu)
+u32 xpu_gpu_chan_ids(const struct xpu_gpu *gpu)
 {
 	unsigned int cap = READ_ONCE(channel_ids);
 	u32 rm = gpu->channel_ids;

@@ -27,6 +27,7 @@ void xpu_sched_mmap(struct file *file, struct vm_area_struct *vma);
 
 bool xpu_sched_tracks_class(u32 h_class);
 bool xpu_sched_is_channel_class(u32 h_class);
+u32 xpu_gpu_chan_ids(const struct xpu_gpu *gpu);
 void xpu_sched_forget_stale(struct xpu_slice *slice);
 void xpu_sched_uncharge(struct xpu_slice *slice, u64 bytes);
 struct xpu_escape;

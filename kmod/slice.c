@@ -703,6 +703,7 @@ void xpu_gpu_fill(struct xpu_gpu *gpu, struct xpu_gpu_info *out)
 	out->memory_total = gpu->memory_total;
 	out->memory_sliced = gpu->memory_sliced;
 	memcpy(out->uuid, gpu->uuid, sizeof(out->uuid));
+	out->channel_ids = xpu_gpu_chan_ids(gpu);
 	mutex_unlock(&xpu_lock);
 	xpu_rm_driver_version(&out->driver_major, &out->driver_minor,
 			      &out->driver_patch);

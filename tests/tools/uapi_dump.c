@@ -149,6 +149,8 @@ int main(void)
 	FIELD(xpu_gpu_info, memory_total);
 	FIELD(xpu_gpu_info, memory_sliced);
 	FIELD(xpu_gpu_info, uuid);
+	FIELD(xpu_gpu_info, channel_ids);
+	FIELD(xpu_gpu_info, pad0);
 	FIELD(xpu_gpu_info, reserved);
 	struct_end();
 

@@ -2033,6 +2033,8 @@ def test_a_slice_cannot_take_the_channel_ids_another_is_owed(
         assert int(f.read()) == (64 if told == "by_parameter" else 0)
     refused = {"made": 0, "status": abi.NV_ERR_INSUFFICIENT_RESOURCES}
     with xpu_ctl.Ctl() as admin:
+        # what the admin is told: the ids shared out (xpud's metrics too)
+        assert [g.channel_ids for g in admin.gpu_list()] == [64, 64]
         a = Slice(admin, nodedir, name="ids-a", limit=512 * MiB)
         b = Slice(admin, nodedir, name="ids-b", limit=512 * MiB)
         children = []

@@ -248,6 +248,8 @@ def test_metrics_agree_with_the_kernel_xpuctl_and_the_stub(
         assert got("xpu_gpu_memory_sliced_bytes", "0") == 192 * MIB
         assert got("xpu_gpu_slices", "0") == 2
         assert got("xpu_gpu_slices", "1") == 0
+        # the channel ids RM has, as xpu.ko asked it (the rig's stub: 2048)
+        assert got("xpu_gpu_channel_ids", "0") == 2048
         labels = values[("xpu_slice_memory_used_bytes", MEM)][1]
         assert labels == {"gpu": "0", "UUID": gpus[0]["gpu_uuid"],
                           "device": f"nvidia{gpus[0]['gpu_minor']}",

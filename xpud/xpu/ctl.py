@@ -110,6 +110,9 @@ class GpuInfo:
     driver_version: str        # "580.126.20"
     memory_total: int          # bytes
     memory_sliced: int         # bytes: the sum of its slices' limits
+    # the channel ids its slices share out (0 from an xpu.ko before
+    # session 50, which did not say)
+    channel_ids: int = 0
 
     @classmethod
     def from_struct(cls, s: uapi.XpuGpuInfo) -> GpuInfo:
@@ -120,7 +123,8 @@ class GpuInfo:
                    driver_version=(f"{s.driver_major}.{s.driver_minor}."
                                    f"{s.driver_patch:02d}"),
                    memory_total=s.memory_total,
-                   memory_sliced=s.memory_sliced)
+                   memory_sliced=s.memory_sliced,
+                   channel_ids=s.channel_ids)
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,9 @@ class XpuGpuInfo(ctypes.Structure):
         ("memory_total", _u64),
         ("memory_sliced", _u64),
         ("uuid", _u8 * XPU_UUID_LEN),
-        ("reserved", _u64 * 4),
+        ("channel_ids", _u32),
+        ("pad0", _u32),
+        ("reserved", _u64 * 3),
     ]
 
 

@@ -68,13 +68,14 @@ class GpuUsage:
     memory_total_bytes: int     # as the driver says, what limits are checked against
     memory_sliced_bytes: int    # the sum of its slices' memory limits
     slices: int
+    channel_ids: int = 0        # its slices share them out; 0: not said
 
     def to_api(self) -> dict:
         return {"index": self.index, "gpu_uuid": self.uuid,
                 "gpu_minor": self.minor, "name": self.name,
                 "memory_total_bytes": self.memory_total_bytes,
                 "memory_sliced_bytes": self.memory_sliced_bytes,
-                "slices": self.slices}
+                "slices": self.slices, "channel_ids": self.channel_ids}
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ def _gpu(info: ctl.GpuInfo, known: dict[int, model.Gpu]) -> GpuUsage:
                     name=g.name if g is not None else "unknown",
                     memory_total_bytes=info.memory_total,
                     memory_sliced_bytes=info.memory_sliced,
-                    slices=info.nr_slices)
+                    slices=info.nr_slices, channel_ids=info.channel_ids)
 
 
 def figures(read: KernelRead, gpus: Sequence[model.Gpu]) -> Usage:

@@ -125,7 +125,14 @@ struct xpu_gpu_info {
 	__u64	memory_total;	/* bytes of video memory, as the driver says */
 	__u64	memory_sliced;	/* sum of the slices' memory limits */
 	__u8	uuid[XPU_UUID_LEN];	/* "GPU-…", as the driver reports it */
-	__u64	reserved[4];
+	/*
+	 * The channel ids its slices share out: RM's (the fewest of any
+	 * runlist's), or xpu.ko's parameter channel_ids where that is lower.
+	 * Was reserved (0) before.
+	 */
+	__u32	channel_ids;
+	__u32	pad0;
+	__u64	reserved[3];
 };
 
 /**

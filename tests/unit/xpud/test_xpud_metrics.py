@@ -66,6 +66,7 @@ EXPECTED = {
     "xpu_gpu_memory_total_bytes": "gauge",
     "xpu_gpu_memory_sliced_bytes": "gauge",
     "xpu_gpu_slices": "gauge",
+    "xpu_gpu_channel_ids": "gauge",
     "xpu_up": "gauge",
     "xpud_reconciles": "counter",
     "xpud_reconcile_errors": "counter",
@@ -217,6 +218,7 @@ def test_names_types_labels_and_values(two_slices, exporter):
     assert samples(fams, "xpu_gpu_memory_sliced_bytes") == {
         "0": GIB, "1": 512 * MIB}
     assert samples(fams, "xpu_gpu_slices") == {"0": 1, "1": 1}
+    assert samples(fams, "xpu_gpu_channel_ids") == {"0": 2048, "1": 2048}
     assert fams["xpu_up"].samples[0].value == 1
     assert fams["xpud_slices_pending"].samples[0].value == 0
     assert fams["xpud_reconcile_errors"].samples[0].value == 0
@@ -264,7 +266,7 @@ def test_top_and_metrics_are_one_source(two_slices, exporter):
     assert top["gpus"][0] == {
         "index": 0, "gpu_uuid": UUID0, "gpu_minor": 0, "name": "NVIDIA H200",
         "memory_total_bytes": 80 * GIB, "memory_sliced_bytes": GIB,
-        "slices": 1}
+        "slices": 1, "channel_ids": 2048}
 
 
 def test_one_kernel_read_per_scrape(two_slices, exporter):

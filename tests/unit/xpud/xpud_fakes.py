@@ -169,7 +169,8 @@ class FakeBackend(Backend):
                 period_us=20000, nr_slices=len(mine),
                 driver_version="580.126.20",
                 memory_total=g.memory_total_bytes or 0,
-                memory_sliced=sum(s.memory_limit for s in mine)))
+                memory_sliced=sum(s.memory_limit for s in mine),
+                channel_ids=2048))
         return KernelRead(self.read_time, tuple(gpus), tuple(infos),
                           self.max_handles, self.max_os_events,
                           records_limit=self.max_records,

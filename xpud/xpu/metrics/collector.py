@@ -144,6 +144,11 @@ GPU = (
            lambda g: g.memory_sliced_bytes),
     Metric("xpu_gpu_slices", GAUGE, "Slices on the GPU.",
            lambda g: g.slices),
+    Metric("xpu_gpu_channel_ids", GAUGE,
+           "The GPU's channel ids its slices share out: half in equal "
+           "floors owed to each slice and to the processes outside them "
+           "(0: xpu.ko does not say).",
+           lambda g: g.channel_ids),
 )
 
 # value: from the scrape's (up, Health).
