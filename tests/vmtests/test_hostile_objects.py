@@ -2019,11 +2019,11 @@ def test_a_slice_cannot_take_the_channel_ids_another_is_owed(
     the first slice gone (a floor of 16) the second makes up to 48.
     by_rm: RM has 64 and xpu.ko, given no figure, asks RM
     (FIFO_GET_PHYSICAL_CHANNEL_COUNT); without asking it shared out 2048,
-    and the tenant held all 64.  by_parameter: RM has 128 and the
+    and the tenant held all 64.  by_parameter: RM has 72 and the
     parameter `channel_ids` lowers xpu.ko's share to 64; the process
-    outside every slice, which xpu.ko does not limit, makes the 74 left."""
+    outside every slice, which xpu.ko does not limit, makes the 18 left."""
     from xpu import ctl as xpu_ctl
-    rm_ids = 64 if told == "by_rm" else 128
+    rm_ids = 64 if told == "by_rm" else 72
     reload_stub(channel_ids=rm_ids)
     subprocess.run(["insmod", os.environ["XPU_KO"],
                     *os.environ.get("XPU_KO_PARAMS", "").split(),
