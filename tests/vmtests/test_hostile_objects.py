@@ -1975,9 +1975,25 @@ def test_a_slice_attaches_only_its_gpu(reload_stub, nodedir):
 
 # --- channel ids (docs/security.md, "Channel ids are shared out")
 
+# A GR TSG of DEV, and a channel on it with its USERD in MEM (RM's status).
+CHANNEL_ALLOC = """
+def gr_tsg(rm, dev):
+    return rm.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+                    abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                        engineType=abi.NV2080_ENGINE_TYPE_GR0))
+
+def channel(rm, dev, tsg, mem):
+    c = dev.abi.NV_CHANNEL_ALLOC_PARAMS()
+    c.gpFifoEntries = 16
+    c.hUserdMemory[0] = mem.handle
+    c.userdOffset[0] = 4096
+    c.engineType = abi.NV2080_ENGINE_TYPE_GR0
+    return rm.alloc_raw(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, c).status
+"""
+
 # Channels in one TSG until refused (at most 128), through the slice's
 # nodes CTL and GPU (None: the driver's own), again on each line of stdin.
-CHANNEL_FILLER = """
+CHANNEL_FILLER = CHANNEL_ALLOC + """
 from nvclient import client
 p = {ctl!r}
 ctl = client.Ctl(p) if p else client.Ctl()
@@ -1986,17 +2002,10 @@ rm = client.RmClient(ctl)
 dev = rm.device(0, gpu_file=gpu)
 mem = dev.alloc_sysmem(2 * 4096)
 while True:
-    tsg = rm.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
-                   abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
-                       engineType=abi.NV2080_ENGINE_TYPE_GR0))
+    tsg = gr_tsg(rm, dev)
     made, st = 0, abi.NV_OK
     while made < 128:
-        c = dev.abi.NV_CHANNEL_ALLOC_PARAMS()
-        c.gpFifoEntries = 16
-        c.hUserdMemory[0] = mem.handle
-        c.userdOffset[0] = 4096
-        c.engineType = abi.NV2080_ENGINE_TYPE_GR0
-        st = rm.alloc_raw(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, c).status
+        st = channel(rm, dev, tsg, mem)
         if st != abi.NV_OK:
             break
         made += 1
@@ -2077,7 +2086,7 @@ def test_a_slice_cannot_take_the_channel_ids_another_is_owed(
 
 # THREADS threads, each with its own control file, client and TSG, make
 # channels at once until each is refused; the total made.
-CHANNEL_RACERS = """
+CHANNEL_RACERS = CHANNEL_ALLOC + """
 import threading
 from nvclient import client
 gpu = client.GpuFile(0, {gpu!r})
@@ -2092,18 +2101,11 @@ def racer(i):
     rm = client.RmClient(ctl)
     dev = rm.device(0, gpu_file=gpu)
     mem = dev.alloc_sysmem(2 * 4096)
-    tsg = rm.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
-                   abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
-                       engineType=abi.NV2080_ENGINE_TYPE_GR0))
+    tsg = gr_tsg(rm, dev)
     keep.append((ctl, rm, dev, mem))
     go.wait()
     while True:
-        c = dev.abi.NV_CHANNEL_ALLOC_PARAMS()
-        c.gpFifoEntries = 16
-        c.hUserdMemory[0] = mem.handle
-        c.userdOffset[0] = 4096
-        c.engineType = abi.NV2080_ENGINE_TYPE_GR0
-        st = rm.alloc_raw(tsg, abi.HOPPER_CHANNEL_GPFIFO_A, c).status
+        st = channel(rm, dev, tsg, mem)
         if st != abi.NV_OK:
             statuses.add(st)
             break
