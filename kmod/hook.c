@@ -185,6 +185,11 @@ bool xpu_hook_is_driver(const struct file_operations *fops)
 	return fops == xpu_fops;
 }
 
+struct module *xpu_hook_driver(void)
+{
+	return xpu_drv_owner;
+}
+
 int xpu_hook_init(void)
 {
 	struct file_operations *fops;

@@ -28,4 +28,7 @@ dev_t xpu_hook_ctl_dev(void);
 /* Whether FOPS is the driver's own table (the one xpu writes its hooks in). */
 bool xpu_hook_is_driver(const struct file_operations *fops);
 
+/* The driver's module (its file operations' owner), once hooked. */
+struct module *xpu_hook_driver(void);
+
 #endif /* XPU_HOOK_H */

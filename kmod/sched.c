@@ -47,6 +47,7 @@
 #include "mem.h"
 #include "nvabi.h"
 #include "rmapi.h"
+#include "retain.h"
 #include "sched.h"
 #include "uvm.h"
 
@@ -207,6 +208,34 @@ static void xpu_recs_uncharge(struct xpu_slice *slice, u64 bytes)
 	WRITE_ONCE(slice->stale, true);
 }
 
+/*
+ * R, a record of SLICE's KIND, goes: a channel or TSG UVM retains keeps its
+ * charge until UVM lets go (retain.c), or, where xpu does not see that
+ * exactly, while a UVM file of the slice open at the free is (uvm.c).
+ * Under list_lock.
+ */
+static bool xpu_recs_keep(struct xpu_slice *slice, int kind,
+			  const struct xpu_rec *r)
+{
+	const struct xpu_rec *c;
+
+	if (kind != XPU_REC_CHAN && kind != XPU_REC_TSG)
+		return false;
+	if (!xpu_retain_exact())
+		return xpu_uvm_keep(slice, kind, r->charge);
+	if (!xpu_retain_any())
+		return false;
+	/* a retained channel of the TSG, freed with it, may be recorded yet */
+	if (kind == XPU_REC_TSG)
+		list_for_each_entry(c, &slice->recs[XPU_REC_CHAN], link)
+			if (c->h_client == r->h_client &&
+			    c->h_parent == r->h_object)
+				xpu_retain_note_tsg(c->h_client, c->h_object,
+						    r->h_object);
+	return xpu_retain_pin(slice, kind, r->h_client, r->h_object,
+			      r->h_parent, r->charge);
+}
+
 /* Drop the records of SLICE's KIND that M matches (under list_lock). */
 static void xpu_recs_drop(struct xpu_slice *slice, int kind,
 			  const struct xpu_rec_match *m)
@@ -219,8 +248,8 @@ static void xpu_recs_drop(struct xpu_slice *slice, int kind,
 			continue;
 		list_del(&r->link);
 		slice->nr_recs[kind]--;
-		/* a channel or TSG UVM may retain stays charged (uvm.c) */
-		if (!xpu_uvm_keep(slice, kind, r->charge))
+		/* a channel or TSG UVM retains stays charged (retain.c) */
+		if (!xpu_recs_keep(slice, kind, r))
 			bytes += r->charge;
 		kfree(r);
 	}

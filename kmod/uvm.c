@@ -57,6 +57,7 @@
 #include <linux/workqueue.h>
 
 #include "hook.h"
+#include "retain.h"
 #include "sched.h"
 #include "slice.h"
 #include "uvm.h"
@@ -483,8 +484,10 @@ int xpu_uvm_init(void)
 {
 	int ret = misc_register(&xpu_uvm_dev);
 
-	if (!ret)
+	if (!ret) {
+		xpu_retain_init();
 		xpu_uvm_interpose();
+	}
 	return ret;
 }
 
@@ -519,6 +522,8 @@ void xpu_uvm_exit(void)
 		fput(uf->file);
 		xpu_uvm_file_gone(uf);
 	}
+	/* UVM's releases of those files were seen: the probes go last */
+	xpu_retain_exit();
 	if (xpu_uvm_fops)
 		module_put(xpu_uvm_fops->owner);
 }

@@ -130,10 +130,12 @@ class UvmError(NvStatusError):
 class Uvm:
     """One open /dev/nvidia-uvm (a UVM va_space), initialized."""
 
-    def __init__(self, version, path=UVM_PATH, initialize=True):
+    def __init__(self, version, path=UVM_PATH, initialize=True, fd=None):
+        """FD: a UVM file opened elsewhere (passed in), taken over."""
         self.version = version
         self.MAP_EXTERNAL = map_external_params(uvm_max_gpus(version))
-        self.fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        self.fd = os.open(path, os.O_RDWR | os.O_CLOEXEC) if fd is None \
+            else fd
         if initialize:
             self.call(UVM_INITIALIZE, UVM_INITIALIZE_PARAMS())
 

@@ -276,7 +276,7 @@ static void nvstub_uvm_range_destroy(struct nvstub_uvm_file *uf,
 		nvstub_uvm_map_destroy(m);
 	if (r->chan) {
 		r->chan->bound = false;
-		nvstub_chan_unretain(r->chan);
+		nvUvmInterfaceReleaseChannel(r->chan);
 	}
 	list_del(&r->node);
 	uf->nranges--;
@@ -651,35 +651,73 @@ static u32 nvstub_uvm_map_external(struct nvstub_uvm_file *uf, void *arg)
 }
 
 /*
- * uvm_register_channel(): nvGpuOpsRetainChannel() checks the channel is in
- * the VA space UVM registered; binding it sets bIsContextBound, which
- * GPFIFO_SCHEDULE of an externally owned VA space's channel needs.  A
- * channel also takes a va_range [base, base + length) of the va_space.
+ * nvUvmInterfaceRetainChannel() and nvUvmInterfaceReleaseChannel(), by the
+ * names and with the arguments nvidia.ko exports them under for UVM
+ * (nv_uvm_interface.h, 535 to 595; nvGpuOpsRetainChannel() checks the
+ * channel is in the VA space UVM registered): UVM calls them in the
+ * registering thread and wherever it lets go.  They are real calls of the
+ * stub's UVM, not inlined, so that what watches them on a host (xpu.ko's
+ * probes, docs/security.md class 39) watches them here.  stub: called under
+ * the stub's RM lock, which stands for the locks RM takes inside; no
+ * channel instance information is filled in.
+ */
+noinline u32 nvUvmInterfaceRetainChannel(void *va_space, u32 h_client,
+					 u32 h_channel, void **retained,
+					 void *instance_info)
+{
+	struct nvstub_object *o;
+	struct nvstub_client *c;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	c = xa_load(&nvstub_clients, h_client);
+	o = c ? nvstub_object_find(c, h_channel) : NULL;
+	if (!c)
+		return NV_ERR_INVALID_CLIENT;	/* stub: not verified */
+	if (!o || o->hclass != HOPPER_CHANNEL_GPFIFO_A)
+		return NV_ERR_INVALID_OBJECT_HANDLE;
+	if (o->chan->vas != va_space)
+		return NV_ERR_INVALID_CHANNEL;
+	nvstub_chan_retain(o->chan);
+	*retained = o->chan;
+	return NV_OK;
+}
+EXPORT_SYMBOL(nvUvmInterfaceRetainChannel);
+
+noinline void nvUvmInterfaceReleaseChannel(void *retained)
+{
+	lockdep_assert_held(&nvstub_rm_lock);
+	nvstub_chan_unretain(retained);
+}
+EXPORT_SYMBOL(nvUvmInterfaceReleaseChannel);
+
+/*
+ * uvm_register_channel(): the channel retained through the interface above;
+ * binding it sets bIsContextBound, which GPFIFO_SCHEDULE of an externally
+ * owned VA space's channel needs.  A channel also takes a va_range
+ * [base, base + length) of the va_space.
  */
 static u32 nvstub_uvm_register_channel(struct nvstub_uvm_file *uf, void *arg)
 {
 	struct uvm_register_channel_params *p = arg;
 	struct nvstub_gpu *gpu = nvstub_uvm_gpu(p->gpu_uuid);
 	struct nvstub_uvm_range *r;
-	struct nvstub_object *o;
-	struct nvstub_client *c;
+	struct nvstub_chan *chan;
 	u32 status = NV_OK;
+	void *retained;
 	u64 end;
 
 	if (!gpu || !uf->gpu_vas[gpu->index])
 		return NV_ERR_INVALID_DEVICE;
 	mutex_lock(&nvstub_rm_lock);
-	c = xa_load(&nvstub_clients, p->h_client);
-	o = c ? nvstub_object_find(c, p->h_channel) : NULL;
-	if (!c)
-		status = NV_ERR_INVALID_CLIENT;	/* stub: not verified */
-	else if (!o || o->hclass != HOPPER_CHANNEL_GPFIFO_A)
-		status = NV_ERR_INVALID_OBJECT_HANDLE;
-	else if (o->chan->vas != uf->gpu_vas[gpu->index])
-		status = NV_ERR_INVALID_CHANNEL;
-	else if (!p->base || !p->length || !IS_ALIGNED(p->base, PAGE_SIZE) ||
-		 !IS_ALIGNED(p->length, PAGE_SIZE) ||
-		 check_add_overflow(p->base, p->length - 1, &end))
+	status = nvUvmInterfaceRetainChannel(uf->gpu_vas[gpu->index],
+					     p->h_client, p->h_channel,
+					     &retained, NULL);
+	if (status)
+		goto out;
+	chan = retained;
+	if (!p->base || !p->length || !IS_ALIGNED(p->base, PAGE_SIZE) ||
+	    !IS_ALIGNED(p->length, PAGE_SIZE) ||
+	    check_add_overflow(p->base, p->length - 1, &end))
 		status = NV_ERR_INVALID_ADDRESS;
 	if (!status) {
 		list_for_each_entry(r, &uf->ranges, node) {
@@ -690,16 +728,17 @@ static u32 nvstub_uvm_register_channel(struct nvstub_uvm_file *uf, void *arg)
 			}
 		}
 	}
-	if (!status) {
-		r = nvstub_uvm_range_add(uf, p->base, p->length, &status);
-		if (r) {
-			nvstub_chan_retain(o->chan);
-			r->chan = o->chan;
-			r->h_client = p->h_client;
-			r->h_channel = p->h_channel;
-			o->chan->bound = true;	/* nvGpuOpsBindChannelResources() */
-		}
+	r = status ? NULL : nvstub_uvm_range_add(uf, p->base, p->length,
+						 &status);
+	if (!r) {
+		nvUvmInterfaceReleaseChannel(retained);
+		goto out;
 	}
+	r->chan = chan;
+	r->h_client = p->h_client;
+	r->h_channel = p->h_channel;
+	chan->bound = true;	/* nvGpuOpsBindChannelResources() */
+out:
 	mutex_unlock(&nvstub_rm_lock);
 	return status;
 }

@@ -241,16 +241,48 @@ def _register_and_free_tsg(ctx, rm):
     ch.close()
 
 
+def _retentions_seen():
+    with open("/sys/module/xpu/parameters/uvm_retentions_seen") as f:
+        return f.read().strip() == "Y"
+
+
+@pytest.fixture(params=["probes", "files"])
+def sight(request):
+    """How xpu.ko knows what UVM retains: "probes", its kretprobes on the
+    driver's nvUvmInterfaceRetainChannel/ReleaseChannel (the default);
+    "files", xpu.ko loaded with uvm_probes=0, where a freed channel stays
+    charged while a UVM file of its slice is open."""
+    if request.param == "probes":
+        assert _retentions_seen()
+        yield request.param
+        return
+    ko = os.environ.get("XPU_KO")
+    if not ko:
+        pytest.skip("XPU_KO is not set: run under tests/vm/run")
+    params = os.environ.get("XPU_KO_PARAMS", "").split()
+    subprocess.run(["rmmod", "xpu"], check=True)
+    try:
+        subprocess.run(["insmod", ko, *params, "uvm_probes=0"], check=True)
+        assert not _retentions_seen()
+        yield request.param
+    finally:
+        if os.path.exists("/sys/module/xpu"):
+            subprocess.run(["rmmod", "xpu"], check=True)
+        subprocess.run(["insmod", ko, *params], check=True)
+
+
 def test_a_channel_uvm_retains_stays_charged_to_its_slice(
-        admin, nodedir, uvm_nodes, config):  # noqa: F811
+        sight, admin, nodedir, uvm_nodes, config):  # noqa: F811
     """Class 39: a tenant registers a channel with UVM and frees its TSG,
     again and again.  RM keeps each TSG's GR context, instance block and
-    channel id for UVM; xpu.ko keeps their charge on the slice while the
-    slice's UVM file (opened through its UVM node, a genuine UVM file) is
-    open, so a 64 MiB slice is refused once they fill it.  When the file
-    goes, xpu lets go of it, UVM of the channels, and the charge goes.
-    (Without the charge kept, the tenant held 2048 channel ids and 4 GiB
-    while its slice read 0: session 47.)"""
+    channel id for UVM; xpu.ko keeps their charge on the slice, so a 64 MiB
+    slice is refused once they fill it.  When the slice's UVM file (opened
+    through its UVM node, a genuine UVM file) goes, UVM lets go of the
+    channels, and the charge goes.  An honest context unregisters its
+    channel before the free: with the probes nothing stays charged; seen
+    by files only, its TSG stays until its UVM file goes.  (Without the
+    charge kept, the tenant held 2048 channel ids and 4 GiB while its
+    slice read 0: session 47.)"""
     each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
     sl = Slice(admin, nodedir, name="uvm39", limit=64 * MiB)
     heap0 = nvtest.heap_used(0)
@@ -302,7 +334,7 @@ def test_a_channel_uvm_retains_stays_charged_to_its_slice(
             ctx2 = CudaContext(dev, uvm2)
             ch = CudaChannel(ctx2, schedule=False)
             ch.close()
-            assert sl.get().uvm_tsgs == 1
+            assert sl.get().uvm_tsgs == (1 if sight == "files" else 0)
             ctx2.close()
         assert nvtest.wait_for(lambda: sl.get().uvm_tsgs == 0, 30,
                                "the honest context's charge to go")
@@ -397,6 +429,92 @@ def test_a_channel_uvm_retains_stays_charged_however_it_is_freed(
         assert child.report() == {"closed": r["made"] + 1}
         assert nvtest.wait_for(lambda: sl.get().uvm_files == 0, 30,
                                "xpu.ko to let go of the UVM files")
+        got = sl.get()
+        assert (got.uvm_tsgs, got.uvm_channels, got.uvm_retained) == \
+            (0, 0, 0), got
+        _go(child)
+        assert child.finish() == 0
+        child = None
+    finally:
+        if child is not None:
+            child.p.kill()
+            child.finish()
+        sl.destroy()
+    assert nvtest.heap_used(0) == heap0
+
+
+# A tenant of the slice whose UVM file comes from outside every slice: a
+# process of no slice opens the driver's /dev/nvidia-uvm and passes the
+# file over a socket (SCM_RIGHTS).  Then CUDA's channel set-up,
+# registration through that file and a free of the TSG, until refused (or
+# ROUNDS made).
+PASSED_IN = """
+import os, socket
+from nvclient.cudalike import CudaChannel, CudaContext
+from nvclient.uvm import Uvm
+mine, theirs = socket.socketpair()
+pid = os.fork()
+if pid == 0:
+    fd = os.open("/dev/nvidia-uvm", os.O_RDWR | os.O_CLOEXEC)
+    socket.send_fds(theirs, [b"uvm"], [fd])
+    os._exit(0)
+_, fds, _, _ = socket.recv_fds(mine, 16, 1)
+assert os.waitpid(pid, 0)[1] == 0
+ctl = client.Ctl({ctl!r}); gpu = client.GpuFile(0, {gpu!r})
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+uvm = Uvm(ctl.abi.version, fd=fds[0])
+ctx = CudaContext(dev, uvm)
+made, refused = 0, None
+while made < {rounds}:
+    try:
+        ch = CudaChannel(ctx, schedule=False)
+        rm.free(ch.htsg)
+        ch._objs.remove(ch.htsg)
+        ch.registered = False
+        ch.close()
+    except client.NvStatusError as e:
+        refused = e.status
+        break
+    made += 1
+report(made=made, refused=refused)
+sys.stdin.readline()
+uvm.close()
+report(closed=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_channel_retained_through_a_uvm_file_passed_in_stays_charged(
+        admin, nodedir, uvm_nodes):  # noqa: F811
+    """Class 39 through a UVM file that is no slice's: opened by a process
+    outside every slice and passed in over a socket, so xpu.ko holds no
+    file for the slice.  xpu.ko sees the retention itself (its probes on
+    the driver's nvUvmInterfaceRetainChannel and ReleaseChannel), so the
+    TSGs the tenant frees while UVM retains them stay charged and the
+    64 MiB slice is refused; when the file goes, UVM lets go and so does
+    the charge.  (Seen by files only, uvm_probes=0: 200 rounds, never
+    refused, the slice charged nothing.)"""
+    assert _retentions_seen()
+    each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
+    sl = Slice(admin, nodedir, name="uvmin", limit=64 * MiB)
+    heap0 = nvtest.heap_used(0)
+    child = None
+    try:
+        child = nvtest.spawn_child(PASSED_IN.format(
+            ctl=sl.ctl_node, gpu=sl.gpu_node, rounds=200))
+        r = child.report()
+        assert r["refused"] == abi.NV_ERR_NO_MEMORY, r
+        assert r["made"] >= (64 * MiB) // each - 4, r
+        got = sl.get()
+        assert got.uvm_files == 0, got
+        assert got.uvm_channels == r["made"] and \
+            got.uvm_tsgs == r["made"], got
+        assert got.uvm_retained == r["made"] * each, got
+        assert got.memory_used <= 64 * MiB
+        assert nvtest.heap_used(0) - heap0 >= r["made"] * each
+        _go(child)
+        assert child.report() == {"closed": True}
+        # UVM's release of the file let go of every channel, synchronously
         got = sl.get()
         assert (got.uvm_tsgs, got.uvm_channels, got.uvm_retained) == \
             (0, 0, 0), got

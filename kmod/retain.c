@@ -1,0 +1,425 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * UVM's retention of channels, seen where it happens (docs/security.md,
+ * class 39; docs/compute.md).
+ *
+ * UVM_REGISTER_CHANNEL has nvidia.ko retain a channel for UVM: UVM calls
+ * nvUvmInterfaceRetainChannel(vaSpace, hClient, hChannel, &retained, ...)
+ * in the registering thread, and nvUvmInterfaceReleaseChannel(retained)
+ * wherever it lets go (nv_uvm_interface.h, the same in 535 to 595; both
+ * exported by nvidia.ko).  Between the two, RM keeps the channel's id and
+ * instance block and its TSG's context, whoever frees the channel or TSG,
+ * and charges them to no process.  RM tells a kernel client nothing of it,
+ * and UVM's file operations cannot be wrapped, so xpu watches the two calls
+ * with a kretprobe each:
+ *
+ * - At the retain's entry, before RM acts, a record of (hClient, hChannel)
+ *   is made, in flight; at its return it takes UVM's pointer (NV_OK) or
+ *   goes (an error).  At the release's return, after RM let go, the record
+ *   of that pointer goes.
+ * - A slice's channel or TSG record dropped (sched.c: freed by RM, however)
+ *   while a record of it is there leaves its charge pinned to that record,
+ *   in rec_bytes and against max_records, until the record goes: then the
+ *   charge moves to another record of the same channel or TSG, or is given
+ *   back.  A free racing a retain finds the record in flight.
+ *
+ * Which UVM file the registration went through does not matter: one passed
+ * in from another slice or from outside every slice, or opened before xpu
+ * found UVM, retains in the open.  Nor is an honest slice charged for what
+ * UVM already let go of.
+ *
+ * The probes' handlers run in the probed threads with preemption off: they
+ * take one spinlock, allocate atomically and put slice references from a
+ * work item.  xpu needs the entry probe on ftrace (a breakpoint's handler
+ * runs as an NMI, where the spinlock is no place to be).  Where the probes
+ * cannot be placed, or a record could not be made (its allocation failed,
+ * the kretprobe ran out of instances), the sight is not exact any more and
+ * uvm.c's pinning by the slice's UVM files takes over for later frees.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/hashtable.h>
+#include <linux/kprobes.h>
+#include <linux/llist.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/workqueue.h>
+
+#include "hook.h"
+#include "retain.h"
+#include "sched.h"
+#include "slice.h"
+#include "xpu.h"
+
+static bool uvm_probes = true;
+module_param(uvm_probes, bool, 0444);
+MODULE_PARM_DESC(uvm_probes,
+		 "watch the driver's nvUvmInterfaceRetainChannel/ReleaseChannel, so that a channel UVM retains stays charged exactly while it does (at load)");
+
+struct xpu_ret {
+	struct hlist_node by_client;
+	struct hlist_node by_ptr;	/* once UVM's pointer is known */
+	void *retained;			/* UVM's; NULL while in flight */
+	u32 h_client, h_channel;
+	u32 h_tsg;			/* the channel's parent, once known */
+	bool pinned_chan, pinned_tsg;
+	struct xpu_slice *slice;	/* a reference, with a charge pinned */
+	u64 bytes;
+	u32 chans, tsgs;
+	struct llist_node put;		/* to the work item, for the put */
+};
+
+static DEFINE_SPINLOCK(xpu_ret_lock);
+static DEFINE_HASHTABLE(xpu_ret_by_client, 8);
+static DEFINE_HASHTABLE(xpu_ret_by_ptr, 8);
+static unsigned int xpu_ret_nr;		/* under the lock */
+static bool xpu_ret_probed, xpu_ret_lost;
+
+static LLIST_HEAD(xpu_ret_puts);
+static void xpu_ret_put_fn(struct work_struct *work);
+static DECLARE_WORK(xpu_ret_put_work, xpu_ret_put_fn);
+
+struct xpu_ret_call {
+	struct xpu_ret *ret;		/* the retain's record */
+	void **out;			/* UVM's place for its pointer */
+	void *retained;			/* the release's pointer */
+};
+
+static struct kretprobe xpu_ret_rp_retain;
+static struct kretprobe xpu_ret_rp_release;
+
+bool xpu_retain_exact(void)
+{
+	return READ_ONCE(xpu_ret_probed) && !READ_ONCE(xpu_ret_lost) &&
+	       !READ_ONCE(xpu_ret_rp_retain.nmissed);
+}
+
+static int xpu_ret_exact_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%c\n", xpu_retain_exact() ? 'Y' : 'N');
+}
+
+static const struct kernel_param_ops xpu_ret_exact_ops = {
+	.get = xpu_ret_exact_get,
+};
+module_param_cb(uvm_retentions_seen, &xpu_ret_exact_ops, NULL, 0444);
+MODULE_PARM_DESC(uvm_retentions_seen,
+		 "whether xpu sees every retention of a channel by UVM (the probes placed, none missed); if not, a freed channel's charge stays while a UVM file of its slice is open (read only)");
+
+static void xpu_ret_lose(void)
+{
+	if (!xchg(&xpu_ret_lost, true))
+		pr_warn("a retention of a channel by UVM was not recorded: channels and TSGs a slice frees stay charged while its UVM files are open, from now on\n");
+}
+
+static void xpu_ret_put_fn(struct work_struct *work)
+{
+	struct llist_node *list = llist_del_all(&xpu_ret_puts);
+	struct xpu_ret *ret, *tmp;
+
+	llist_for_each_entry_safe(ret, tmp, list, put) {
+		xpu_slice_put(ret->slice);
+		kfree(ret);
+	}
+}
+
+/* RET's charge given back to its slice (under the lock). */
+static void xpu_ret_give_back(struct xpu_ret *ret)
+{
+	struct xpu_slice *slice = ret->slice;
+
+	spin_lock(&slice->uvm_lock);
+	slice->uvm_bytes -= ret->bytes;
+	WRITE_ONCE(slice->uvm_chans, slice->uvm_chans - ret->chans);
+	WRITE_ONCE(slice->uvm_tsgs, slice->uvm_tsgs - ret->tsgs);
+	spin_unlock(&slice->uvm_lock);
+	xpu_sched_uncharge(slice, ret->bytes);
+}
+
+/*
+ * RET goes (RM let go of it, or never retained): what it pins moves to
+ * another record of the same channel, or of the same TSG, of its slice, or
+ * is given back.  Under the lock; frees RET, its slice put later.
+ */
+static void xpu_ret_drop(struct xpu_ret *ret)
+{
+	struct xpu_ret *o, *to = NULL;
+
+	hash_del(&ret->by_client);
+	if (!hlist_unhashed(&ret->by_ptr))
+		hash_del(&ret->by_ptr);
+	xpu_ret_nr--;
+	if (!ret->slice) {
+		kfree(ret);
+		return;
+	}
+	hash_for_each_possible(xpu_ret_by_client, o, by_client, ret->h_client) {
+		if (o->h_client != ret->h_client ||
+		    (o->slice && o->slice != ret->slice))
+			continue;
+		if (o->h_channel == ret->h_channel ||
+		    (ret->h_tsg && o->h_tsg == ret->h_tsg)) {
+			to = o;
+			break;
+		}
+	}
+	if (to) {
+		to->bytes += ret->bytes;
+		to->chans += ret->chans;
+		to->tsgs += ret->tsgs;
+		if (to->h_channel == ret->h_channel)
+			to->pinned_chan |= ret->pinned_chan;
+		to->pinned_tsg |= ret->pinned_tsg;
+		if (!to->h_tsg)
+			to->h_tsg = ret->h_tsg;
+		if (!to->slice) {
+			to->slice = ret->slice;	/* the reference moves */
+			kfree(ret);
+			return;
+		}
+	} else {
+		xpu_ret_give_back(ret);
+	}
+	llist_add(&ret->put, &xpu_ret_puts);
+	schedule_work(&xpu_ret_put_work);
+}
+
+/* nvUvmInterfaceRetainChannel(vaSpace, hClient, hChannel, &retained, info) */
+static int xpu_ret_retain_enter(struct kretprobe_instance *ri,
+				struct pt_regs *regs)
+{
+	struct xpu_ret_call *call = (void *)ri->data;
+	struct xpu_ret *ret;
+
+	ret = kzalloc(sizeof(*ret), GFP_ATOMIC | __GFP_NOWARN | __GFP_ACCOUNT);
+	if (!ret) {
+		xpu_ret_lose();
+		return 1;		/* no return handler */
+	}
+	ret->h_client = regs_get_kernel_argument(regs, 1);
+	ret->h_channel = regs_get_kernel_argument(regs, 2);
+	INIT_HLIST_NODE(&ret->by_ptr);
+	call->ret = ret;
+	call->out = (void **)regs_get_kernel_argument(regs, 3);
+	spin_lock(&xpu_ret_lock);
+	hash_add(xpu_ret_by_client, &ret->by_client, ret->h_client);
+	xpu_ret_nr++;
+	spin_unlock(&xpu_ret_lock);
+	return 0;
+}
+
+static int xpu_ret_retain_return(struct kretprobe_instance *ri,
+				 struct pt_regs *regs)
+{
+	struct xpu_ret_call *call = (void *)ri->data;
+	struct xpu_ret *ret = call->ret;
+	void *retained = NULL;
+	bool ok = (u32)regs_return_value(regs) == 0;	/* NV_OK */
+
+	/* UVM's own variable, written by the driver before it returned */
+	if (ok && (copy_from_kernel_nofault(&retained, call->out,
+					    sizeof(retained)) || !retained)) {
+		/* retained, but by what: it stays in flight, pinning */
+		xpu_ret_lose();
+		return 0;
+	}
+	spin_lock(&xpu_ret_lock);
+	if (ok) {
+		ret->retained = retained;
+		hash_add(xpu_ret_by_ptr, &ret->by_ptr, (unsigned long)retained);
+	} else {
+		xpu_ret_drop(ret);
+	}
+	spin_unlock(&xpu_ret_lock);
+	return 0;
+}
+
+/* nvUvmInterfaceReleaseChannel(retained): the record goes after RM let go */
+static int xpu_ret_release_enter(struct kretprobe_instance *ri,
+				 struct pt_regs *regs)
+{
+	struct xpu_ret_call *call = (void *)ri->data;
+
+	call->retained = (void *)regs_get_kernel_argument(regs, 0);
+	return 0;
+}
+
+static int xpu_ret_release_return(struct kretprobe_instance *ri,
+				  struct pt_regs *regs)
+{
+	struct xpu_ret_call *call = (void *)ri->data;
+	struct xpu_ret *ret, *found = NULL;
+
+	spin_lock(&xpu_ret_lock);
+	/*
+	 * UVM's pointer may be its new retention's already (freed and taken
+	 * again before this ran): the oldest record of it is the one let go
+	 * of (hash_add puts the newest first)
+	 */
+	hash_for_each_possible(xpu_ret_by_ptr, ret, by_ptr,
+			       (unsigned long)call->retained)
+		if (ret->retained == call->retained)
+			found = ret;
+	if (found)
+		xpu_ret_drop(found);
+	spin_unlock(&xpu_ret_lock);
+	return 0;
+}
+
+static struct kretprobe xpu_ret_rp_retain = {
+	.kp.symbol_name = "nvUvmInterfaceRetainChannel",
+	.entry_handler = xpu_ret_retain_enter,
+	.handler = xpu_ret_retain_return,
+	.data_size = sizeof(struct xpu_ret_call),
+	/* threads inside at once: a miss makes the sight inexact (above) */
+	.maxactive = 512,
+};
+
+static struct kretprobe xpu_ret_rp_release = {
+	.kp.symbol_name = "nvUvmInterfaceReleaseChannel",
+	.entry_handler = xpu_ret_release_enter,
+	.handler = xpu_ret_release_return,
+	.data_size = sizeof(struct xpu_ret_call),
+	.maxactive = 512,
+};
+
+/*
+ * Before SLICE's records of channels under TSG H_TSG of client H_CLIENT
+ * go: the retentions of channel H_CHANNEL are of that TSG.  Under sched's
+ * list_lock.
+ */
+void xpu_retain_note_tsg(u32 h_client, u32 h_channel, u32 h_tsg)
+{
+	struct xpu_ret *ret;
+
+	spin_lock(&xpu_ret_lock);
+	hash_for_each_possible(xpu_ret_by_client, ret, by_client, h_client)
+		if (ret->h_client == h_client && ret->h_channel == h_channel &&
+		    !ret->h_tsg)
+			ret->h_tsg = h_tsg;
+	spin_unlock(&xpu_ret_lock);
+}
+
+bool xpu_retain_any(void)
+{
+	return READ_ONCE(xpu_ret_nr) != 0;
+}
+
+/*
+ * SLICE's record of a channel (KIND XPU_REC_CHAN: H_OBJECT under H_PARENT)
+ * or TSG (XPU_REC_TSG: H_OBJECT) of H_CLIENT goes with CHARGE: pinned to a
+ * record of its retention if there is one (true).  Under sched's list_lock.
+ */
+bool xpu_retain_pin(struct xpu_slice *slice, int kind, u32 h_client,
+		    u32 h_object, u32 h_parent, u64 charge)
+{
+	struct xpu_ret *ret, *found = NULL;
+
+	spin_lock(&xpu_ret_lock);
+	hash_for_each_possible(xpu_ret_by_client, ret, by_client, h_client) {
+		if (ret->h_client != h_client ||
+		    (ret->slice && ret->slice != slice))
+			continue;
+		if (kind == XPU_REC_CHAN && ret->h_channel == h_object &&
+		    !ret->pinned_chan) {
+			ret->pinned_chan = true;
+			if (!ret->h_tsg)
+				ret->h_tsg = h_parent;
+			found = ret;
+			break;
+		}
+		if (kind == XPU_REC_TSG && ret->h_tsg == h_object &&
+		    !ret->pinned_tsg) {
+			ret->pinned_tsg = true;
+			found = ret;
+			break;
+		}
+	}
+	if (found) {
+		if (!found->slice)
+			found->slice = xpu_slice_get(slice);
+		found->bytes += charge;
+		spin_lock(&slice->uvm_lock);
+		slice->uvm_bytes += charge;
+		if (kind == XPU_REC_CHAN) {
+			found->chans++;
+			WRITE_ONCE(slice->uvm_chans, slice->uvm_chans + 1);
+		} else {
+			found->tsgs++;
+			WRITE_ONCE(slice->uvm_tsgs, slice->uvm_tsgs + 1);
+		}
+		spin_unlock(&slice->uvm_lock);
+	}
+	spin_unlock(&xpu_ret_lock);
+	return found;
+}
+
+static int xpu_ret_register(struct kretprobe *rp, struct module *drv)
+{
+	int ret = register_kretprobe(rp);
+
+	if (ret) {
+		pr_warn("%s: no probe (%d)\n", rp->kp.symbol_name, ret);
+		return ret;
+	}
+	/* the driver's function, on ftrace (the handlers' context) */
+	if (!within_module((unsigned long)rp->kp.addr, drv) ||
+	    !kprobe_ftrace(&rp->kp)) {
+		pr_warn("%s: not the driver's %s function (%pS); not watched\n",
+			rp->kp.symbol_name, drv ? module_name(drv) : "?",
+			rp->kp.addr);
+		unregister_kretprobe(rp);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+void xpu_retain_init(void)
+{
+	struct module *drv = xpu_hook_driver();
+
+	if (!uvm_probes)
+		return;
+	if (xpu_ret_register(&xpu_ret_rp_retain, drv))
+		goto none;
+	if (xpu_ret_register(&xpu_ret_rp_release, drv)) {
+		unregister_kretprobe(&xpu_ret_rp_retain);
+		goto none;
+	}
+	WRITE_ONCE(xpu_ret_probed, true);
+	pr_info("watching %s's retention of channels for UVM\n",
+		module_name(drv));
+	return;
+none:
+	pr_warn("channels and TSGs a slice frees stay charged while its UVM files are open (UVM's retention not seen)\n");
+}
+
+/* At unload: no handler runs any more; what the records pin goes back. */
+void xpu_retain_exit(void)
+{
+	struct xpu_ret *ret;
+	struct hlist_node *tmp;
+	unsigned int bkt;
+
+	if (!xpu_ret_probed)
+		return;
+	unregister_kretprobe(&xpu_ret_rp_release);
+	unregister_kretprobe(&xpu_ret_rp_retain);
+	spin_lock(&xpu_ret_lock);
+	hash_for_each_safe(xpu_ret_by_client, bkt, tmp, ret, by_client) {
+		if (ret->slice)
+			xpu_ret_give_back(ret);
+		hash_del(&ret->by_client);
+		if (!hlist_unhashed(&ret->by_ptr))
+			hash_del(&ret->by_ptr);
+		if (ret->slice)
+			llist_add(&ret->put, &xpu_ret_puts);
+		else
+			kfree(ret);
+	}
+	xpu_ret_nr = 0;
+	spin_unlock(&xpu_ret_lock);
+	flush_work(&xpu_ret_put_work);
+	xpu_ret_put_fn(NULL);
+}
