@@ -748,10 +748,10 @@ static int nvstub_channels_show(struct seq_file *s, void *unused)
 	spin_lock(&gpu->eng_lock);
 	list_for_each_entry(chan, &gpu->channels, node) {
 		put = READ_ONCE(*nvstub_userd(chan, NVC86F_USERD_GP_PUT));
-		seq_printf(s, "token=%u pid=%d client=0x%x handle=0x%x busy_ns=%llu items=%llu gpget=%u gpput=%u state=%s\n",
+		seq_printf(s, "token=%u pid=%d client=0x%x handle=0x%x busy_ns=%llu items=%llu gpget=%u gpput=%u retainers=%u state=%s\n",
 			   chan->token, chan->tgid, chan->h_client,
 			   chan->h_channel, chan->busy_ns, chan->items,
-			   chan->gpget, put,
+			   chan->gpget, put, READ_ONCE(chan->retainers),
 			   chan->faulted ? "faulted" :
 			   nvstub_chan_runnable(chan) ? "runnable" : "idle");
 	}

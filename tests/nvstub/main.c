@@ -54,6 +54,11 @@ module_param(map_delay_us, uint, 0444);
 MODULE_PARM_DESC(map_delay_us,
 		 "delay before and after the escape's RM_MAP_MEMORY, which names a file by number");
 
+unsigned int nvstub_uvm_retain_delay_us;
+module_param_named(uvm_retain_delay_us, nvstub_uvm_retain_delay_us, uint, 0444);
+MODULE_PARM_DESC(uvm_retain_delay_us,
+		 "delay in nvUvmInterfaceRetainChannel after RM retained the channel and let go of its lock, before UVM is told");
+
 static unsigned int timeslice_us = 2000;
 module_param(timeslice_us, uint, 0444);
 MODULE_PARM_DESC(timeslice_us, "the engine's native timeslice");

@@ -26,6 +26,7 @@
  * it); UVM keeps a reference on a registered VA space, not a dup of it.
  */
 #include <linux/cdev.h>
+#include <linux/delay.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/module.h>
@@ -657,8 +658,11 @@ static u32 nvstub_uvm_map_external(struct nvstub_uvm_file *uf, void *arg)
  * channel is in the VA space UVM registered): UVM calls them in the
  * registering thread and wherever it lets go.  They are real calls of the
  * stub's UVM, not inlined, so that what watches them on a host (xpu.ko's
- * probes, docs/security.md class 39) watches them here.  stub: called under
- * the stub's RM lock, which stands for the locks RM takes inside; no
+ * probes, docs/security.md class 39) watches them here.  The retain takes
+ * the stub's RM lock, which stands for the locks RM takes inside, and lets
+ * it go before it returns, as RM does: uvm_retain_delay_us widens the time
+ * between (RM retained, UVM not yet told).  stub: the release is called
+ * under the RM lock (every path of UVM's that lets go holds it here); no
  * channel instance information is filled in.
  */
 noinline u32 nvUvmInterfaceRetainChannel(void *va_space, u32 h_client,
@@ -667,19 +671,25 @@ noinline u32 nvUvmInterfaceRetainChannel(void *va_space, u32 h_client,
 {
 	struct nvstub_object *o;
 	struct nvstub_client *c;
+	u32 status = NV_OK;
 
-	lockdep_assert_held(&nvstub_rm_lock);
+	mutex_lock(&nvstub_rm_lock);
 	c = xa_load(&nvstub_clients, h_client);
 	o = c ? nvstub_object_find(c, h_channel) : NULL;
 	if (!c)
-		return NV_ERR_INVALID_CLIENT;	/* stub: not verified */
-	if (!o || o->hclass != HOPPER_CHANNEL_GPFIFO_A)
-		return NV_ERR_INVALID_OBJECT_HANDLE;
-	if (o->chan->vas != va_space)
-		return NV_ERR_INVALID_CHANNEL;
-	nvstub_chan_retain(o->chan);
-	*retained = o->chan;
-	return NV_OK;
+		status = NV_ERR_INVALID_CLIENT;	/* stub: not verified */
+	else if (!o || o->hclass != HOPPER_CHANNEL_GPFIFO_A)
+		status = NV_ERR_INVALID_OBJECT_HANDLE;
+	else if (o->chan->vas != va_space)
+		status = NV_ERR_INVALID_CHANNEL;
+	if (!status) {
+		nvstub_chan_retain(o->chan);
+		*retained = o->chan;
+	}
+	mutex_unlock(&nvstub_rm_lock);
+	if (!status && READ_ONCE(nvstub_uvm_retain_delay_us))
+		fsleep(READ_ONCE(nvstub_uvm_retain_delay_us));
+	return status;
 }
 EXPORT_SYMBOL(nvUvmInterfaceRetainChannel);
 
@@ -708,13 +718,13 @@ static u32 nvstub_uvm_register_channel(struct nvstub_uvm_file *uf, void *arg)
 
 	if (!gpu || !uf->gpu_vas[gpu->index])
 		return NV_ERR_INVALID_DEVICE;
-	mutex_lock(&nvstub_rm_lock);
 	status = nvUvmInterfaceRetainChannel(uf->gpu_vas[gpu->index],
 					     p->h_client, p->h_channel,
 					     &retained, NULL);
 	if (status)
-		goto out;
+		return status;
 	chan = retained;
+	mutex_lock(&nvstub_rm_lock);
 	if (!p->base || !p->length || !IS_ALIGNED(p->base, PAGE_SIZE) ||
 	    !IS_ALIGNED(p->length, PAGE_SIZE) ||
 	    check_add_overflow(p->base, p->length - 1, &end))

@@ -529,6 +529,94 @@ def test_a_channel_retained_through_a_uvm_file_passed_in_stays_charged(
     assert nvtest.heap_used(0) == heap0
 
 
+# The registration of a channel (through a UVM file of no slice's) in one
+# thread, and the free of its TSG in another while the driver is between
+# its retention and its return (the stub's uvm_retain_delay_us): the free
+# waits until the stub's channel shows its retainer.
+RETAIN_RACE = """
+import threading, time
+from nvclient import stub
+from nvclient.cudalike import CudaChannel, CudaContext
+from nvclient.uvm import Uvm
+ctl = client.Ctl({ctl!r}); gpu = client.GpuFile(0, {gpu!r})
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+uvm = Uvm(ctl.abi.version, path="/dev/nvidia-uvm")
+ctx = CudaContext(dev, uvm)
+ch = CudaChannel(ctx, schedule=False)
+uvm.unregister_channel(ctx.uuid, rm.handle, ch.hchannel)
+got = {{}}
+def register():
+    got["status"] = uvm.register_channel(
+        ctx.uuid, ctl.fileno(), rm.handle, ch.hchannel,
+        ctx.next_channel_va, 64 << 20, check=False)
+    got["registered"] = time.monotonic()
+t = threading.Thread(target=register)
+t.start()
+def retained():
+    return any(c["client"] == rm.handle and c["handle"] == ch.hchannel and
+               c["retainers"] == 1 for c in stub.channels(0))
+while not retained():
+    assert t.is_alive(), got
+rm.free(ch.htsg)
+freed = time.monotonic()
+t.join()
+report(status=got["status"], freed_first=freed < got["registered"])
+sys.stdin.readline()
+uvm.close()
+report(closed=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_tsg_freed_while_the_driver_retains_its_channel_stays_charged(
+        reload_stub, nodedir, uvm_nodes):  # noqa: F811
+    """Class 39's race: RM retains a channel for UVM and lets go of its
+    locks before nvUvmInterfaceRetainChannel returns; a thread of the
+    tenant frees the channel's TSG in between (the stub waits 300 ms
+    there).  xpu.ko made its record of the retention at the call's entry,
+    so the free finds it in flight and the TSG and channel stay charged
+    until UVM lets go.  (With the record made at the return instead, the
+    free found none: the slice read 0 while RM held them.)"""
+    reload_stub(uvm_retain_delay_us=300000)
+    subprocess.run(["insmod", os.environ["XPU_KO"],
+                    *os.environ.get("XPU_KO_PARAMS", "").split()],
+                   check=True)
+    assert _retentions_seen()
+    each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
+    with ctl.Ctl() as xctl:
+        _retain_race(xctl, nodedir, each)
+
+
+def _retain_race(xctl, where, each):
+    sl = Slice(xctl, where, name="uvmrace", limit=64 * MiB)
+    heap0 = nvtest.heap_used(0)
+    child = None
+    try:
+        child = nvtest.spawn_child(RETAIN_RACE.format(
+            ctl=sl.ctl_node, gpu=sl.gpu_node))
+        r = child.report()
+        # premise: the free came back while the registration was inside
+        assert r == {"status": abi.NV_OK, "freed_first": True}, r
+        got = sl.get()
+        assert (got.uvm_tsgs, got.uvm_channels, got.uvm_retained) == \
+            (1, 1, each), got
+        assert nvtest.heap_used(0) - heap0 >= each
+        _go(child)
+        assert child.report() == {"closed": True}
+        got = sl.get()
+        assert (got.uvm_tsgs, got.uvm_channels, got.uvm_retained) == \
+            (0, 0, 0), got
+        _go(child)
+        assert child.finish() == 0
+        child = None
+    finally:
+        if child is not None:
+            child.p.kill()
+            child.finish()
+        sl.destroy()
+    assert nvtest.heap_used(0) == heap0
+
+
 # A task of a bound cgroup: the driver's own nodes (/dev/nvidiactl,
 # /dev/nvidia0, /dev/nvidia-uvm), CUDA's channel set-up, registration and
 # a free of the TSG, again, until refused (or ROUNDS made).
