@@ -11,12 +11,13 @@
  * instance block and its TSG's context, whoever frees the channel or TSG,
  * and charges them to no process.  RM tells a kernel client nothing of it,
  * and UVM's file operations cannot be wrapped, so xpu watches the two calls
- * with a kretprobe each:
+ * with kprobes:
  *
- * - At the retain's entry, before RM acts, a record of (hClient, hChannel)
- *   is made, in flight; at its return it takes UVM's pointer (NV_OK) or
- *   goes (an error).  At the release's return, after RM let go, the record
- *   of that pointer goes.
+ * - At the retain's entry, before RM acts, a kprobe makes a record of
+ *   (hClient, hChannel), in flight (a kprobe has no instances to run out
+ *   of); at the return, the kretprobe gives the calling thread's record
+ *   UVM's pointer (NV_OK) or drops it (an error).  At the release's
+ *   return, after RM let go, the record of that pointer goes.
  * - A slice's channel or TSG record dropped (sched.c: freed by RM, however)
  *   while a record of it is there leaves its charge pinned to that record,
  *   in rec_bytes and against max_records, until the record goes: then the
@@ -30,11 +31,13 @@
  *
  * The probes' handlers run in the probed threads with preemption off: they
  * take one spinlock, allocate atomically and put slice references from a
- * work item.  xpu needs the entry probe on ftrace (a breakpoint's handler
- * runs as an NMI, where the spinlock is no place to be).  Where the probes
- * cannot be placed, or a record could not be made (its allocation failed,
- * the kretprobe ran out of instances), the sight is not exact any more and
- * uvm.c's pinning by the slice's UVM files takes over for later frees.
+ * work item.  xpu needs the probes on ftrace (a breakpoint's handler runs
+ * as an NMI, where the spinlock is no place to be).  Where the probes
+ * cannot be placed, or a record could not be made (an atomic allocation
+ * failed), the sight is not exact any more and uvm.c's pinning by the
+ * slice's UVM files takes over for later frees.  A return the kretprobes
+ * miss (more threads inside at once than their instances) leaves a record
+ * pinning for good: an over-count, never an escape.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -61,6 +64,7 @@ struct xpu_ret {
 	struct hlist_node by_client;
 	struct hlist_node by_ptr;	/* once UVM's pointer is known */
 	void *retained;			/* UVM's; NULL while in flight */
+	struct task_struct *task;	/* the retaining thread, in flight */
 	u32 h_client, h_channel;
 	u32 h_tsg;			/* the channel's parent, once known */
 	bool pinned_chan, pinned_tsg;
@@ -80,19 +84,19 @@ static LLIST_HEAD(xpu_ret_puts);
 static void xpu_ret_put_fn(struct work_struct *work);
 static DECLARE_WORK(xpu_ret_put_work, xpu_ret_put_fn);
 
-struct xpu_ret_call {
-	struct xpu_ret *ret;		/* the retain's record */
+struct xpu_ret_args {
+	u32 h_client, h_channel;
 	void **out;			/* UVM's place for its pointer */
-	void *retained;			/* the release's pointer */
 };
 
+static struct kprobe xpu_ret_kp_retain;
 static struct kretprobe xpu_ret_rp_retain;
 static struct kretprobe xpu_ret_rp_release;
 
 bool xpu_retain_exact(void)
 {
 	return READ_ONCE(xpu_ret_probed) && !READ_ONCE(xpu_ret_lost) &&
-	       !READ_ONCE(xpu_ret_rp_retain.nmissed);
+	       !READ_ONCE(xpu_ret_kp_retain.nmissed);
 }
 
 static int xpu_ret_exact_get(char *buf, const struct kernel_param *kp)
@@ -185,23 +189,23 @@ static void xpu_ret_drop(struct xpu_ret *ret)
 	schedule_work(&xpu_ret_put_work);
 }
 
-/* nvUvmInterfaceRetainChannel(vaSpace, hClient, hChannel, &retained, info) */
-static int xpu_ret_retain_enter(struct kretprobe_instance *ri,
-				struct pt_regs *regs)
+/*
+ * nvUvmInterfaceRetainChannel(vaSpace, hClient, hChannel, &retained, info):
+ * at its entry, the record, in flight.
+ */
+static int xpu_ret_retain_pre(struct kprobe *kp, struct pt_regs *regs)
 {
-	struct xpu_ret_call *call = (void *)ri->data;
 	struct xpu_ret *ret;
 
-	ret = kzalloc(sizeof(*ret), GFP_ATOMIC | __GFP_NOWARN | __GFP_ACCOUNT);
+	ret = kzalloc(sizeof(*ret), GFP_ATOMIC | __GFP_NOWARN);
 	if (!ret) {
 		xpu_ret_lose();
-		return 1;		/* no return handler */
+		return 0;
 	}
 	ret->h_client = regs_get_kernel_argument(regs, 1);
 	ret->h_channel = regs_get_kernel_argument(regs, 2);
+	ret->task = current;
 	INIT_HLIST_NODE(&ret->by_ptr);
-	call->ret = ret;
-	call->out = (void **)regs_get_kernel_argument(regs, 3);
 	spin_lock(&xpu_ret_lock);
 	hash_add(xpu_ret_by_client, &ret->by_client, ret->h_client);
 	xpu_ret_nr++;
@@ -209,27 +213,48 @@ static int xpu_ret_retain_enter(struct kretprobe_instance *ri,
 	return 0;
 }
 
+static int xpu_ret_retain_enter(struct kretprobe_instance *ri,
+				struct pt_regs *regs)
+{
+	struct xpu_ret_args *a = (void *)ri->data;
+
+	a->h_client = regs_get_kernel_argument(regs, 1);
+	a->h_channel = regs_get_kernel_argument(regs, 2);
+	a->out = (void **)regs_get_kernel_argument(regs, 3);
+	return 0;
+}
+
 static int xpu_ret_retain_return(struct kretprobe_instance *ri,
 				 struct pt_regs *regs)
 {
-	struct xpu_ret_call *call = (void *)ri->data;
-	struct xpu_ret *ret = call->ret;
+	struct xpu_ret_args *a = (void *)ri->data;
+	struct xpu_ret *ret, *found = NULL;
 	void *retained = NULL;
 	bool ok = (u32)regs_return_value(regs) == 0;	/* NV_OK */
 
 	/* UVM's own variable, written by the driver before it returned */
-	if (ok && (copy_from_kernel_nofault(&retained, call->out,
+	if (ok && (copy_from_kernel_nofault(&retained, a->out,
 					    sizeof(retained)) || !retained)) {
-		/* retained, but by what: it stays in flight, pinning */
+		/* retained, but by what: its record stays in flight, pinning */
 		xpu_ret_lose();
 		return 0;
 	}
 	spin_lock(&xpu_ret_lock);
-	if (ok) {
-		ret->retained = retained;
-		hash_add(xpu_ret_by_ptr, &ret->by_ptr, (unsigned long)retained);
-	} else {
-		xpu_ret_drop(ret);
+	/* this thread's newest record of the call (hash_add puts it first) */
+	hash_for_each_possible(xpu_ret_by_client, ret, by_client, a->h_client) {
+		if (ret->task == current && ret->h_client == a->h_client &&
+		    ret->h_channel == a->h_channel && !ret->retained) {
+			found = ret;
+			break;
+		}
+	}
+	if (found && ok) {
+		found->retained = retained;
+		found->task = NULL;
+		hash_add(xpu_ret_by_ptr, &found->by_ptr,
+			 (unsigned long)retained);
+	} else if (found) {
+		xpu_ret_drop(found);
 	}
 	spin_unlock(&xpu_ret_lock);
 	return 0;
@@ -239,16 +264,16 @@ static int xpu_ret_retain_return(struct kretprobe_instance *ri,
 static int xpu_ret_release_enter(struct kretprobe_instance *ri,
 				 struct pt_regs *regs)
 {
-	struct xpu_ret_call *call = (void *)ri->data;
+	void **retained = (void *)ri->data;
 
-	call->retained = (void *)regs_get_kernel_argument(regs, 0);
+	*retained = (void *)regs_get_kernel_argument(regs, 0);
 	return 0;
 }
 
 static int xpu_ret_release_return(struct kretprobe_instance *ri,
 				  struct pt_regs *regs)
 {
-	struct xpu_ret_call *call = (void *)ri->data;
+	void *retained = *(void **)ri->data;
 	struct xpu_ret *ret, *found = NULL;
 
 	spin_lock(&xpu_ret_lock);
@@ -258,8 +283,8 @@ static int xpu_ret_release_return(struct kretprobe_instance *ri,
 	 * of (hash_add puts the newest first)
 	 */
 	hash_for_each_possible(xpu_ret_by_ptr, ret, by_ptr,
-			       (unsigned long)call->retained)
-		if (ret->retained == call->retained)
+			       (unsigned long)retained)
+		if (ret->retained == retained)
 			found = ret;
 	if (found)
 		xpu_ret_drop(found);
@@ -267,21 +292,28 @@ static int xpu_ret_release_return(struct kretprobe_instance *ri,
 	return 0;
 }
 
+static struct kprobe xpu_ret_kp_retain = {
+	.symbol_name = "nvUvmInterfaceRetainChannel",
+	.pre_handler = xpu_ret_retain_pre,
+};
+
+/* threads inside at once: a return missed leaves a record pinning (above) */
+#define XPU_RET_MAXACTIVE	4096
+
 static struct kretprobe xpu_ret_rp_retain = {
 	.kp.symbol_name = "nvUvmInterfaceRetainChannel",
 	.entry_handler = xpu_ret_retain_enter,
 	.handler = xpu_ret_retain_return,
-	.data_size = sizeof(struct xpu_ret_call),
-	/* threads inside at once: a miss makes the sight inexact (above) */
-	.maxactive = 512,
+	.data_size = sizeof(struct xpu_ret_args),
+	.maxactive = XPU_RET_MAXACTIVE,
 };
 
 static struct kretprobe xpu_ret_rp_release = {
 	.kp.symbol_name = "nvUvmInterfaceReleaseChannel",
 	.entry_handler = xpu_ret_release_enter,
 	.handler = xpu_ret_release_return,
-	.data_size = sizeof(struct xpu_ret_call),
-	.maxactive = 512,
+	.data_size = sizeof(void *),
+	.maxactive = XPU_RET_MAXACTIVE,
 };
 
 /*
@@ -355,6 +387,16 @@ bool xpu_retain_pin(struct xpu_slice *slice, int kind, u32 h_client,
 	return found;
 }
 
+/* The driver's function, on ftrace (the handlers' context). */
+static int xpu_ret_check(struct kprobe *kp, struct module *drv)
+{
+	if (within_module((unsigned long)kp->addr, drv) && kprobe_ftrace(kp))
+		return 0;
+	pr_warn("%s: not the driver's %s function on ftrace (%pS); not watched\n",
+		kp->symbol_name, drv ? module_name(drv) : "?", kp->addr);
+	return -ENOENT;
+}
+
 static int xpu_ret_register(struct kretprobe *rp, struct module *drv)
 {
 	int ret = register_kretprobe(rp);
@@ -363,34 +405,38 @@ static int xpu_ret_register(struct kretprobe *rp, struct module *drv)
 		pr_warn("%s: no probe (%d)\n", rp->kp.symbol_name, ret);
 		return ret;
 	}
-	/* the driver's function, on ftrace (the handlers' context) */
-	if (!within_module((unsigned long)rp->kp.addr, drv) ||
-	    !kprobe_ftrace(&rp->kp)) {
-		pr_warn("%s: not the driver's %s function (%pS); not watched\n",
-			rp->kp.symbol_name, drv ? module_name(drv) : "?",
-			rp->kp.addr);
+	ret = xpu_ret_check(&rp->kp, drv);
+	if (ret)
 		unregister_kretprobe(rp);
-		return -ENOENT;
-	}
-	return 0;
+	return ret;
 }
 
 void xpu_retain_init(void)
 {
 	struct module *drv = xpu_hook_driver();
+	int ret;
 
 	if (!uvm_probes)
 		return;
-	if (xpu_ret_register(&xpu_ret_rp_retain, drv))
-		goto none;
-	if (xpu_ret_register(&xpu_ret_rp_release, drv)) {
-		unregister_kretprobe(&xpu_ret_rp_retain);
+	ret = register_kprobe(&xpu_ret_kp_retain);
+	if (ret) {
+		pr_warn("%s: no probe (%d)\n", xpu_ret_kp_retain.symbol_name, ret);
 		goto none;
 	}
+	if (xpu_ret_check(&xpu_ret_kp_retain, drv))
+		goto kp;
+	if (xpu_ret_register(&xpu_ret_rp_retain, drv))
+		goto kp;
+	if (xpu_ret_register(&xpu_ret_rp_release, drv))
+		goto rp;
 	WRITE_ONCE(xpu_ret_probed, true);
 	pr_info("watching %s's retention of channels for UVM\n",
 		module_name(drv));
 	return;
+rp:
+	unregister_kretprobe(&xpu_ret_rp_retain);
+kp:
+	unregister_kprobe(&xpu_ret_kp_retain);
 none:
 	pr_warn("channels and TSGs a slice frees stay charged while its UVM files are open (UVM's retention not seen)\n");
 }
@@ -406,6 +452,7 @@ void xpu_retain_exit(void)
 		return;
 	unregister_kretprobe(&xpu_ret_rp_release);
 	unregister_kretprobe(&xpu_ret_rp_retain);
+	unregister_kprobe(&xpu_ret_kp_retain);
 	spin_lock(&xpu_ret_lock);
 	hash_for_each_safe(xpu_ret_by_client, bkt, tmp, ret, by_client) {
 		if (ret->slice)
