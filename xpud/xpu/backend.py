@@ -144,6 +144,13 @@ class Backend(abc.ABC):
         (docs/security.md, class 39); None when not known."""
         return None
 
+    def uvm_retentions_seen(self) -> bool | None:
+        """Whether xpu.ko sees every retention of a channel by UVM (its
+        probes on the driver), so that what UVM retains stays charged to
+        the slice exactly while it does, whichever UVM file registered it
+        (docs/security.md, class 39); None when not known."""
+        return None
+
     @abc.abstractmethod
     def list_gpus(self) -> list[GpuState]:
         """The GPUs of this node, in index order."""

@@ -411,6 +411,12 @@ def cmd_version(args, c: Client, out: TextIO) -> int:
                   "tasks' /dev/nvidia-uvm files are no slice's (is "
                   "nvidia-uvm loaded and /dev/nvidia-uvm made? "
                   "docs/security.md, class 39)", file=out)
+        if v.get("uvm_retentions_seen") is False:
+            print("xpu.ko does not see UVM's retention of channels: a "
+                  "channel a slice frees stays charged while a UVM file of "
+                  "the slice is open, and one registered through a UVM "
+                  "file passed in is not (docs/security.md, class 39)",
+                  file=out)
     else:
         print(f"xpu.ko unknown: {v.get('kernel_error')}", file=out)
     return 0

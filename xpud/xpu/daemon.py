@@ -117,6 +117,12 @@ class Daemon:
                             "a bound cgroup's tasks' UVM files are no "
                             "slice's until it does (docs/security.md, "
                             "class 39)")
+            if v["uvm_retentions_seen"] is False:
+                log.warning("xpu.ko does not see UVM's retention of "
+                            "channels (no kprobes, or uvm_probes=0): a "
+                            "channel registered through a UVM file passed "
+                            "into a slice is not charged to it "
+                            "(docs/security.md, class 39)")
         else:
             log.warning("xpu.ko: %s", v["kernel_error"])
         summary = self.service.start()

@@ -73,6 +73,8 @@ DEFAULT_MAX_RECORDS_PATH = "/sys/module/xpu/parameters/max_records"
 DEFAULT_MAX_DOORBELL_FILES_PATH = \
     "/sys/module/xpu/parameters/max_doorbell_files"
 DEFAULT_UVM_INTERPOSED_PATH = "/sys/module/xpu/parameters/uvm_interposed"
+DEFAULT_UVM_RETENTIONS_SEEN_PATH = \
+    "/sys/module/xpu/parameters/uvm_retentions_seen"
 # xpu.ko's UVM node: an open of it has xpu.ko look for UVM (kmod/uvm.c)
 XPU_UVM_NODE = "/dev/xpu-uvm"
 NODE_MODE = 0o660
@@ -168,6 +170,16 @@ def read_max_doorbell_files(
     return _read_param(path)
 
 
+def _read_bool_param(path: str) -> bool | None:
+    """A boolean module parameter (Y or N); None when it cannot be read."""
+    try:
+        with open(path) as f:
+            v = f.read().strip()
+    except OSError:
+        return None
+    return {"Y": True, "N": False}.get(v)
+
+
 def read_uvm_interposed(path: str = DEFAULT_UVM_INTERPOSED_PATH,
                         node: str | None = XPU_UVM_NODE) -> bool | None:
     """Whether xpu.ko interposes on the open of UVM's own node (its
@@ -175,22 +187,22 @@ def read_uvm_interposed(path: str = DEFAULT_UVM_INTERPOSED_PATH,
     it does not yet and NODE is given, NODE (xpu.ko's /dev/xpu-uvm) is
     opened and closed first: that open has xpu.ko look for UVM again (a
     UVM file of no slice, which goes with the close)."""
-    def read() -> bool | None:
-        try:
-            with open(path) as f:
-                v = f.read().strip()
-        except OSError:
-            return None
-        return {"Y": True, "N": False}.get(v)
-
-    got = read()
+    got = _read_bool_param(path)
     if got is False and node:
         try:
             os.close(os.open(node, os.O_RDWR | os.O_CLOEXEC))
         except OSError as e:
             log.debug("%s: %s", node, e)
-        got = read()
+        got = _read_bool_param(path)
     return got
+
+
+def read_uvm_retentions_seen(
+        path: str = DEFAULT_UVM_RETENTIONS_SEEN_PATH) -> bool | None:
+    """Whether xpu.ko sees every retention of a channel by UVM (its probes
+    on the driver, read-only parameter uvm_retentions_seen); None when it
+    cannot be read (an xpu.ko before session 51)."""
+    return _read_bool_param(path)
 
 
 def node_names(id: int) -> tuple[str, str, str]:
@@ -215,10 +227,13 @@ class KernelBackend(Backend):
                  DEFAULT_MAX_DOORBELL_FILES_PATH,
                  uvm_dev_path: str = XPU_UVM_DEV,
                  uvm_interposed_path: str = DEFAULT_UVM_INTERPOSED_PATH,
-                 uvm_node: str | None = XPU_UVM_NODE):
+                 uvm_node: str | None = XPU_UVM_NODE,
+                 uvm_retentions_seen_path: str =
+                 DEFAULT_UVM_RETENTIONS_SEEN_PATH):
         self.inventory = inventory
         self.uvm_dev_path = uvm_dev_path
         self.uvm_interposed_path = uvm_interposed_path
+        self.uvm_retentions_seen_path = uvm_retentions_seen_path
         self.uvm_node = uvm_node
         self.device = device
         self.node_dir = node_dir
@@ -323,6 +338,9 @@ class KernelBackend(Backend):
     def uvm_interposed(self) -> bool | None:
         return read_uvm_interposed(self.uvm_interposed_path,
                                    self.uvm_node)
+
+    def uvm_retentions_seen(self) -> bool | None:
+        return read_uvm_retentions_seen(self.uvm_retentions_seen_path)
 
     def list_gpus(self) -> list[GpuState]:
         with self._ctl() as c:

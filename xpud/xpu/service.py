@@ -519,7 +519,7 @@ class Service:
     def op_version(self) -> dict:
         result = {"xpud": __version__, "api": API_VERSION, "kernel": None,
                   "kernel_api": None, "kernel_error": None,
-                  "uvm_interposed": None}
+                  "uvm_interposed": None, "uvm_retentions_seen": None}
         with self._lock:
             try:
                 result["kernel"], result["kernel_api"] = \
@@ -528,6 +528,8 @@ class Service:
                 result["kernel_error"] = str(e)
             else:
                 result["uvm_interposed"] = self.backend.uvm_interposed()
+                result["uvm_retentions_seen"] = \
+                    self.backend.uvm_retentions_seen()
         return result
 
     def op_gpus(self) -> list:

@@ -339,7 +339,7 @@ def test_version(xpuctl):
     assert json.loads(out) == {
         "xpuctl": xpu.__version__, "xpud": xpu.__version__, "api": 1,
         "kernel": "0.1.0", "kernel_api": 1, "kernel_error": None,
-        "uvm_interposed": None}
+        "uvm_interposed": None, "uvm_retentions_seen": None}
 
 
 def test_version_says_when_uvm_is_not_interposed(xpuctl, served):
@@ -352,6 +352,22 @@ def test_version_says_when_uvm_is_not_interposed(xpuctl, served):
         ("xpu.ko does not interpose on UVM's node: a bound cgroup's tasks' "
          "/dev/nvidia-uvm files are no slice's (is nvidia-uvm loaded and "
          "/dev/nvidia-uvm made? docs/security.md, class 39)")]
+
+
+def test_version_says_when_uvm_s_retentions_are_not_seen(xpuctl, served):
+    _, svc = served
+    svc.backend.uvm_retentions_seen = lambda: False
+    status, out, err = xpuctl("version")
+    assert (status, err) == (0, "")
+    assert out.splitlines()[2:] == [
+        "xpu.ko 0.1.0 (api 1)",
+        ("xpu.ko does not see UVM's retention of channels: a channel a "
+         "slice frees stays charged while a UVM file of the slice is open, "
+         "and one registered through a UVM file passed in is not "
+         "(docs/security.md, class 39)")]
+    svc.backend.uvm_retentions_seen = lambda: True
+    status, out, err = xpuctl("version")
+    assert out.splitlines()[2:] == ["xpu.ko 0.1.0 (api 1)"]
 
 
 def test_top(xpuctl, served):

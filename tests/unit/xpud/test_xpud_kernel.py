@@ -799,6 +799,25 @@ def test_read_uvm_interposed(tmp_path, monkeypatch):
     assert kernel.XPU_UVM_NODE == "/dev/xpu-uvm"
 
 
+def test_read_uvm_retentions_seen(tmp_path):
+    """xpu.ko's read-only uvm_retentions_seen: Y, N, or unknown (an
+    xpu.ko without it, none loaded, or a value that is neither)."""
+    path = tmp_path / "uvm_retentions_seen"
+    path.write_text("Y\n")
+    assert kernel.read_uvm_retentions_seen(str(path)) is True
+    path.write_text("N\n")
+    assert kernel.read_uvm_retentions_seen(str(path)) is False
+    path.write_text("1\n")
+    assert kernel.read_uvm_retentions_seen(str(path)) is None
+    path.unlink()
+    assert kernel.read_uvm_retentions_seen(str(path)) is None
+    assert kernel.DEFAULT_UVM_RETENTIONS_SEEN_PATH == \
+        "/sys/module/xpu/parameters/uvm_retentions_seen"
+    k = kernel.KernelBackend(None, uvm_retentions_seen_path=str(path))
+    path.write_text("Y\n")
+    assert k.uvm_retentions_seen() is True
+
+
 def test_rm_handles_and_their_bound(kb, fake, tmp_path):
     k = kb.create_slice(spec("a"))
     assert (k.rm_handles, k.rm_handles_limit) == (0, 131072)
