@@ -37,12 +37,15 @@
  *   moves to the next older file when that one goes; with no older file
  *   left, it is given back.
  *
- * What this does not see: a UVM file opened through another slice's node,
- * or by a process outside every slice, and passed in; and a UVM file
- * opened before xpu found UVM (UVM loaded after xpu and first opened
- * before any cgroup's binding since; docs/security.md, class 39).  The
- * containers xpud makes get the slice's UVM node in place of
- * /dev/nvidia-uvm either way.
+ * Since session 51 the pinning by files is the fallback: where xpu sees
+ * UVM's retentions themselves (retain.c, its probes on the driver), a
+ * freed channel's or TSG's charge is pinned to its retention instead, and
+ * no file pins anything.  What the files do not see: a UVM file opened
+ * through another slice's node, or by a process outside every slice, and
+ * passed in; and a UVM file opened before xpu found UVM (UVM loaded after
+ * xpu and first opened before any cgroup's binding since; docs/security.md,
+ * class 39).  The containers xpud makes get the slice's UVM node in place
+ * of /dev/nvidia-uvm either way.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -319,7 +322,8 @@ err_put:
 /*
  * The charge of a channel or TSG of SLICE given back now (CHARGE bytes,
  * KIND): kept instead, pinned by the slice's newest UVM file, when it has
- * any.  Under sched's list_lock.
+ * any.  Where xpu does not see UVM's retentions exactly (retain.c).  Under
+ * sched's list_lock.
  */
 bool xpu_uvm_keep(struct xpu_slice *slice, int kind, u64 charge)
 {

@@ -54,8 +54,8 @@ module_param(map_delay_us, uint, 0444);
 MODULE_PARM_DESC(map_delay_us,
 		 "delay before and after the escape's RM_MAP_MEMORY, which names a file by number");
 
-unsigned int nvstub_uvm_retain_delay_us;
-module_param_named(uvm_retain_delay_us, nvstub_uvm_retain_delay_us, uint, 0444);
+static unsigned int uvm_retain_delay_us;
+module_param(uvm_retain_delay_us, uint, 0444);
 MODULE_PARM_DESC(uvm_retain_delay_us,
 		 "delay in nvUvmInterfaceRetainChannel after RM retained the channel and let go of its lock, before UVM is told");
 
@@ -149,6 +149,7 @@ unsigned int nvstub_copyin_delay_us;
 unsigned int nvstub_copyout_delay_us;
 unsigned int nvstub_control_delay_us;
 unsigned int nvstub_map_delay_us;
+unsigned int nvstub_uvm_retain_delay_us;
 unsigned int nvstub_timeslice_us;
 unsigned int nvstub_doorbell_poll_us;
 unsigned int nvstub_channel_ids;
@@ -230,6 +231,11 @@ static int nvstub_check_params(void)
 		       control_delay_us);
 		return -EINVAL;
 	}
+	if (uvm_retain_delay_us > 10000000) {
+		pr_err("uvm_retain_delay_us=%u: must be at most 10000000\n",
+		       uvm_retain_delay_us);
+		return -EINVAL;
+	}
 	if (map_delay_us > 10000000) {
 		pr_err("map_delay_us=%u: must be at most 10000000\n",
 		       map_delay_us);
@@ -267,6 +273,7 @@ static int nvstub_check_params(void)
 	nvstub_copyout_delay_us = copyout_delay_us;
 	nvstub_control_delay_us = control_delay_us;
 	nvstub_map_delay_us = map_delay_us;
+	nvstub_uvm_retain_delay_us = uvm_retain_delay_us;
 	nvstub_timeslice_us = timeslice_us;
 	nvstub_doorbell_poll_us = doorbell_poll_us;
 	nvstub_channel_ids = channel_ids;
