@@ -69,7 +69,7 @@ struct xpu_ret {
 	u32 h_tsg;			/* the channel's parent, once known */
 	bool pinned_chan, pinned_tsg;
 	struct xpu_slice *slice;	/* a reference, with a charge pinned */
-	u64 bytes;
+	u64 chan_bytes, tsg_bytes;	/* the charges pinned, and how many */
 	u32 chans, tsgs;
 	struct llist_node put;		/* to the work item, for the put */
 };
@@ -128,27 +128,49 @@ static void xpu_ret_put_fn(struct work_struct *work)
 	}
 }
 
-/* RET's charge given back to its slice (under the lock). */
-static void xpu_ret_give_back(struct xpu_ret *ret)
+/* BYTES of NCHANS channels and NTSGS TSGs given back to SLICE. */
+static void xpu_ret_give_back(struct xpu_slice *slice, u64 bytes, u32 nchans,
+			      u32 ntsgs)
 {
-	struct xpu_slice *slice = ret->slice;
-
 	spin_lock(&slice->uvm_lock);
-	slice->uvm_bytes -= ret->bytes;
-	WRITE_ONCE(slice->uvm_chans, slice->uvm_chans - ret->chans);
-	WRITE_ONCE(slice->uvm_tsgs, slice->uvm_tsgs - ret->tsgs);
+	slice->uvm_bytes -= bytes;
+	WRITE_ONCE(slice->uvm_chans, slice->uvm_chans - nchans);
+	WRITE_ONCE(slice->uvm_tsgs, slice->uvm_tsgs - ntsgs);
 	spin_unlock(&slice->uvm_lock);
-	xpu_sched_uncharge(slice, ret->bytes);
+	xpu_sched_uncharge(slice, bytes);
 }
 
 /*
- * RET goes (RM let go of it, or never retained): what it pins moves to
- * another record of the same channel, or of the same TSG, of its slice, or
- * is given back.  Under the lock; frees RET, its slice put later.
+ * Another record RET's pin of its channel (TSG false) or TSG moves to: a
+ * retention of the same channel, or of another channel of the same TSG,
+ * for the same slice.  Under the lock, RET off the table.
+ */
+static struct xpu_ret *xpu_ret_heir(const struct xpu_ret *ret, bool tsg)
+{
+	struct xpu_ret *o;
+
+	hash_for_each_possible(xpu_ret_by_client, o, by_client, ret->h_client) {
+		if (o->h_client != ret->h_client ||
+		    (o->slice && o->slice != ret->slice))
+			continue;
+		if (tsg ? ret->h_tsg && o->h_tsg == ret->h_tsg :
+			  o->h_channel == ret->h_channel)
+			return o;
+	}
+	return NULL;
+}
+
+/*
+ * RET goes (RM let go of it, or never retained): its pin of the channel
+ * moves to another retention of that channel, its pin of the TSG to
+ * another retention of a channel of that TSG, each or what is left given
+ * back.  Under the lock; frees RET, its slice put later.
  */
 static void xpu_ret_drop(struct xpu_ret *ret)
 {
-	struct xpu_ret *o, *to = NULL;
+	struct xpu_ret *to;
+	u64 back = 0;
+	u32 nchans = 0, ntsgs = 0;
 
 	hash_del(&ret->by_client);
 	if (!hlist_unhashed(&ret->by_ptr))
@@ -158,33 +180,36 @@ static void xpu_ret_drop(struct xpu_ret *ret)
 		kfree(ret);
 		return;
 	}
-	hash_for_each_possible(xpu_ret_by_client, o, by_client, ret->h_client) {
-		if (o->h_client != ret->h_client ||
-		    (o->slice && o->slice != ret->slice))
-			continue;
-		if (o->h_channel == ret->h_channel ||
-		    (ret->h_tsg && o->h_tsg == ret->h_tsg)) {
-			to = o;
-			break;
+	if (ret->chans) {
+		to = xpu_ret_heir(ret, false);
+		if (to) {
+			if (!to->slice)
+				to->slice = xpu_slice_get(ret->slice);
+			to->chan_bytes += ret->chan_bytes;
+			to->chans += ret->chans;
+			to->pinned_chan = true;
+			if (!to->h_tsg)
+				to->h_tsg = ret->h_tsg;
+		} else {
+			back += ret->chan_bytes;
+			nchans = ret->chans;
 		}
 	}
-	if (to) {
-		to->bytes += ret->bytes;
-		to->chans += ret->chans;
-		to->tsgs += ret->tsgs;
-		if (to->h_channel == ret->h_channel)
-			to->pinned_chan |= ret->pinned_chan;
-		to->pinned_tsg |= ret->pinned_tsg;
-		if (!to->h_tsg)
-			to->h_tsg = ret->h_tsg;
-		if (!to->slice) {
-			to->slice = ret->slice;	/* the reference moves */
-			kfree(ret);
-			return;
+	if (ret->tsgs) {
+		to = xpu_ret_heir(ret, true);
+		if (to) {
+			if (!to->slice)
+				to->slice = xpu_slice_get(ret->slice);
+			to->tsg_bytes += ret->tsg_bytes;
+			to->tsgs += ret->tsgs;
+			to->pinned_tsg = true;
+		} else {
+			back += ret->tsg_bytes;
+			ntsgs = ret->tsgs;
 		}
-	} else {
-		xpu_ret_give_back(ret);
 	}
+	if (back || nchans || ntsgs)
+		xpu_ret_give_back(ret->slice, back, nchans, ntsgs);
 	llist_add(&ret->put, &xpu_ret_puts);
 	schedule_work(&xpu_ret_put_work);
 }
@@ -371,13 +396,14 @@ bool xpu_retain_pin(struct xpu_slice *slice, int kind, u32 h_client,
 	if (found) {
 		if (!found->slice)
 			found->slice = xpu_slice_get(slice);
-		found->bytes += charge;
 		spin_lock(&slice->uvm_lock);
 		slice->uvm_bytes += charge;
 		if (kind == XPU_REC_CHAN) {
+			found->chan_bytes += charge;
 			found->chans++;
 			WRITE_ONCE(slice->uvm_chans, slice->uvm_chans + 1);
 		} else {
+			found->tsg_bytes += charge;
 			found->tsgs++;
 			WRITE_ONCE(slice->uvm_tsgs, slice->uvm_tsgs + 1);
 		}
@@ -456,7 +482,9 @@ void xpu_retain_exit(void)
 	spin_lock(&xpu_ret_lock);
 	hash_for_each_safe(xpu_ret_by_client, bkt, tmp, ret, by_client) {
 		if (ret->slice)
-			xpu_ret_give_back(ret);
+			xpu_ret_give_back(ret->slice,
+					  ret->chan_bytes + ret->tsg_bytes,
+					  ret->chans, ret->tsgs);
 		hash_del(&ret->by_client);
 		if (!hlist_unhashed(&ret->by_ptr))
 			hash_del(&ret->by_ptr);

@@ -617,6 +617,87 @@ def _retain_race(xctl, where, each):
     assert nvtest.heap_used(0) == heap0
 
 
+# Two channels of one TSG, both registered with UVM (through a UVM file of
+# no slice's), the TSG freed (RM frees both channels with it), then UVM
+# lets go of one channel and then of the other.
+TWO_IN_A_TSG = """
+from nvclient.cudalike import CudaChannel, CudaContext
+from nvclient.uvm import Uvm
+ctl = client.Ctl({ctl!r}); gpu = client.GpuFile(0, {gpu!r})
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+uvm = Uvm(ctl.abi.version, path="/dev/nvidia-uvm")
+ctx = CudaContext(dev, uvm)
+ch = CudaChannel(ctx, schedule=False)
+p = dev.abi.NV_CHANNEL_ALLOC_PARAMS()
+off = 1 << 16
+p.hObjectBuffer = ch.area.handle
+p.gpFifoOffset = ch.area.va + off
+p.gpFifoEntries = 1024
+p.hContextShare = ch.hctxshare
+p.hUserdMemory[0] = ch.area.handle
+p.userdOffset[0] = off + 1024 * abi.NV_GPFIFO_ENTRY_SIZE
+second = rm.alloc(ch.htsg, abi.HOPPER_CHANNEL_GPFIFO_A, p)
+uvm.register_channel(ctx.uuid, ctl.fileno(), rm.handle, second,
+                     ctx.next_channel_va, 64 << 20)
+rm.free(ch.htsg)
+for h in (ch.hchannel, second):
+    assert h not in rm.parents
+report(step="freed")
+sys.stdin.readline()
+uvm.unregister_channel(ctx.uuid, rm.handle, ch.hchannel)
+report(step="one")
+sys.stdin.readline()
+uvm.unregister_channel(ctx.uuid, rm.handle, second)
+report(step="both")
+sys.stdin.readline()
+"""
+
+
+def test_a_tsg_stays_charged_while_uvm_retains_any_of_its_channels(
+        admin, nodedir, uvm_nodes):  # noqa: F811
+    """Class 39 with two registered channels in one TSG: the TSG's free
+    leaves RM holding its context and both channels for UVM, and the slice
+    charged for them; when UVM lets go of the first channel its charge
+    goes, but the TSG's stays with the second channel's retention (RM still
+    holds the context: UVM's duplicate of the TSG), until UVM lets go of
+    that one too."""
+    assert _retentions_seen()
+    each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
+    ctx_bytes = each - 4096
+    sl = Slice(admin, nodedir, name="uvmtsg2", limit=64 * MiB)
+    heap0 = nvtest.heap_used(0)
+    child = None
+
+    def charged():
+        got = sl.get()
+        return got.uvm_tsgs, got.uvm_channels, got.uvm_retained
+    try:
+        child = nvtest.spawn_child(TWO_IN_A_TSG.format(
+            ctl=sl.ctl_node, gpu=sl.gpu_node))
+        assert child.report() == {"step": "freed"}
+        assert charged() == (1, 2, ctx_bytes + 2 * 4096)
+        held = nvtest.heap_used(0)
+        assert held - heap0 >= ctx_bytes + 2 * 4096
+        _go(child)
+        assert child.report() == {"step": "one"}
+        # RM gave back the first channel's instance block, not the context
+        assert held - nvtest.heap_used(0) == 4096
+        assert charged() == (1, 1, ctx_bytes + 4096)
+        _go(child)
+        assert child.report() == {"step": "both"}
+        assert held - nvtest.heap_used(0) == ctx_bytes + 2 * 4096
+        assert charged() == (0, 0, 0)
+        _go(child)
+        assert child.finish() == 0
+        child = None
+    finally:
+        if child is not None:
+            child.p.kill()
+            child.finish()
+        sl.destroy()
+    assert nvtest.heap_used(0) == heap0
+
+
 # A task of a bound cgroup: the driver's own nodes (/dev/nvidiactl,
 # /dev/nvidia0, /dev/nvidia-uvm), CUDA's channel set-up, registration and
 # a free of the TSG, again, until refused (or ROUNDS made).
