@@ -644,23 +644,27 @@ for h in (ch.hchannel, second):
     assert h not in rm.parents
 report(step="freed")
 sys.stdin.readline()
-uvm.unregister_channel(ctx.uuid, rm.handle, ch.hchannel)
+order = [ch.hchannel, second][::{step}]
+uvm.unregister_channel(ctx.uuid, rm.handle, order[0])
 report(step="one")
 sys.stdin.readline()
-uvm.unregister_channel(ctx.uuid, rm.handle, second)
+uvm.unregister_channel(ctx.uuid, rm.handle, order[1])
 report(step="both")
 sys.stdin.readline()
 """
 
 
+@pytest.mark.parametrize("order", ["made_first", "made_last"])
 def test_a_tsg_stays_charged_while_uvm_retains_any_of_its_channels(
-        admin, nodedir, uvm_nodes):  # noqa: F811
+        admin, nodedir, uvm_nodes, order):  # noqa: F811
     """Class 39 with two registered channels in one TSG: the TSG's free
     leaves RM holding its context and both channels for UVM, and the slice
-    charged for them; when UVM lets go of the first channel its charge
-    goes, but the TSG's stays with the second channel's retention (RM still
-    holds the context: UVM's duplicate of the TSG), until UVM lets go of
-    that one too."""
+    charged for them; when UVM lets go of one channel (ORDER: the one made
+    first, or last) its charge goes, but the TSG's stays with the other
+    channel's retention (RM still holds the context: UVM's duplicate of
+    the TSG), until UVM lets go of that one too.  (With the TSG's charge
+    given back at the first release instead of moved: `[made_last]` read
+    no TSG after it.)"""
     assert _retentions_seen()
     each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
     ctx_bytes = each - 4096
@@ -673,7 +677,8 @@ def test_a_tsg_stays_charged_while_uvm_retains_any_of_its_channels(
         return got.uvm_tsgs, got.uvm_channels, got.uvm_retained
     try:
         child = nvtest.spawn_child(TWO_IN_A_TSG.format(
-            ctl=sl.ctl_node, gpu=sl.gpu_node))
+            ctl=sl.ctl_node, gpu=sl.gpu_node,
+            step=1 if order == "made_first" else -1))
         assert child.report() == {"step": "freed"}
         assert charged() == (1, 2, ctx_bytes + 2 * 4096)
         held = nvtest.heap_used(0)
