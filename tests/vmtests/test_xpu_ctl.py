@@ -1142,6 +1142,10 @@ def test_xpud_makes_slices_with_nodes(xpud, fd, nodedir):
     g = json.loads(r.stdout)
     assert all(x["memory_total_bytes"] > 0 for x in g)
     assert g[0]["slices"] == 1
+    # the channel ids xpu.ko shares out: RM's, asked at load (the stub's)
+    with open("/sys/module/nvstub/parameters/channel_ids") as f:
+        rm_ids = int(f.read())
+    assert all(x["channel_ids"] == rm_ids for x in g), g
 
     # Refusals come back as one line and the documented exit status.
     r = xpud.xpuctl("create", "t-x", "--gpu", "1", "--memory", "1GiB")

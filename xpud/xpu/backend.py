@@ -93,6 +93,9 @@ class GpuState:
 
     gpu: Gpu
     settings: GpuSettings | None = None
+    # The channel ids its slices share out (xpu.ko's figure, RM's by
+    # default); None when the kernel does not say (docs/security.md, 40).
+    channel_ids: int | None = None
 
 
 @dataclass(frozen=True)

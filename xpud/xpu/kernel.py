@@ -364,7 +364,8 @@ class KernelBackend(Backend):
                       memory_used_bytes=g.memory_used_bytes if g else None)
             if g is None:
                 extra.append(k.minor)
-            states[k.minor] = GpuState(gpu, gpu_settings(k))
+            states[k.minor] = GpuState(gpu, gpu_settings(k),
+                                       k.channel_ids or None)
         for g in inv:  # GPUs xpu.ko does not serve: listed, no settings
             if g.minor not in states:
                 states[g.minor] = GpuState(g, None)

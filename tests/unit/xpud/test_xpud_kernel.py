@@ -381,6 +381,7 @@ class FakeXpu:
             e = uapi.XpuGpuInfo.from_address(a.gpus + i * a.gpu_argsz)
             e.minor, e.mode, e.policy = minor, g["mode"], g["policy"]
             e.period_us, e.memory_total = g["period_us"], g["memory_total"]
+            e.channel_ids = g.get("channel_ids", 0)
             e.driver_major, e.driver_minor, e.driver_patch = 580, 126, 20
             uapi.pack_str(e.uuid, g["uuid"].encode())
         a.count = len(self.gpus)
@@ -642,6 +643,10 @@ def test_list_gpus_joins_the_kernel_and_the_inventory(kb, fake):
     assert states[1].settings == model.GpuSettings("exclusive", "weighted",
                                                    20)
     assert states[0].gpu.bus_id == "0000:18:00.0"
+    # the channel ids xpu.ko shares out; 0 (an older xpu.ko): not said
+    assert [s.channel_ids for s in states] == [None, None]
+    fake.gpus[1]["channel_ids"] = 2048
+    assert [s.channel_ids for s in kb.list_gpus()] == [2048, None]
 
 
 def test_list_gpus_without_an_inventory(kb, fake):

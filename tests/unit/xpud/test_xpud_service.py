@@ -471,8 +471,17 @@ def test_gpus_view(make_service):
         "mode": "exclusive", "policy": "weighted", "period_ms": 20,
         "slices": 1, "memory_assigned_bytes": 8 * GIB,
         "compute_assigned": 50, "state": "ready", "error": None,
-        "memory_used_bytes": None, "memory_used_outside_slices_bytes": None}
+        "memory_used_bytes": None, "memory_used_outside_slices_bytes": None,
+        "channel_ids": None}
     assert (g0["slices"], g0["mode"]) == (0, "shared")
+
+
+def test_gpus_view_channel_ids(make_service, backend):
+    """The channel ids xpu.ko shares out on a GPU, as the kernel says."""
+    backend.channel_ids = {UUID1: 2048}
+    svc = make_service(CONFIG)
+    g0, g1 = svc.op_gpus()
+    assert (g0["channel_ids"], g1["channel_ids"]) == (None, 2048)
 
 
 def test_gpus_view_memory_used_outside_slices(make_service, backend):
@@ -530,9 +539,16 @@ def test_version(make_service):
     svc = make_service()
     assert svc.op_version() == {
         "xpud": __import__("xpu").__version__, "api": 1, "kernel": "0.1.0",
-        "kernel_api": 1, "kernel_error": None, "uvm_interposed": None}
+        "kernel_api": 1, "kernel_error": None, "uvm_interposed": None,
+        "uvm_retentions_seen": None}
     svc.backend.uvm_interposed = lambda: False
     assert svc.op_version()["uvm_interposed"] is False
+    svc.backend.uvm_retentions_seen = lambda: True
+    assert svc.op_version()["uvm_retentions_seen"] is True
+    # not asked of a kernel that cannot say its version
+    svc.backend.fail["kernel_version"] = BackendError("no xpu.ko")
+    v = svc.op_version()
+    assert (v["kernel"], v["uvm_retentions_seen"]) == (None, None)
 
 
 def test_with_the_null_backend(tmp_path, caplog):

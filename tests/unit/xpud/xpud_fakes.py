@@ -56,6 +56,8 @@ class FakeBackend(Backend):
         # max_records and max_doorbell_files; None: they cannot be read.
         self.max_records: int | None = MAX_RECORDS
         self.max_doorbell_files: int | None = MAX_DOORBELL_FILES
+        # The channel ids the kernel says it shares out, by GPU UUID.
+        self.channel_ids: dict[str, int] = {}
 
     def _call(self, name, *args):
         self.calls.append((name,) + args)
@@ -68,7 +70,8 @@ class FakeBackend(Backend):
 
     def list_gpus(self):
         self._call("list_gpus")
-        return [GpuState(g, self.settings.get(g.uuid)) for g in self.gpus]
+        return [GpuState(g, self.settings.get(g.uuid),
+                         self.channel_ids.get(g.uuid)) for g in self.gpus]
 
     def set_gpu(self, gpu_uuid, settings):
         self._call("set_gpu", gpu_uuid, settings)
