@@ -12,6 +12,7 @@ import errno
 import os
 import stat
 import subprocess
+from contextlib import contextmanager
 
 import nvtest
 import pytest
@@ -443,26 +444,47 @@ def test_a_channel_uvm_retains_stays_charged_however_it_is_freed(
     assert nvtest.heap_used(0) == heap0
 
 
-# A tenant of the slice whose UVM file comes from outside every slice: a
-# process of no slice opens the driver's /dev/nvidia-uvm and passes the
-# file over a socket (SCM_RIGHTS).  Then CUDA's channel set-up,
-# registration through that file and a free of the TSG, until refused (or
-# ROUNDS made).
-PASSED_IN = """
-import os, socket
-from nvclient.cudalike import CudaChannel, CudaContext
-from nvclient.uvm import Uvm
-mine, theirs = socket.socketpair()
-pid = os.fork()
-if pid == 0:
-    fd = os.open("/dev/nvidia-uvm", os.O_RDWR | os.O_CLOEXEC)
-    socket.send_fds(theirs, [b"uvm"], [fd])
-    os._exit(0)
-_, fds, _, _ = socket.recv_fds(mine, 16, 1)
-assert os.waitpid(pid, 0)[1] == 0
-ctl = client.Ctl({ctl!r}); gpu = client.GpuFile(0, {gpu!r})
-rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
-uvm = Uvm(ctl.abi.version, fd=fds[0])
+@contextmanager
+def _uvm_tenant(xctl, where, name, code, **fmt):
+    """A 64 MiB slice NAME and a child running CODE (formatted with the
+    slice's ctl and gpu nodes and FMT) in it: yields (slice, child).  The
+    child exits, the slice goes, and RM holds nothing more than before."""
+    sl = Slice(xctl, where, name=name, limit=64 * MiB)
+    heap0 = nvtest.heap_used(0)
+    child = None
+    try:
+        child = nvtest.spawn_child(code.format(
+            ctl=sl.ctl_node, gpu=sl.gpu_node, **fmt))
+        yield sl, child
+        _go(child)
+        assert child.finish() == 0
+        child = None
+    finally:
+        if child is not None:
+            child.p.kill()
+            child.finish()
+        sl.destroy()
+    assert nvtest.heap_used(0) == heap0
+
+
+def _uvm_charged(sl):
+    """(TSGs, channels, bytes) the slice is charged for what UVM holds."""
+    got = sl.get()
+    return got.uvm_tsgs, got.uvm_channels, got.uvm_retained
+
+
+def _closes_its_uvm_file(sl, child):
+    """CHILD closes its UVM file: UVM's release let go of every channel,
+    synchronously, and the slice is charged for none."""
+    _go(child)
+    assert child.report() == {"closed": True}
+    assert _uvm_charged(sl) == (0, 0, 0), sl.get()
+
+
+# CUDA's channel set-up, UVM_REGISTER_CHANNEL and a free of the TSG, again,
+# until refused (or ROUNDS made); then the UVM file's close: the end of a
+# child script that made CTX's DEV, RM and UVM.
+REGISTER_AND_FREE = """
 ctx = CudaContext(dev, uvm)
 made, refused = 0, None
 while made < {rounds}:
@@ -484,6 +506,29 @@ sys.stdin.readline()
 """
 
 
+# A tenant of the slice whose UVM file comes from outside every slice: a
+# process of no slice opens the driver's /dev/nvidia-uvm and passes the
+# file over a socket (SCM_RIGHTS).  Then CUDA's channel set-up,
+# registration through that file and a free of the TSG, until refused (or
+# ROUNDS made).
+PASSED_IN = """
+import os, socket
+from nvclient.cudalike import CudaChannel, CudaContext
+from nvclient.uvm import Uvm
+mine, theirs = socket.socketpair()
+pid = os.fork()
+if pid == 0:
+    fd = os.open("/dev/nvidia-uvm", os.O_RDWR | os.O_CLOEXEC)
+    socket.send_fds(theirs, [b"uvm"], [fd])
+    os._exit(0)
+_, fds, _, _ = socket.recv_fds(mine, 16, 1)
+assert os.waitpid(pid, 0)[1] == 0
+ctl = client.Ctl({ctl!r}); gpu = client.GpuFile(0, {gpu!r})
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+uvm = Uvm(ctl.abi.version, fd=fds[0])
+""" + REGISTER_AND_FREE
+
+
 def test_a_channel_retained_through_a_uvm_file_passed_in_stays_charged(
         admin, nodedir, uvm_nodes):  # noqa: F811
     """Class 39 through a UVM file that is no slice's: opened by a process
@@ -496,37 +541,18 @@ def test_a_channel_retained_through_a_uvm_file_passed_in_stays_charged(
     refused, the slice charged nothing.)"""
     assert _retentions_seen()
     each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
-    sl = Slice(admin, nodedir, name="uvmin", limit=64 * MiB)
     heap0 = nvtest.heap_used(0)
-    child = None
-    try:
-        child = nvtest.spawn_child(PASSED_IN.format(
-            ctl=sl.ctl_node, gpu=sl.gpu_node, rounds=200))
+    with _uvm_tenant(admin, nodedir, "uvmin", PASSED_IN,
+                     rounds=200) as (sl, child):
         r = child.report()
         assert r["refused"] == abi.NV_ERR_NO_MEMORY, r
         assert r["made"] >= (64 * MiB) // each - 4, r
         got = sl.get()
         assert got.uvm_files == 0, got
-        assert got.uvm_channels == r["made"] and \
-            got.uvm_tsgs == r["made"], got
-        assert got.uvm_retained == r["made"] * each, got
+        assert _uvm_charged(sl) == (r["made"], r["made"], r["made"] * each)
         assert got.memory_used <= 64 * MiB
         assert nvtest.heap_used(0) - heap0 >= r["made"] * each
-        _go(child)
-        assert child.report() == {"closed": True}
-        # UVM's release of the file let go of every channel, synchronously
-        got = sl.get()
-        assert (got.uvm_tsgs, got.uvm_channels, got.uvm_retained) == \
-            (0, 0, 0), got
-        _go(child)
-        assert child.finish() == 0
-        child = None
-    finally:
-        if child is not None:
-            child.p.kill()
-            child.finish()
-        sl.destroy()
-    assert nvtest.heap_used(0) == heap0
+        _closes_its_uvm_file(sl, child)
 
 
 # The registration of a channel (through a UVM file of no slice's) in one
@@ -588,33 +614,14 @@ def test_a_tsg_freed_while_the_driver_retains_its_channel_stays_charged(
 
 
 def _retain_race(xctl, where, each):
-    sl = Slice(xctl, where, name="uvmrace", limit=64 * MiB)
     heap0 = nvtest.heap_used(0)
-    child = None
-    try:
-        child = nvtest.spawn_child(RETAIN_RACE.format(
-            ctl=sl.ctl_node, gpu=sl.gpu_node))
+    with _uvm_tenant(xctl, where, "uvmrace", RETAIN_RACE) as (sl, child):
         r = child.report()
         # premise: the free came back while the registration was inside
         assert r == {"status": abi.NV_OK, "freed_first": True}, r
-        got = sl.get()
-        assert (got.uvm_tsgs, got.uvm_channels, got.uvm_retained) == \
-            (1, 1, each), got
+        assert _uvm_charged(sl) == (1, 1, each), sl.get()
         assert nvtest.heap_used(0) - heap0 >= each
-        _go(child)
-        assert child.report() == {"closed": True}
-        got = sl.get()
-        assert (got.uvm_tsgs, got.uvm_channels, got.uvm_retained) == \
-            (0, 0, 0), got
-        _go(child)
-        assert child.finish() == 0
-        child = None
-    finally:
-        if child is not None:
-            child.p.kill()
-            child.finish()
-        sl.destroy()
-    assert nvtest.heap_used(0) == heap0
+        _closes_its_uvm_file(sl, child)
 
 
 # Two channels of one TSG, both registered with UVM (through a UVM file of
@@ -666,41 +673,23 @@ def test_a_tsg_stays_charged_while_uvm_retains_any_of_its_channels(
     given back at the first release instead of moved: `[made_last]` read
     no TSG after it.)"""
     assert _retentions_seen()
-    each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
-    ctx_bytes = each - 4096
-    sl = Slice(admin, nodedir, name="uvmtsg2", limit=64 * MiB)
+    ctx_bytes = nvtest.xpu_param("gr_context_kib") << 10
     heap0 = nvtest.heap_used(0)
-    child = None
-
-    def charged():
-        got = sl.get()
-        return got.uvm_tsgs, got.uvm_channels, got.uvm_retained
-    try:
-        child = nvtest.spawn_child(TWO_IN_A_TSG.format(
-            ctl=sl.ctl_node, gpu=sl.gpu_node,
-            step=1 if order == "made_first" else -1))
+    with _uvm_tenant(admin, nodedir, "uvmtsg2", TWO_IN_A_TSG,
+                     step=1 if order == "made_first" else -1) as (sl, child):
         assert child.report() == {"step": "freed"}
-        assert charged() == (1, 2, ctx_bytes + 2 * 4096)
+        assert _uvm_charged(sl) == (1, 2, ctx_bytes + 2 * 4096)
         held = nvtest.heap_used(0)
         assert held - heap0 >= ctx_bytes + 2 * 4096
         _go(child)
         assert child.report() == {"step": "one"}
         # RM gave back the first channel's instance block, not the context
         assert held - nvtest.heap_used(0) == 4096
-        assert charged() == (1, 1, ctx_bytes + 4096)
+        assert _uvm_charged(sl) == (1, 1, ctx_bytes + 4096)
         _go(child)
         assert child.report() == {"step": "both"}
         assert held - nvtest.heap_used(0) == ctx_bytes + 2 * 4096
-        assert charged() == (0, 0, 0)
-        _go(child)
-        assert child.finish() == 0
-        child = None
-    finally:
-        if child is not None:
-            child.p.kill()
-            child.finish()
-        sl.destroy()
-    assert nvtest.heap_used(0) == heap0
+        assert _uvm_charged(sl) == (0, 0, 0)
 
 
 # A task of a bound cgroup: the driver's own nodes (/dev/nvidiactl,
@@ -716,25 +705,7 @@ os.close(os.open("/dev/nvidia-uvm-tools", os.O_RDWR))
 ctl = client.Ctl(); gpu = client.GpuFile(0)
 rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
 uvm = Uvm(ctl.abi.version)
-ctx = CudaContext(dev, uvm)
-made, refused = 0, None
-while made < {rounds}:
-    try:
-        ch = CudaChannel(ctx, schedule=False)
-        rm.free(ch.htsg)
-        ch._objs.remove(ch.htsg)
-        ch.registered = False
-        ch.close()
-    except client.NvStatusError as e:
-        refused = e.status
-        break
-    made += 1
-report(made=made, refused=refused)
-sys.stdin.readline()
-uvm.close()
-report(closed=True)
-sys.stdin.readline()
-"""
+""" + REGISTER_AND_FREE
 
 
 def test_a_bound_cgroup_s_uvm_files_of_the_driver_s_node_are_its_slice_s(
