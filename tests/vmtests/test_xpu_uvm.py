@@ -555,13 +555,11 @@ def test_a_channel_retained_through_a_uvm_file_passed_in_stays_charged(
         _closes_its_uvm_file(sl, child)
 
 
-# The registration of a channel (through a UVM file of no slice's) in one
-# thread, and the free of its TSG in another while the driver is between
-# its retention and its return (the stub's uvm_retain_delay_us): the free
-# waits until the stub's channel shows its retainer.
-RETAIN_RACE = """
-import threading, time
-from nvclient import stub
+# A child's start: the slice's control and GPU files, a client, a device
+# and a CUDA-like context with one registered channel CH, on a UVM file of
+# no slice's (the driver's own /dev/nvidia-uvm, opened outside any bound
+# cgroup).
+REGISTERED_ON_HOST_UVM = """
 from nvclient.cudalike import CudaChannel, CudaContext
 from nvclient.uvm import Uvm
 ctl = client.Ctl({ctl!r}); gpu = client.GpuFile(0, {gpu!r})
@@ -569,6 +567,16 @@ rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
 uvm = Uvm(ctl.abi.version, path="/dev/nvidia-uvm")
 ctx = CudaContext(dev, uvm)
 ch = CudaChannel(ctx, schedule=False)
+"""
+
+
+# The registration of a channel (through a UVM file of no slice's) in one
+# thread, and the free of its TSG in another while the driver is between
+# its retention and its return (the stub's uvm_retain_delay_us): the free
+# waits until the stub's channel shows its retainer.
+RETAIN_RACE = REGISTERED_ON_HOST_UVM + """
+import threading, time
+from nvclient import stub
 uvm.unregister_channel(ctx.uuid, rm.handle, ch.hchannel)
 got = {{}}
 def register():
@@ -627,14 +635,7 @@ def _retain_race(xctl, where, each):
 # Two channels of one TSG, both registered with UVM (through a UVM file of
 # no slice's), the TSG freed (RM frees both channels with it), then UVM
 # lets go of one channel and then of the other.
-TWO_IN_A_TSG = """
-from nvclient.cudalike import CudaChannel, CudaContext
-from nvclient.uvm import Uvm
-ctl = client.Ctl({ctl!r}); gpu = client.GpuFile(0, {gpu!r})
-rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
-uvm = Uvm(ctl.abi.version, path="/dev/nvidia-uvm")
-ctx = CudaContext(dev, uvm)
-ch = CudaChannel(ctx, schedule=False)
+TWO_IN_A_TSG = REGISTERED_ON_HOST_UVM + """
 p = dev.abi.NV_CHANNEL_ALLOC_PARAMS()
 off = 1 << 16
 p.hObjectBuffer = ch.area.handle
