@@ -304,6 +304,17 @@ rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
 """
 
 
+def insmod_xpu(*extra):
+    """Load xpu.ko as the rig did (XPU_KO with XPU_KO_PARAMS), with EXTRA
+    parameters ("k=v") after them; skips the test outside tests/vm/run."""
+    ko = os.environ.get("XPU_KO")
+    if not ko:
+        import pytest
+        pytest.skip("XPU_KO is not set: run under tests/vm/run")
+    subprocess.run(["insmod", ko, *os.environ.get("XPU_KO_PARAMS", "").split(),
+                    *extra], check=True)
+
+
 def xpu_param(name):
     """xpu.ko's module parameter NAME, an integer."""
     with open(f"/sys/module/xpu/parameters/{name}") as f:

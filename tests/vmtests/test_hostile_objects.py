@@ -2034,10 +2034,7 @@ def test_a_slice_cannot_take_the_channel_ids_another_is_owed(
     from xpu import ctl as xpu_ctl
     rm_ids = 64 if told == "by_rm" else 72
     reload_stub(channel_ids=rm_ids)
-    subprocess.run(["insmod", os.environ["XPU_KO"],
-                    *os.environ.get("XPU_KO_PARAMS", "").split(),
-                    *(["channel_ids=64"] if told == "by_parameter" else [])],
-                   check=True)
+    nvtest.insmod_xpu(*(["channel_ids=64"] if told == "by_parameter" else []))
     with open("/sys/module/xpu/parameters/channel_ids") as f:
         assert int(f.read()) == (64 if told == "by_parameter" else 0)
     refused = {"made": 0, "status": abi.NV_ERR_INSUFFICIENT_RESOURCES}
@@ -2132,9 +2129,7 @@ def test_racing_threads_take_no_more_channel_ids_than_the_share(
     the id not held, they made more: checked in one boot.)"""
     from xpu import ctl as xpu_ctl
     reload_stub(channel_ids=64)
-    subprocess.run(["insmod", os.environ["XPU_KO"],
-                    *os.environ.get("XPU_KO_PARAMS", "").split()],
-                   check=True)
+    nvtest.insmod_xpu()
     with xpu_ctl.Ctl() as admin:
         a = Slice(admin, nodedir, name="ids-race", limit=512 * MiB)
         try:

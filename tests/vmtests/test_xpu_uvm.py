@@ -257,19 +257,17 @@ def sight(request):
         assert _retentions_seen()
         yield request.param
         return
-    ko = os.environ.get("XPU_KO")
-    if not ko:
+    if not os.environ.get("XPU_KO"):
         pytest.skip("XPU_KO is not set: run under tests/vm/run")
-    params = os.environ.get("XPU_KO_PARAMS", "").split()
     subprocess.run(["rmmod", "xpu"], check=True)
     try:
-        subprocess.run(["insmod", ko, *params, "uvm_probes=0"], check=True)
+        nvtest.insmod_xpu("uvm_probes=0")
         assert not _retentions_seen()
         yield request.param
     finally:
         if os.path.exists("/sys/module/xpu"):
             subprocess.run(["rmmod", "xpu"], check=True)
-        subprocess.run(["insmod", ko, *params], check=True)
+        nvtest.insmod_xpu()
 
 
 def test_a_channel_uvm_retains_stays_charged_to_its_slice(
@@ -612,9 +610,7 @@ def test_a_tsg_freed_while_the_driver_retains_its_channel_stays_charged(
     until UVM lets go.  (With the record made at the return instead, the
     free found none: the slice read 0 while RM held them.)"""
     reload_stub(uvm_retain_delay_us=300000)
-    subprocess.run(["insmod", os.environ["XPU_KO"],
-                    *os.environ.get("XPU_KO_PARAMS", "").split()],
-                   check=True)
+    nvtest.insmod_xpu()
     assert _retentions_seen()
     each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
     with ctl.Ctl() as xctl:
