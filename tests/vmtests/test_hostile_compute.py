@@ -38,8 +38,6 @@ escaped doorbell makes the slice look idle, so it would run beside the other.
 Shares are the simulated engine's busy counters, as in test_xpu_compute.py,
 with its tolerances."""
 
-import os
-import subprocess
 
 import nvtest
 import pytest
@@ -165,8 +163,7 @@ def in_a_fixed_tenth(reload_stub, nodedir, name, code,  # noqa: F811
     """CODE's report, run in a slice NAME of 10 % under `fixed` (it waits 90 %
     of every 20 ms period), with the stub reloaded with STUB_PARAMS."""
     reload_stub(**stub_params)
-    subprocess.run(["insmod", os.environ["XPU_KO"],
-                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    nvtest.insmod_xpu()
     with xpu_ctl.Ctl() as a:
         a.gpu_set(0, policy=uapi.XPU_POLICY_FIXED, period_us=20000)
         sl = Slice(a, nodedir, name=name)

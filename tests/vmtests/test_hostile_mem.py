@@ -264,8 +264,7 @@ def test_a_device_id_rewritten_before_rm_reads_it_reaches_no_exclusive_gpu(
     every limit.  Now RM reads xpu's copy of the params: the device it is
     asked for is on the other GPU, whose file the process does not hold."""
     reload_stub(alloc_reread_delay_us=300000)
-    subprocess.run(["insmod", os.environ["XPU_KO"],
-                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    nvtest.insmod_xpu()
     with xpu_ctl.Ctl() as admin_:
         a = Slice(admin_, nodedir, name="excl0", gpu=0)
         admin_.gpu_set(0, mode=uapi.XPU_MODE_EXCLUSIVE)
@@ -336,8 +335,7 @@ def test_a_class_turned_into_a_device_reaches_no_exclusive_gpu(
     GPU is guarded, every allocation through an unsliced control file is
     made on xpu's copy: RM reads the class xpu read, and makes nothing."""
     reload_stub(copyin_delay_us=300000)
-    subprocess.run(["insmod", os.environ["XPU_KO"],
-                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    nvtest.insmod_xpu()
     with xpu_ctl.Ctl() as admin_:
         a = Slice(admin_, nodedir, name="excl0", gpu=0)
         admin_.gpu_set(0, mode=uapi.XPU_MODE_EXCLUSIVE)
@@ -448,8 +446,7 @@ def test_a_planted_handle_cannot_make_xpu_free_another_tenants_client(
     undo is asserted to have run (one denial), the attacker is not
     killed, and its slice holds nothing once it has gone."""
     reload_stub(alloc_reread_delay_us=30000)
-    subprocess.run(["insmod", os.environ["XPU_KO"],
-                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    nvtest.insmod_xpu()
     with xpu_ctl.Ctl() as admin_:
         attacker = Slice(admin_, nodedir, name="attacker", limit=LIMIT)
         victim = Slice(admin_, nodedir, name="victim", limit=LIMIT)
@@ -496,8 +493,7 @@ def racer_slice(reload_stub, nodedir, limit=LIMIT, **params):
     """A slice of LIMIT on a stub reloaded with PARAMS, and RM's heap use
     before it; the heap must be back there once the slice is gone."""
     reload_stub(**params)
-    subprocess.run(["insmod", os.environ["XPU_KO"],
-                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    nvtest.insmod_xpu()
     with xpu_ctl.Ctl() as admin_:
         sl = Slice(admin_, nodedir, name="racer", limit=limit)
         heap0 = nvtest.heap_used(0)

@@ -413,8 +413,7 @@ def test_params_rewritten_during_the_double_read_reach_no_one(
     rewritten params: 1 GiB each time, which xpu.ko had to undo after the
     fact (denied), or it killed the caller."""
     reload_stub(alloc_reread_delay_us=30000)
-    subprocess.run(["insmod", os.environ["XPU_KO"],
-                    *os.environ.get("XPU_KO_PARAMS", "").split()], check=True)
+    nvtest.insmod_xpu()
     with xpu_ctl.Ctl() as admin:
         race_under(admin, tmp_path, field)
 
