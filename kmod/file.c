@@ -144,7 +144,7 @@ int xpu_file_release(struct inode *inode, struct file *file)
 		/* Closing a control file freed its clients: read usage anew. */
 		if (!xf->gpu) {
 			xpu_mem_file_release(xf);
-			xpu_mem_refresh_all(xf->slice);
+			xpu_mem_file_closed(xf->slice);
 		}
 		atomic_dec(&xf->slice->open_files);
 		xpu_slice_put(xf->slice);

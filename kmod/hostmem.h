@@ -17,10 +17,13 @@ struct xpu_slice;
  */
 #define XPU_MAX_HOSTMEM		65536
 #define XPU_HOSTMEM_MAX_PAGES	BIT(22)
+/* Records looked at by each allocation and free of a slice (hostmem.c). */
+#define XPU_HOSTMEM_SWEEP_STEP	4
 
 bool xpu_hostmem_fits(struct xpu_slice *slice, u64 want);
 int xpu_hostmem_record(struct xpu_slice *slice, u32 hc, u32 ho);
 void xpu_hostmem_sweep(struct xpu_slice *slice);
+void xpu_hostmem_sweep_some(struct xpu_slice *slice, unsigned int n);
 void xpu_hostmem_slice_release(struct xpu_slice *slice);
 
 #endif

@@ -280,6 +280,22 @@ void xpu_mem_refresh_all(struct xpu_slice *slice)
 	mutex_unlock(&slice->mem_lock);
 }
 
+/*
+ * A control file of SLICE closed, and RM freed its clients: usage read
+ * anew, as xpu_mem_refresh_all does, and the system memory nothing else
+ * holds goes back (hostmem.c).  Never waits: a caller holding mem_lock
+ * leaves both to the slice's next calls.
+ */
+void xpu_mem_file_closed(struct xpu_slice *slice)
+{
+	WRITE_ONCE(slice->stale, true);
+	if (!mutex_trylock(&slice->mem_lock))
+		return;
+	xpu_refresh_locked(slice);
+	xpu_hostmem_sweep(slice);
+	mutex_unlock(&slice->mem_lock);
+}
+
 /* For the admin's queries: RM's figure if the slice's lock is free. */
 void xpu_mem_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 {
@@ -1835,6 +1851,8 @@ static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
 		xpu_handles_freed(slice, hc, ho);
 	if (st == NV_OK && rm_free && ho == hc)
 		xpu_osevents_freed(slice, hc, 0, true);
+	/* system memory RM let go of (hostmem.c): xpu's references go too */
+	xpu_hostmem_sweep_some(slice, XPU_HOSTMEM_SWEEP_STEP);
 	mutex_unlock(&slice->mem_lock);
 	return xpu_put_status(status, st);
 }
