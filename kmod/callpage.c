@@ -15,10 +15,16 @@
  *   cannot lift that, and get_user_pages (/proc/<pid>/mem,
  *   process_vm_writev, ptrace) refuses PFN maps;
  * - never copied by fork, never grown;
- * - its VMA's close says whether it was unmapped, moved or replaced while
+ * - sealed where the kernel can seal (VM_SEALED, 6.10+): no munmap, mremap,
+ *   mmap over it or mprotect; xpu unseals it itself before its own munmap.
+ *   Elsewhere mprotect is refused (5.11+) and the rest is seen afterwards:
+ *   its VMA's close says whether it was unmapped, moved or replaced while
  *   the call was made: then what the driver read is not known to be xpu's,
  *   and the caller (who alone can do that to its own address space) is
- *   treated as cheating;
+ *   treated as cheating.  Seen is not prevented: a thread that puts a page
+ *   of its own there between xpu's write and the driver's read has the
+ *   driver read it, and RM act on it, before the caller is killed
+ *   (docs/security.md, "What is left": the page of a call swapped);
  * - the driver's copy-back makes it writable for every thread of the
  *   process (a PTE is the process's, not the thread's): after the call xpu
  *   write-protects it again before it reads the results, and the caller
@@ -57,6 +63,7 @@
 #include <linux/gfp.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
+#include <linux/moduleparam.h>
 #include <linux/rcupdate.h>
 #include <linux/refcount.h>
 #include <linux/sched.h>
@@ -79,6 +86,24 @@ struct xpu_callpage {
 	bool open;			/* its PTE may be writable (the call's) */
 	bool sealed;			/* the caller was alone at the call's start */
 };
+
+/*
+ * What keeps a caller from changing the page of a call under the driver:
+ * 2 sealed (VM_SEALED, 6.10+), 1 mprotect refused (5.11+), 0 neither.
+ */
+#if defined(VM_SEALED) && defined(CONFIG_64BIT)
+#define XPU_CALLPAGE_SEAL	VM_SEALED
+static int call_page_guard = 2;
+#elif defined(XPU_HAVE_VM_OPS_MPROTECT)
+#define XPU_CALLPAGE_SEAL	0
+static int call_page_guard = 1;
+#else
+#define XPU_CALLPAGE_SEAL	0
+static int call_page_guard;
+#endif
+module_param(call_page_guard, int, 0444);
+MODULE_PARM_DESC(call_page_guard,
+		 "what keeps a process from changing the page of a call xpu makes for it: 2 sealed, 1 mprotect refused, 0 neither: moves and replacements are seen after the call (read only)");
 
 static void xpu_callpage_put(struct xpu_callpage *cp)
 {
@@ -115,10 +140,26 @@ static vm_fault_t xpu_callpage_mkwrite(struct vm_fault *vmf)
 	return 0;
 }
 
+#ifdef XPU_HAVE_VM_OPS_MPROTECT
+/*
+ * Never: a page made read-only would fail the driver's copy-back, and xpu
+ * would read its own copy of the call as RM's answer.
+ */
+static int xpu_callpage_mprotect(struct vm_area_struct *vma,
+				 unsigned long start, unsigned long end,
+				 unsigned long newflags)
+{
+	return -EPERM;
+}
+#endif
+
 static const struct vm_operations_struct xpu_callpage_vm_ops = {
 	.close = xpu_callpage_close,
 	.fault = xpu_callpage_fault,
 	.pfn_mkwrite = xpu_callpage_mkwrite,
+#ifdef XPU_HAVE_VM_OPS_MPROTECT
+	.mprotect = xpu_callpage_mprotect,
+#endif
 };
 
 static int xpu_callpage_mmap(struct file *file, struct vm_area_struct *vma)
@@ -127,7 +168,7 @@ static int xpu_callpage_mmap(struct file *file, struct vm_area_struct *vma)
 	    !(vma->vm_flags & VM_SHARED))
 		return -EINVAL;
 	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP |
-		     VM_DONTCOPY);
+		     VM_DONTCOPY | XPU_CALLPAGE_SEAL);
 	vma->vm_ops = &xpu_callpage_vm_ops;
 	vma->vm_private_data = file->private_data;
 	return 0;
@@ -188,6 +229,28 @@ static struct vm_area_struct *xpu_callpage_vma(struct xpu_callpage *cp)
 	    vma->vm_ops != &xpu_callpage_vm_ops || vma->vm_private_data != cp)
 		return NULL;
 	return vma;
+}
+
+/*
+ * xpu's own munmap of CP in current's address space, if it is still there:
+ * unsealed first (the seal is for the process, not for xpu).
+ */
+static void xpu_callpage_unmap(struct xpu_callpage *cp)
+{
+#if XPU_CALLPAGE_SEAL
+	struct vm_area_struct *vma;
+
+	/* killed: the page goes with the address space */
+	if (mmap_write_lock_killable(current->mm))
+		return;
+	vma = xpu_callpage_vma(cp);
+	if (vma)
+		vm_flags_clear(vma, XPU_CALLPAGE_SEAL);
+	mmap_write_unlock(current->mm);
+	if (!vma)
+		return;
+#endif
+	vm_munmap(cp->addr, PAGE_SIZE);
 }
 
 /*
@@ -320,7 +383,7 @@ bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len,
 	/* a held page stays listed: only the map of a page not held drops one */
 	if (list_empty(&cp->link)) {
 		if (kept)
-			vm_munmap(cp->addr, PAGE_SIZE);	/* this call's only */
+			xpu_callpage_unmap(cp);		/* this call's only */
 	} else {
 		spin_lock(&cp->owner->lock);
 		cp->busy = false;		/* after the copy out of it */
@@ -338,7 +401,7 @@ void xpu_callpages_release(struct xpu_callpages *cps)
 		list_del_init(&cp->link);
 		if (current->mm && cp->mm == current->mm &&
 		    !READ_ONCE(cp->gone))
-			vm_munmap(cp->addr, PAGE_SIZE);
+			xpu_callpage_unmap(cp);
 		xpu_callpage_put(cp);
 	}
 	cps->nr = 0;

@@ -67,6 +67,22 @@ void xpu_conftest(struct vm_area_struct *vma)
 	vm_flags_clear(vma, VM_IO);
 }' "$@"
 
+# vm_operations_struct.mprotect: a mapping's driver may refuse mprotect(2);
+# added for SGX by 95bb7c42ac8a ("mm: Add 'mprotect' hook to struct
+# vm_operations_struct"), v5.11.
+probe XPU_HAVE_VM_OPS_MPROTECT '
+#include <linux/mm.h>
+static int xpu_conftest_mprotect(struct vm_area_struct *vma,
+				 unsigned long start, unsigned long end,
+				 unsigned long newflags)
+{
+	return -EPERM;
+}
+const struct vm_operations_struct xpu_conftest_ops;
+const struct vm_operations_struct xpu_conftest_ops = {
+	.mprotect = xpu_conftest_mprotect,
+};' "$@"
+
 # release_fault_lock(): a fault may hold the VMA's own lock instead of the
 # mmap lock; added to <linux/mm.h> by 1235ccd05b6d ("mm: handle swap page
 # faults under per-VMA lock"), v6.6.

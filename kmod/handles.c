@@ -166,6 +166,21 @@ static struct xpu_hnd *xpu_hnd_find(struct xpu_slice *slice, u32 hc, u32 h)
 	return rhashtable_lookup_fast(&slice->handles, &key, xpu_hnd_params);
 }
 
+/*
+ * Whether SLICE has a record of handle H of client HC: an object the slice
+ * made, or made and RM took out of xpu's sight.  Under the slice's
+ * mem_lock, the records of its clients change only with it held.
+ */
+bool xpu_handles_known(struct xpu_slice *slice, u32 hc, u32 h)
+{
+	bool known;
+
+	mutex_lock(&slice->handles_lock);
+	known = xpu_hnd_find(slice, hc, h);
+	mutex_unlock(&slice->handles_lock);
+	return known;
+}
+
 static u32 xpu_hnd_drop_tree(struct xpu_slice *slice, struct xpu_hnd *root);
 
 void xpu_handles_add(struct xpu_file *xf, struct list_head *spare, u32 hc,

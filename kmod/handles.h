@@ -32,6 +32,7 @@ void xpu_handles_add(struct xpu_file *xf, struct list_head *spare, u32 hc,
 		     u32 hp, u32 h);
 /* RM freed H of client HC, and its descendants (all of it for a client). */
 void xpu_handles_freed(struct xpu_slice *slice, u32 hc, u32 h);
+bool xpu_handles_known(struct xpu_slice *slice, u32 hc, u32 h);
 /* XF, a control file, is gone, and RM freed the clients made through it. */
 void xpu_handles_file_release(struct xpu_file *xf);
 u32 xpu_handles_count(struct xpu_slice *slice);

@@ -1045,6 +1045,39 @@ static void xpu_mem_handle_made(struct xpu_file *xf, struct list_head *spare,
 }
 
 /*
+ * Whether RM made the object the call on E names at SITE (its handles as
+ * xpu checked them), by RM's status where that is the driver's own word:
+ * the caller was alone in its address space from the call's start, so no
+ * thread of its stored into the page after the driver's copy-back made it
+ * writable, and the driver returned 0, so the copy-back was made.  Else
+ * the status on E is a claim -- a store of another thread's, or what the
+ * caller put there when the copy-back failed.  Then a handle the slice
+ * has a record of is not new (handles in its clients are made only under
+ * its mem_lock, which the caller holds: a failed call under a live handle
+ * must not replace its record), and a failure is asked of RM: an object
+ * under the handle now.  A claimed NV_OK is taken without asking (what a
+ * lie gets the caller is a record of a handle that does not exist, its own
+ * slice's to pay).  Before session 52 a thread that stored a failure there
+ * in that window kept what RM made out of the slice's records: its handle,
+ * its system memory, a duplicate of a usermode object or TSG.
+ */
+static bool xpu_mem_rm_made(struct xpu_file *xf, const struct xpu_escape *e,
+			    const struct xpu_alloc_site *site, long drv_ret)
+{
+	u32 hc, hp, ho;
+
+	if (e->sealed && !drv_ret)
+		return xpu_escape_u32(e, site->status) == NV_OK;
+	xpu_escape_handles(e, site, &hc, &hp, &ho);
+	if (site->client)
+		hc = ho;
+	if (!ho || xpu_handles_known(xf->slice, hc, ho))
+		return false;
+	return xpu_escape_u32(e, site->status) == NV_OK ||
+	       xpu_rm_object_class(hc, ho);
+}
+
+/*
  * Whether the allocation on E (SITE's) made video memory, by RM's word on a
  * copy nobody but the driver can have written: the driver returned 0
  * (DRV_RET: else RM may never have run, and the status is the caller's)
@@ -1104,7 +1137,7 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	u32 hc, hp, ho, st;
 	u64 grown, before;
 	LIST_HEAD(spare);
-	bool cheated, made;
+	bool cheated, made, rm_made;
 	long ret, drv_ret;
 
 	ret = xpu_mem_join(slice);
@@ -1138,7 +1171,8 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 				   "moved or rewrote the page of a call xpu made for it");
 		goto out;
 	}
-	if (site->host && xpu_escape_u32(e, site->status) == NV_OK) {
+	rm_made = xpu_mem_rm_made(xf, e, site, drv_ret);
+	if (site->host && rm_made) {
 		st = xpu_mem_host_record(xf, file, e, site);
 		if (st) {
 			ret = xpu_escape_status(e, site, st);
@@ -1151,7 +1185,7 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 		     NV_OK;
 		if (st)
 			ret = xpu_escape_status(e, site, st);
-		else if (xpu_escape_u32(e, site->status) == NV_OK)
+		else if (rm_made)
 			xpu_mem_handle_made(xf, &spare, e, site);
 		goto out;
 	}
@@ -1431,6 +1465,7 @@ long xpu_mem_tracked_call(struct xpu_file *xf, struct file *file,
 	r->hc = xpu_escape_u32(e, site.h_client);
 	r->ho = xpu_escape_u32(e, site.h_object);
 	r->status = xpu_escape_u32(e, site.status);
+	r->trusted = e->sealed && !r->drv_ret;
 	return ret;
 }
 
@@ -2134,7 +2169,7 @@ long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
 	LIST_HEAD(spare);
 	bool cheated;
 	u32 cls, st;
-	long ret;
+	long ret, drv_ret;
 
 	if (!slice || xf->gpu || _IOC_SIZE(cmd) != sizeof(*q))
 		return xpu_call_refresh(xf, file, cmd, arg);
@@ -2151,17 +2186,14 @@ long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
 		ret = xpu_escape_status(&e, &site, st);
 		goto out;
 	}
-	ret = xpu_escape_call(xf, file, cmd, &e, &site, &cheated, NULL);
+	ret = xpu_escape_call(xf, file, cmd, &e, &site, &cheated, &drv_ret);
 	if (cheated) {
 		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
 				   "moved or rewrote the page of a call xpu made for it");
 		goto out;
 	}
-	/*
-	 * RM's answer, where only xpu reads it: the driver's copy-back into
-	 * xpu's page fails only if the page moved (above)
-	 */
-	if (q->status == NV_OK) {
+	/* what RM made: its word where only the driver wrote it, else asked */
+	if (xpu_mem_rm_made(xf, &e, &site, drv_ret)) {
 		cls = xpu_rm_object_class(q->h_client, q->h_object);
 		st = xpu_sched_tracks_class(cls) ?
 		     xpu_sched_rm_dup(xf, q->h_client, q->h_object, cls,

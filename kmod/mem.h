@@ -43,6 +43,11 @@ struct xpu_alloc_result {
 	bool cheated;		/* the page moved, or RM's handles were rewritten */
 	long drv_ret;		/* the driver's return */
 	u32 hc, ho, status;	/* RM's: the client, the new object, its status */
+	/*
+	 * status is the driver's own word: the caller alone from the call's
+	 * start, and the copy-back made (else a claim: ask RM)
+	 */
+	bool trusted;
 };
 
 /*

@@ -1100,9 +1100,15 @@ static long __xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 		goto out;
 	}
 	/* RM's own answer: it made nothing */
-	if (!res.drv_ret && res.status != NV_OK)
+	if (!res.drv_ret && res.status != NV_OK && res.trusted)
 		goto out;
 	cls = ho ? xpu_rm_object_class(hc, ho) : 0;
+	/*
+	 * a status another thread may have stored (mem.h): what RM made is
+	 * RM's to say -- nothing new under the handle, nothing to record
+	 */
+	if (!res.trusted && (!cls || xpu_handles_known(slice, hc, ho)))
+		goto out;
 	if (!xpu_sched_tracks_class(cls)) {
 		if (!res.drv_ret)
 			cheat = "hid the handle of an object it made";

@@ -567,7 +567,8 @@ def attack():
                            mmap.PROT_READ | mmap.PROT_WRITE,
                            mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED,
                            -1, 0)
-            assert at == addr, at
+            if at != addr:      # sealed
+                raise OSError(ctypes.get_errno(), "mmap")
             ctypes.memmove(addr, mine, len(mine))
             got["wrote"] = len(mine)
     except OSError as e:
@@ -595,7 +596,11 @@ def test_the_page_of_a_free_made_as_the_caller_cannot_be_rewritten(
     RM freed the UVM-mapped 32 MiB, which UVM kept and nothing charged.  Now
     the page cannot be written but by the driver's copy-back ("write": the
     write fails, the free is the one asked for; "store": SIGBUS), and a
-    replaced page is seen: the caller is killed and what went charged."""
+    replaced page is seen: the caller is killed and what went charged.  On
+    a kernel that seals it (call_page_guard 2, 6.10+) the page cannot be
+    replaced at all: the mmap over it fails (EPERM) and the free is the
+    one asked for."""
+    sealed = nvtest.xpu_param("call_page_guard") == 2
     with racer_slice(reload_stub, nodedir, copyin_delay_us=300000) as (
             sl, heap0):
         code = (RACE_FREE.replace("CTL", repr(sl.ctl_node))
@@ -604,7 +609,7 @@ def test_the_page_of_a_free_made_as_the_caller_cannot_be_rewritten(
         child = nvtest.spawn_child(code)
         if how == "store":
             assert child.finish() == -signal.SIGBUS
-        elif how == "replace":
+        elif how == "replace" and not sealed:
             assert child.finish() == -signal.SIGKILL
             assert sl.get().killed == 1
             # the 32 MiB it may have hidden stays charged
@@ -616,7 +621,8 @@ def test_the_page_of_a_free_made_as_the_caller_cannot_be_rewritten(
             # the slice read 2 MiB while RM held 34.
             assert sl.used() + 4 * MiB >= nvtest.heap_used(0) - heap0
             assert sl.used() >= 32 * MiB
-            assert r["wrote"] < 0, r
+            assert r["wrote"] == -errno.EPERM if how == "replace" else \
+                r["wrote"] < 0, r
             assert r["status"] == abi.NV_OK
             assert let_go(child) == 0
 
@@ -690,7 +696,10 @@ def test_a_tenant_killed_in_a_loop_cannot_flood_the_kernel_log(
     limit by 40.  A line per kill kept the console (a serial one, on many
     hosts) and journald busy at the tenant's pace.  The lines are
     rate-limited as the kernel's own (10 per 5 s a call site); the slice's
-    `killed` count stays exact."""
+    `killed` count stays exact.  Where the page is sealed (6.10+) it
+    cannot be replaced, and nothing here is killed."""
+    if nvtest.xpu_param("call_page_guard") == 2:
+        pytest.skip("the page of a call is sealed: nothing to kill for")
     with racer_slice(reload_stub, nodedir, copyin_delay_us=20000) as (sl, _):
         mark = f"xpu-test: log flood {time.monotonic_ns()}"
         with open("/dev/kmsg", "w") as kmsg:
@@ -1062,6 +1071,112 @@ def test_a_size_rewritten_on_xpu_s_page_is_not_what_the_slice_pays(
 # from hRoot (0: its own choice) and writes it there whatever it held
 # (serverAllocClient).  xpu checks on its page only the handles RM never
 # changes, so it must not take that write for a thread's rewrite.
+# A failure stored into RM's status on xpu's page once the driver copied
+# NV_OK back (after RAW_PRELUDE and ALLOC_RACE): whether it landed.
+STATUS_RACE = ALLOC_RACE + """
+lfd = os.memfd_create("lie")
+os.write(lfd, bytes(ctypes.c_uint32(abi.NV_ERR_GENERIC)))
+OFF = abi.NVOS21_PARAMETERS.status.offset
+
+def status_raced(p):
+    p.status = 0x5c5c5c5c       # the caller's, until RM's copy-back
+    done = []
+
+    def race():
+        # through the kernel: EFAULT while the page is read-only
+        while not done:
+            addr = call_page()
+            if not addr:
+                continue
+            cur = abi.NVOS21_PARAMETERS.from_buffer_copy(
+                ctypes.string_at(addr, ctypes.sizeof(p)))
+            if cur.hObjectNew != p.hObjectNew or cur.status != abi.NV_OK:
+                continue
+            if libc.pread(lfd, addr + OFF, 4, 0) == 4 and \\
+                    ctypes.c_uint32.from_address(addr + OFF).value == \\
+                    abi.NV_ERR_GENERIC:
+                done.append("stored")
+    t = threading.Thread(target=race, daemon=True)
+    t.start()
+    client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC,
+                                          ctypes.sizeof(p)), p)
+    done.append("returned")
+    t.join()
+    return done[0] == "stored"
+"""
+
+RACE_STATUS = nvtest.RAW_PRELUDE + STATUS_RACE + """
+stored = 0
+for i in range(4):
+    mp = dev.memory_params(4 << 20, location=abi.NVOS32_ATTR_LOCATION_PCI)
+    p = abi.NVOS21_PARAMETERS()
+    p.hRoot, p.hObjectParent, p.hObjectNew = rm.handle, dev.hdevice, \\
+        0x5c0ff000 + i
+    p.hClass = abi.NV01_MEMORY_SYSTEM
+    p.pAllocParms = ctypes.addressof(mp); p.paramsSize = ctypes.sizeof(mp)
+    stored += status_raced(p)
+report(stored=stored)
+sys.stdin.readline()
+"""
+
+RACE_STATUS_USERMODE = nvtest.RAW_PRELUDE + STATUS_RACE + """
+p = abi.NVOS21_PARAMETERS()
+p.hRoot, p.hObjectParent, p.hObjectNew = rm.handle, dev.hsubdevice, 0x5c0ff100
+p.hClass = abi.HOPPER_USERMODE_A
+report(stored=int(status_raced(p)))
+sys.stdin.readline()
+"""
+
+
+def test_a_status_rewritten_on_xpu_s_page_hides_nothing_rm_made(
+        nodedir, reload_stub):
+    """The status on xpu's page after a call is RM's word only when no
+    other thread of the caller's could store there (found by a review in
+    session 52): the driver's copy-back makes the page writable for the
+    whole process until xpu write-protects it again, and a thread's store
+    through the kernel (pread) lands in that window -- the driver waits
+    300 ms after its copy-back.  A thread turned RM's NV_OK into a failure
+    on each of four allocations of 4 MiB of system memory in a slice bound
+    to 8 MiB: before, xpu left every one out of its records, and RM held
+    16 MiB with the slice reading 0.  Now a status that is not the
+    driver's own word is a claim, and RM is asked what it made: two are
+    recorded, the next two refused before RM."""
+    with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
+            sl, _heap0):
+        sl.admin.slice_set(sl.id, host_memory_limit=8 * MiB)
+        denied0 = sl.get().denied_allocs
+        child = nvtest.spawn_child(
+            RACE_STATUS.replace("CTL", repr(sl.ctl_node))
+            .replace("GPU", repr(sl.gpu_node)))
+        r = child.report()
+        got = sl.get()
+        # the premise: the store landed, inside the window (before, on all
+        # four, none recorded)
+        assert r["stored"] >= 1, r
+        assert got.host_memory_used == 8 * MiB, (r, got)
+        assert got.denied_allocs == denied0 + 2, got
+        assert r["stored"] == 2, r      # on the two RM was asked for
+        assert let_go(child) == 0
+
+
+def test_a_status_rewritten_on_xpu_s_page_hides_no_doorbell(
+        nodedir, reload_stub):
+    """As above, for a usermode object (the doorbell page xpu gates): a
+    thread turned RM's NV_OK into a failure after the copy-back.  Before,
+    xpu took the failure at its word, kept no record, and the slice's
+    doorbell was never gated (`usermode` 0 while RM held one).  Now RM is
+    asked: the object is recorded."""
+    with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
+            sl, _heap0):
+        child = nvtest.spawn_child(
+            RACE_STATUS_USERMODE.replace("CTL", repr(sl.ctl_node))
+            .replace("GPU", repr(sl.gpu_node)))
+        r = child.report()
+        assert r["stored"] == 1, r      # the premise
+        assert sl.get().usermode == 1, sl.get()
+        assert let_go(child) == 0
+
+
 CLIENT_HANDLES = """
 ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
 got = []
