@@ -919,7 +919,7 @@ def raced_alloc(p, store):
     # call's struct there (its params lie on the page too, so its
     # pAllocParms is xpu's), once it names the object made -- until that
     # says it stored (the kernel's own store: EFAULT, not SIGBUS, while
-    # the page is read-only); the driver's return
+    # the page is read-only) or the call returned; the driver's return
     go, done = threading.Event(), []
     def race():
         go.set()
@@ -937,6 +937,7 @@ def raced_alloc(p, store):
     go.wait()
     rc = client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC,
                                                ctypes.sizeof(p)), p)
+    done.append(False)      # a call refused before RM: no page to store on
     t.join()
     return rc
 """
@@ -1067,10 +1068,6 @@ def test_a_size_rewritten_on_xpu_s_page_is_not_what_the_slice_pays(
         assert let_go(child) == 0
 
 
-# A client's handle is never the caller's to name in hObjectNew: RM takes it
-# from hRoot (0: its own choice) and writes it there whatever it held
-# (serverAllocClient).  xpu checks on its page only the handles RM never
-# changes, so it must not take that write for a thread's rewrite.
 # A failure stored into RM's status on xpu's page once the driver copied
 # NV_OK back (after RAW_PRELUDE and ALLOC_RACE): whether it landed.
 STATUS_RACE = ALLOC_RACE + """
@@ -1080,29 +1077,19 @@ OFF = abi.NVOS21_PARAMETERS.status.offset
 
 def status_raced(p):
     p.status = 0x5c5c5c5c       # the caller's, until RM's copy-back
-    done = []
+    stored = []
 
-    def race():
-        # through the kernel: EFAULT while the page is read-only
-        while not done:
-            addr = call_page()
-            if not addr:
-                continue
-            cur = abi.NVOS21_PARAMETERS.from_buffer_copy(
-                ctypes.string_at(addr, ctypes.sizeof(p)))
-            if cur.hObjectNew != p.hObjectNew or cur.status != abi.NV_OK:
-                continue
-            if libc.pread(lfd, addr + OFF, 4, 0) == 4 and \\
-                    ctypes.c_uint32.from_address(addr + OFF).value == \\
-                    abi.NV_ERR_GENERIC:
-                done.append("stored")
-    t = threading.Thread(target=race, daemon=True)
-    t.start()
-    client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC,
-                                          ctypes.sizeof(p)), p)
-    done.append("returned")
-    t.join()
-    return done[0] == "stored"
+    def store(addr, cur):
+        # once the driver copied RM's NV_OK back: a failure there
+        at = addr + OFF
+        if cur.hObjectNew != p.hObjectNew or cur.status != abi.NV_OK or \\
+                libc.pread(lfd, at, 4, 0) != 4:
+            return False
+        stored.append(ctypes.c_uint32.from_address(at).value ==
+                      abi.NV_ERR_GENERIC)
+        return stored[-1]
+    raced_alloc(p, store)
+    return any(stored)
 """
 
 RACE_STATUS = nvtest.RAW_PRELUDE + STATUS_RACE + """
@@ -1177,6 +1164,10 @@ def test_a_status_rewritten_on_xpu_s_page_hides_no_doorbell(
         assert let_go(child) == 0
 
 
+# A client's handle is never the caller's to name in hObjectNew: RM takes it
+# from hRoot (0: its own choice) and writes it there whatever it held
+# (serverAllocClient).  xpu checks on its page only the handles RM never
+# changes, so it must not take that write for a thread's rewrite.
 CLIENT_HANDLES = """
 ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
 got = []
