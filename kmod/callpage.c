@@ -89,18 +89,10 @@ struct xpu_callpage {
 
 /*
  * What keeps a caller from changing the page of a call under the driver:
- * 2 sealed (VM_SEALED, 6.10+), 1 mprotect refused (5.11+), 0 neither.
+ * 2 sealed (VM_SEALED, 6.10+), 1 mprotect refused (5.11+), 0 neither
+ * (compat.h).
  */
-#if defined(VM_SEALED) && defined(CONFIG_64BIT)
-#define XPU_CALLPAGE_SEAL	VM_SEALED
-static int call_page_guard = 2;
-#elif defined(XPU_HAVE_VM_OPS_MPROTECT)
-#define XPU_CALLPAGE_SEAL	0
-static int call_page_guard = 1;
-#else
-#define XPU_CALLPAGE_SEAL	0
-static int call_page_guard;
-#endif
+static int call_page_guard = XPU_VMA_SEALS ? 2 : XPU_VMA_REFUSES_MPROTECT;
 module_param(call_page_guard, int, 0444);
 MODULE_PARM_DESC(call_page_guard,
 		 "what keeps a process from changing the page of a call xpu makes for it: 2 sealed, 1 mprotect refused, 0 neither: moves and replacements are seen after the call (read only)");
@@ -140,7 +132,7 @@ static vm_fault_t xpu_callpage_mkwrite(struct vm_fault *vmf)
 	return 0;
 }
 
-#ifdef XPU_HAVE_VM_OPS_MPROTECT
+#if XPU_VMA_REFUSES_MPROTECT
 /*
  * Never: a page made read-only would fail the driver's copy-back, and xpu
  * would read its own copy of the call as RM's answer.
@@ -157,7 +149,7 @@ static const struct vm_operations_struct xpu_callpage_vm_ops = {
 	.close = xpu_callpage_close,
 	.fault = xpu_callpage_fault,
 	.pfn_mkwrite = xpu_callpage_mkwrite,
-#ifdef XPU_HAVE_VM_OPS_MPROTECT
+#if XPU_VMA_REFUSES_MPROTECT
 	.mprotect = xpu_callpage_mprotect,
 #endif
 };
@@ -168,7 +160,7 @@ static int xpu_callpage_mmap(struct file *file, struct vm_area_struct *vma)
 	    !(vma->vm_flags & VM_SHARED))
 		return -EINVAL;
 	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP |
-		     VM_DONTCOPY | XPU_CALLPAGE_SEAL);
+		     VM_DONTCOPY | XPU_VM_SEALED);
 	vma->vm_ops = &xpu_callpage_vm_ops;
 	vma->vm_private_data = file->private_data;
 	return 0;
@@ -237,7 +229,7 @@ static struct vm_area_struct *xpu_callpage_vma(struct xpu_callpage *cp)
  */
 static void xpu_callpage_unmap(struct xpu_callpage *cp)
 {
-#if XPU_CALLPAGE_SEAL
+#if XPU_VMA_SEALS
 	struct vm_area_struct *vma;
 
 	/* killed: the page goes with the address space */
@@ -245,7 +237,7 @@ static void xpu_callpage_unmap(struct xpu_callpage *cp)
 		return;
 	vma = xpu_callpage_vma(cp);
 	if (vma)
-		vm_flags_clear(vma, XPU_CALLPAGE_SEAL);
+		vm_flags_clear(vma, XPU_VM_SEALED);
 	mmap_write_unlock(current->mm);
 	if (!vma)
 		return;

@@ -46,6 +46,31 @@
 #endif
 #endif
 
+/*
+ * A VMA that its process cannot unmap, move, map over or mprotect
+ * (VM_SEALED, mseal(2)'s flag, v6.10; a 64-bit flag only).
+ * A flag, not a function, so no probe: its definition says.  Where it is,
+ * XPU_VMA_SEALS is 1 and XPU_VM_SEALED the flag, else 0 and no flag.
+ */
+#if defined(VM_SEALED) && defined(CONFIG_64BIT)
+#define XPU_VMA_SEALS		1
+#define XPU_VM_SEALED		VM_SEALED
+#else
+#define XPU_VMA_SEALS		0
+#define XPU_VM_SEALED		0
+#endif
+
+/*
+ * vm_operations_struct.mprotect, with which a mapping's driver refuses
+ * mprotect(2): "mm: Add 'mprotect' hook to struct vm_operations_struct",
+ * v5.11, for SGX (conftest.sh).
+ */
+#ifdef XPU_HAVE_VM_OPS_MPROTECT
+#define XPU_VMA_REFUSES_MPROTECT	1
+#else
+#define XPU_VMA_REFUSES_MPROTECT	0
+#endif
+
 /* vm_flags_set()/vm_flags_clear(): bc292ab00f6c, v6.3 (conftest.sh). */
 #ifndef XPU_HAVE_VM_FLAGS_SET
 static inline void vm_flags_set(struct vm_area_struct *vma, vm_flags_t flags)

@@ -68,8 +68,8 @@ void xpu_conftest(struct vm_area_struct *vma)
 }' "$@"
 
 # vm_operations_struct.mprotect: a mapping's driver may refuse mprotect(2);
-# added for SGX by 95bb7c42ac8a ("mm: Add 'mprotect' hook to struct
-# vm_operations_struct"), v5.11.
+# added for SGX by "mm: Add 'mprotect' hook to struct vm_operations_struct",
+# v5.11.
 probe XPU_HAVE_VM_OPS_MPROTECT '
 #include <linux/mm.h>
 static int xpu_conftest_mprotect(struct vm_area_struct *vma,

@@ -16,7 +16,8 @@ from hostutil import REPO, installed_kernels, run
 
 # probe -> the first release that has it (kmod/conftest.sh cites the change)
 SINCE = {"linux_hex_h": (6, 4), "vm_flags_set": (6, 3), "release_fault_lock": (6, 6),
-         "zap_special_vma_range": (7, 1), "module_import_ns_string": (6, 13)}
+         "zap_special_vma_range": (7, 1), "module_import_ns_string": (6, 13),
+         "vm_ops_mprotect": (5, 11)}
 
 
 @pytest.fixture(scope="module")
