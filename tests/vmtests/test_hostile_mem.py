@@ -103,8 +103,7 @@ def test_a_forked_child_s_client_is_counted(admin, nodedir):
     asked for, RM's heap agrees, and all of it goes when the files close."""
     sl = Slice(admin, nodedir, name="fork")
     heap0 = nvtest.heap_used(0)
-    p = start_child(FORK.replace("CTL", repr(sl.ctl_node))
-                    .replace("GPU", repr(sl.gpu_node)))
+    p = start_child(in_slice(FORK, sl))
     try:
         line = p.stdout.readline()
         assert line, p.stderr.read()
@@ -504,6 +503,15 @@ def racer_slice(reload_stub, nodedir, limit=LIMIT, **params):
         assert nvtest.heap_used(0) == heap0
 
 
+def in_slice(code, sl, **subs):
+    """CODE with CTL and GPU naming SL's nodes, and each key of SUBS
+    replaced by its value."""
+    code = code.replace("CTL", repr(sl.ctl_node)).replace("GPU", repr(sl.gpu_node))
+    for key, value in subs.items():
+        code = code.replace(key, value)
+    return code
+
+
 def let_go(child):
     """Tell CHILD, waiting on its stdin, to go on; its exit status."""
     child.p.stdin.write("\n")
@@ -603,10 +611,7 @@ def test_the_page_of_a_free_made_as_the_caller_cannot_be_rewritten(
     sealed = nvtest.xpu_param("call_page_guard") == 2
     with racer_slice(reload_stub, nodedir, copyin_delay_us=300000) as (
             sl, heap0):
-        code = (RACE_FREE.replace("CTL", repr(sl.ctl_node))
-                .replace("GPU", repr(sl.gpu_node))
-                .replace("HOW", repr(how)))
-        child = nvtest.spawn_child(code)
+        child = nvtest.spawn_child(in_slice(RACE_FREE, sl, HOW=repr(how)))
         if how == "store":
             assert child.finish() == -signal.SIGBUS
         elif how == "replace" and not sealed:
@@ -778,9 +783,7 @@ def test_a_class_and_handle_rewritten_around_the_driver_s_reads_hide_nothing(
     only xpu.ko reads it."""
     with racer_slice(reload_stub, nodedir, copyin_delay_us=300000,
                      alloc_reread_delay_us=300000) as (sl, heap0):
-        child = nvtest.spawn_child(
-            RACE_CLASS.replace("CTL", repr(sl.ctl_node))
-            .replace("GPU", repr(sl.gpu_node)))
+        child = nvtest.spawn_child(in_slice(RACE_CLASS, sl))
         r = child.report()
         # The premise: the class was rewritten before the driver copied
         # the struct in (the call waited for that copy), and the handle and
@@ -841,9 +844,7 @@ def charged_while_uvm_holds(reload_stub, nodedir, script, x_mib):
     """SCRIPT's 32 MiB, kept by UVM past the slice's free, are charged to
     the slice in full, and once UVM lets go, not at all."""
     with racer_slice(reload_stub, nodedir, limit=256 * MiB) as (sl, heap0):
-        child = nvtest.spawn_child(
-            script.replace("CTL", repr(sl.ctl_node))
-            .replace("GPU", repr(sl.gpu_node)).replace("XMIB", str(x_mib)))
+        child = nvtest.spawn_child(in_slice(script, sl, XMIB=str(x_mib)))
         assert child.report() == {"step": "x"}
         assert sl.used() >= x_mib * MiB
         assert let_go_on(child) == {"step": "freed"}
@@ -1003,10 +1004,9 @@ def test_the_results_of_an_allocation_on_xpu_s_page_cannot_be_rewritten(
     made charged until the slice goes."""
     with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
             sl, _heap0):
-        child = nvtest.spawn_child(
-            RACE_RESULT.replace("CTL", repr(sl.ctl_node))
-            .replace("GPU", repr(sl.gpu_node))
-            .replace("HANDLE", "0x5c00beef" if chosen_by == "client" else "0"))
+        child = nvtest.spawn_child(in_slice(
+            RACE_RESULT, sl,
+            HANDLE="0x5c00beef" if chosen_by == "client" else "0"))
         alive = child.p.stdout.readline()
         # the premise: the store landed on the page, inside the window
         assert '"wrote"' in alive, alive
@@ -1055,9 +1055,7 @@ def test_a_size_rewritten_on_xpu_s_page_is_not_what_the_slice_pays(
     KiB, admitted the 48 MiB, and the slice held 80."""
     with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
             sl, heap0):
-        child = nvtest.spawn_child(
-            RACE_SIZE.replace("CTL", repr(sl.ctl_node))
-            .replace("GPU", repr(sl.gpu_node)))
+        child = nvtest.spawn_child(in_slice(RACE_SIZE, sl))
         r = child.report()
         # the premise: the store landed inside the window, and the caller
         # got the page as it was
@@ -1132,9 +1130,7 @@ def test_a_status_rewritten_on_xpu_s_page_hides_nothing_rm_made(
             sl, _heap0):
         sl.admin.slice_set(sl.id, host_memory_limit=8 * MiB)
         denied0 = sl.get().denied_allocs
-        child = nvtest.spawn_child(
-            RACE_STATUS.replace("CTL", repr(sl.ctl_node))
-            .replace("GPU", repr(sl.gpu_node)))
+        child = nvtest.spawn_child(in_slice(RACE_STATUS, sl))
         r = child.report()
         got = sl.get()
         # the premise: the store landed, inside the window (before, on all
@@ -1155,9 +1151,7 @@ def test_a_status_rewritten_on_xpu_s_page_hides_no_doorbell(
     asked: the object is recorded."""
     with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
             sl, _heap0):
-        child = nvtest.spawn_child(
-            RACE_STATUS_USERMODE.replace("CTL", repr(sl.ctl_node))
-            .replace("GPU", repr(sl.gpu_node)))
+        child = nvtest.spawn_child(in_slice(RACE_STATUS_USERMODE, sl))
         r = child.report()
         assert r["stored"] == 1, r      # the premise
         assert sl.get().usermode == 1, sl.get()
@@ -1194,8 +1188,7 @@ def test_a_client_handle_rm_writes_back_is_no_rewrite(admin, nodedir):
     caller (the fuzzer, on 5.10 at 535)."""
     sl = Slice(admin, nodedir, name="clients")
     try:
-        got = nvtest.run_child(CLIENT_HANDLES.replace("CTL", repr(sl.ctl_node))
-                               .replace("GPU", repr(sl.gpu_node)))["got"]
+        got = nvtest.run_child(in_slice(CLIENT_HANDLES, sl))["got"]
         assert got[2] == [0xc1d0beef, 0x5c00beef, 0xc1d0beef]
         for hroot, hnew, h in got[:2]:
             assert h not in (0, hnew) and h >> 20 == 0xc1d, got
@@ -1869,9 +1862,7 @@ def test_an_allocation_whose_handle_cannot_come_back_is_recorded(
     sl = Slice(admin, nodedir)
     heap0 = nvtest.heap_used(0)
     try:
-        child = start_child(HIDE.replace("CTL", repr(sl.ctl_node))
-                            .replace("GPU", repr(sl.gpu_node))
-                            + "sys.stdin.readline()\n")
+        child = start_child(in_slice(HIDE, sl) + "sys.stdin.readline()\n")
         line = child.stdout.readline()
         assert json.loads(line) == {"rc": -1, "errno": errno.EFAULT}
         assert sl.used() == 32 * MiB
