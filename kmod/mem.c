@@ -271,29 +271,30 @@ static u64 xpu_refresh_creators(struct xpu_slice *slice, struct xpu_file *xf)
  * may be asleep on its own stalled page), leave the figure marked stale for
  * the next holder.  Never waits.
  */
-void xpu_mem_refresh_all(struct xpu_slice *slice)
+static void xpu_mem_refresh_try(struct xpu_slice *slice, bool host)
 {
 	WRITE_ONCE(slice->stale, true);
 	if (!mutex_trylock(&slice->mem_lock))
 		return;
 	xpu_refresh_locked(slice);
+	if (host)
+		xpu_hostmem_sweep(slice);
 	mutex_unlock(&slice->mem_lock);
+}
+
+void xpu_mem_refresh_all(struct xpu_slice *slice)
+{
+	xpu_mem_refresh_try(slice, false);
 }
 
 /*
  * A control file of SLICE closed, and RM freed its clients: usage read
  * anew, as xpu_mem_refresh_all does, and the system memory nothing else
- * holds goes back (hostmem.c).  Never waits: a caller holding mem_lock
- * leaves both to the slice's next calls.
+ * holds goes back (hostmem.c), or both left to the slice's next calls.
  */
 void xpu_mem_file_closed(struct xpu_slice *slice)
 {
-	WRITE_ONCE(slice->stale, true);
-	if (!mutex_trylock(&slice->mem_lock))
-		return;
-	xpu_refresh_locked(slice);
-	xpu_hostmem_sweep(slice);
-	mutex_unlock(&slice->mem_lock);
+	xpu_mem_refresh_try(slice, true);
 }
 
 /* For the admin's queries: RM's figure if the slice's lock is free. */

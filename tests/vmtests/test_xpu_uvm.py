@@ -405,14 +405,9 @@ def test_a_channel_uvm_retains_stays_charged_however_it_is_freed(
     charge stays, and the 64 MiB slice is refused; it goes with the files.
     (Without the charge kept: 60 rounds, never refused.)"""
     each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
-    sl = Slice(admin, nodedir, name="uvm39" + what, limit=64 * MiB)
-    heap0 = nvtest.heap_used(0)
-    child = None
-    try:
-        node = _uvm_node(admin, sl, nodedir)
-        child = nvtest.spawn_child(RETAIN_BY.format(
-            ctl=sl.ctl_node, gpu=sl.gpu_node, node=node, what=what,
-            rounds=60))
+    with _uvm_tenant(admin, nodedir, "uvm39" + what, RETAIN_BY,
+                     uvm_node=True, what=what, rounds=60) as (sl, child):
+        heap0 = sl.heap0
         r = child.report()
         assert r["refused"] == abi.NV_ERR_NO_MEMORY, r
         assert r["made"] >= (64 * MiB) // each - 4, r
@@ -431,26 +426,21 @@ def test_a_channel_uvm_retains_stays_charged_however_it_is_freed(
         got = sl.get()
         assert (got.uvm_tsgs, got.uvm_channels, got.uvm_retained) == \
             (0, 0, 0), got
-        _go(child)
-        assert child.finish() == 0
-        child = None
-    finally:
-        if child is not None:
-            child.p.kill()
-            child.finish()
-        sl.destroy()
-    assert nvtest.heap_used(0) == heap0
 
 
 @contextmanager
-def _uvm_tenant(xctl, where, name, code, **fmt):
+def _uvm_tenant(xctl, where, name, code, uvm_node=False, **fmt):
     """A 64 MiB slice NAME and a child running CODE (formatted with the
-    slice's ctl and gpu nodes and FMT) in it: yields (slice, child).  The
-    child exits, the slice goes, and RM holds nothing more than before."""
+    slice's ctl and gpu nodes, with its UVM node as `node` when UVM_NODE,
+    and FMT) in it: yields (slice, child), the slice's `heap0` RM's heap
+    before it.  The child exits, the slice goes, and RM holds nothing more
+    than before."""
     sl = Slice(xctl, where, name=name, limit=64 * MiB)
-    heap0 = nvtest.heap_used(0)
+    sl.heap0 = heap0 = nvtest.heap_used(0)
     child = None
     try:
+        if uvm_node:
+            fmt["node"] = _uvm_node(xctl, sl, where)
         child = nvtest.spawn_child(code.format(
             ctl=sl.ctl_node, gpu=sl.gpu_node, **fmt))
         yield sl, child
