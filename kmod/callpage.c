@@ -15,16 +15,25 @@
  *   cannot lift that, and get_user_pages (/proc/<pid>/mem,
  *   process_vm_writev, ptrace) refuses PFN maps;
  * - never copied by fork, never grown;
+ * - below mmap_min_addr (65536 by default on x86-64), at one of the
+ *   XPU_CALL_SLOTS pages from 0x1000 up (page 0 never: a kernel NULL
+ *   dereference must not read a caller's struct): a process without
+ *   CAP_SYS_RAWIO may not map there (get_unmapped_area's security check,
+ *   which mmap, MAP_FIXED, mremap, shmat and a stack's growth all go
+ *   through), so no task of the caller's can put a page of its own where
+ *   the driver reads the call; xpu maps it there with the kernel's
+ *   credentials.  Unmapping it, or moving it away, leaves nothing there:
+ *   the driver's read fails (EFAULT).  Where mmap_min_addr is lower and
+ *   the caller could map the slot itself, or the slots hold the process's
+ *   own mappings, the page is still used, and counted in the read-only
+ *   parameter call_pages_exposed;
  * - sealed where the kernel can seal (VM_SEALED, 6.10+): no munmap, mremap,
  *   mmap over it or mprotect; xpu unseals it itself before its own munmap.
- *   Elsewhere mprotect is refused (5.11+) and the rest is seen afterwards:
- *   its VMA's close says whether it was unmapped, moved or replaced while
- *   the call was made: then what the driver read is not known to be xpu's,
- *   and the caller (who alone can do that to its own address space) is
- *   treated as cheating.  Seen is not prevented: a thread that puts a page
- *   of its own there between xpu's write and the driver's read has the
- *   driver read it, and RM act on it, before the caller is killed
- *   (docs/security.md, "What is left": the page of a call swapped);
+ *   Elsewhere mprotect is refused (5.11+), and an unmap or a move is seen
+ *   afterwards: its VMA's close says the page went while the call was
+ *   made; then the driver read nothing (or, where the caller could map
+ *   the slot, perhaps a page of its own), and the caller (who alone can do
+ *   that to its own address space) is treated as cheating;
  * - the driver's copy-back makes it writable for every thread of the
  *   process (a PTE is the process's, not the thread's): after the call xpu
  *   write-protects it again before it reads the results, and the caller
@@ -43,20 +52,25 @@
  *   AIO context or an io_uring is never alone: a driver may complete its
  *   asynchronous I/O from a kernel thread that adopts its address space
  *   without counting in mm_users (kthread_use_mm; FunctionFS does).
- * Pages are kept for the processes that call through a file, one for each
- * call in flight (at most XPU_MAX_CALLPAGES a file; past that, one per
- * call, unmapped after it), so a call costs a copy, the copy-back's fault
- * and a write-protection (a caller alone: the copy) instead of a mapping
- * made and torn down.  A page goes when the process unmaps it
- * or exits, or when the file is released in that process.  Its mapping
- * holds a reference on xpu.ko, as a doorbell's does.  The list of a file's
- * pages, and which of them a call holds, are under the file's own
- * spinlock, never held across a call: a call that must not wait on a
+ * Pages are the address space's, not a file's: a call takes one no other
+ * call holds (found by its VMA in the slots, under the mmap lock; a bit of
+ * the page's says which a call holds), or maps one in a free slot, or,
+ * with all XPU_CALL_SLOTS held by calls of the process's (a process
+ * stalling its own), waits, killable, for one.  They are kept between
+ * calls, so a call costs a copy, the copy-back's fault and a
+ * write-protection (a caller alone: the copy) instead of a mapping made
+ * and torn down.  A page goes when the process unmaps it or exits, or
+ * when a file of xpu's is released in that process (a page's mapping
+ * holds a reference on xpu.ko, as a doorbell's does).  Nothing is held
+ * across a call but the page itself: a call that must not wait on a
  * slice's lock (an RM_CONTROL, whose params the driver reads from the
  * caller's memory, which a tenant can stall) takes a page all the same.
  */
 
 #include <linux/anon_inodes.h>
+#include <linux/bitops.h>
+#include <linux/capability.h>
+#include <linux/cred.h>
 #include <linux/err.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -67,35 +81,62 @@
 #include <linux/rcupdate.h>
 #include <linux/refcount.h>
 #include <linux/sched.h>
+#include <linux/sched/task.h>
 #include <linux/slab.h>
+#include <linux/user_namespace.h>
+#include <linux/wait.h>
 
 #include "callpage.h"
 #include "compat.h"
 
 struct xpu_callpage {
-	refcount_t ref;			/* the mapping's file's, and the call's or the owner's */
+	refcount_t ref;			/* the mapping's file's, and the call's */
 	struct page *page;
 	struct task_struct *writer;	/* the caller during the call, else NULL */
-	struct mm_struct *mm;		/* where it is mapped: compared, never used */
 	unsigned long addr;
-	struct list_head link;		/* in its owner's list; else empty */
-	struct xpu_callpages *owner;	/* whose list, while a call holds it */
-	bool busy;			/* a call holds it (owner's lock) */
+	unsigned long busy;		/* bit 0: a call holds it */
+	bool kept;			/* in a slot: stays mapped after the call */
 	bool gone;			/* a VMA of the page was closed */
 	bool written;			/* the writer made it writable */
 	bool open;			/* its PTE may be writable (the call's) */
 	bool sealed;			/* the caller was alone at the call's start */
 };
 
+/* Bumped, and the queue woken, when a page may have come free. */
+static DECLARE_WAIT_QUEUE_HEAD(xpu_callpage_wq);
+static atomic_t xpu_callpage_seq = ATOMIC_INIT(0);
+
+static void xpu_callpage_freed(void)
+{
+	atomic_inc(&xpu_callpage_seq);
+	/* the increment before the look at the queue (wait_event's order) */
+	smp_mb__after_atomic();
+	if (wq_has_sleeper(&xpu_callpage_wq))
+		wake_up_all(&xpu_callpage_wq);
+}
+
 /*
- * What keeps a caller from changing the page of a call under the driver:
- * 2 sealed (VM_SEALED, 6.10+), 1 mprotect refused (5.11+), 0 neither
- * (compat.h).
+ * What keeps a caller from unmapping or protecting the page of a call
+ * (besides its place, below mmap_min_addr, which keeps a page of its own
+ * from taking its address): 2 sealed (VM_SEALED, 6.10+), 1 mprotect
+ * refused (5.11+), 0 neither (compat.h).
  */
 static int call_page_guard = XPU_VMA_SEALS ? 2 : XPU_VMA_REFUSES_MPROTECT;
 module_param(call_page_guard, int, 0444);
 MODULE_PARM_DESC(call_page_guard,
-		 "what keeps a process from changing the page of a call xpu makes for it: 2 sealed, 1 mprotect refused, 0 neither: moves and replacements are seen after the call (read only)");
+		 "what keeps a process from unmapping or protecting the page of a call xpu makes for it: 2 sealed, 1 mprotect refused, 0 neither: an unmap or a move is seen after the call (read only)");
+
+/*
+ * Pages of calls mapped where the caller, without CAP_SYS_RAWIO, could have
+ * mapped a page of its own instead: mmap_min_addr left no room below it, or
+ * the slots were taken by the process's own mappings (a caller with
+ * CAP_SYS_RAWIO, or mmap_min_addr lowered).  0 on a host that keeps
+ * mmap_min_addr at its default (65536 on x86-64).
+ */
+static unsigned long call_pages_exposed;
+module_param(call_pages_exposed, ulong, 0444);
+MODULE_PARM_DESC(call_pages_exposed,
+		 "pages of calls xpu made for a process at an address it could have mapped a page of its own at (mmap_min_addr too low); 0 is as it should be (read only)");
 
 static void xpu_callpage_put(struct xpu_callpage *cp)
 {
@@ -111,6 +152,7 @@ static void xpu_callpage_close(struct vm_area_struct *vma)
 	struct xpu_callpage *cp = vma->vm_private_data;
 
 	WRITE_ONCE(cp->gone, true);
+	xpu_callpage_freed();		/* its slot */
 }
 
 static vm_fault_t xpu_callpage_fault(struct vm_fault *vmf)
@@ -178,11 +220,41 @@ static const struct file_operations xpu_callpage_fops = {
 	.release = xpu_callpage_release,
 };
 
-/* A new page mapped in current's address space; the caller holds a ref. */
-static struct xpu_callpage *xpu_callpage_new(void)
+/*
+ * vm_mmap of FILE at ADDR, MAP_FIXED_NOREPLACE when ADDR is not 0.  Below
+ * mmap_min_addr a caller without CAP_SYS_RAWIO may not map (the security
+ * check of get_unmapped_area, which every mmap, mremap, shmat and
+ * MAP_FIXED goes through): xpu maps its page there as the kernel, with the
+ * kernel's credentials for that one mmap (the address and the file are
+ * xpu's, nothing the caller named).  *EXPOSED: the caller could have
+ * mapped there itself.
+ */
+static unsigned long xpu_callpage_mmap_at(struct file *file,
+					  unsigned long addr, bool *exposed)
+{
+	unsigned long flags = MAP_SHARED | (addr ? MAP_FIXED_NOREPLACE : 0);
+	const struct cred *old;
+	unsigned long a;
+
+	a = vm_mmap(file, addr, PAGE_SIZE, PROT_READ | PROT_WRITE, flags, 0);
+	*exposed = !IS_ERR_VALUE(a);
+	if (a != (unsigned long)-EPERM && a != (unsigned long)-EACCES)
+		return a;
+	old = override_creds(rcu_dereference_raw(init_task.cred));
+	a = vm_mmap(file, addr, PAGE_SIZE, PROT_READ | PROT_WRITE, flags, 0);
+	revert_creds(old);
+	return a;
+}
+
+/*
+ * A new page mapped in current's address space at ADDR (0: wherever mmap
+ * puts it); the caller holds a ref.
+ */
+static struct xpu_callpage *xpu_callpage_new(unsigned long addr)
 {
 	struct xpu_callpage *cp;
 	struct file *file;
+	bool exposed;
 	unsigned long a;
 
 	cp = kzalloc(sizeof(*cp), GFP_KERNEL_ACCOUNT);
@@ -193,21 +265,23 @@ static struct xpu_callpage *xpu_callpage_new(void)
 		kfree(cp);
 		return ERR_PTR(-ENOMEM);
 	}
-	INIT_LIST_HEAD(&cp->link);
-	cp->mm = current->mm;
 	refcount_set(&cp->ref, 2);
+	cp->busy = 1;
+	cp->kept = addr != 0;
 	file = anon_inode_getfile("[xpu-call]", &xpu_callpage_fops, cp, O_RDWR);
 	if (IS_ERR(file)) {
 		xpu_callpage_put(cp);
 		xpu_callpage_put(cp);
 		return ERR_CAST(file);
 	}
-	a = vm_mmap(file, 0, PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+	a = xpu_callpage_mmap_at(file, addr, &exposed);
 	fput(file);			/* the mapping holds its own */
 	if (IS_ERR_VALUE(a)) {
 		xpu_callpage_put(cp);
 		return ERR_PTR((long)a);
 	}
+	if (exposed && !ns_capable_noaudit(&init_user_ns, CAP_SYS_RAWIO))
+		call_pages_exposed++;
 	cp->addr = a;
 	return cp;
 }
@@ -287,46 +361,79 @@ static void xpu_callpage_protect(struct xpu_callpage *cp, bool again)
 	cp->open = false;
 }
 
-struct xpu_callpage *xpu_callpage_map(struct xpu_callpages *cps,
-				      const void *data, size_t len,
+/* The address of slot I (1 to XPU_CALL_SLOTS): page 0 is never used. */
+static unsigned long xpu_callpage_slot(int i)
+{
+	return (unsigned long)i << PAGE_SHIFT;
+}
+
+/*
+ * A page for a call in current's address space: a kept one no call holds,
+ * else a new one in a free slot, else, with every slot held by a call, a
+ * wait for one; with no slot xpu's (the process's own mappings there), a
+ * page mapped for this call only.
+ */
+static struct xpu_callpage *xpu_callpage_get(void)
+{
+	struct mm_struct *mm = current->mm;
+	struct xpu_callpage *cp;
+	unsigned long free;
+	int i, ours, seq;
+
+	for (;;) {
+		seq = atomic_read(&xpu_callpage_seq);
+		smp_rmb();
+		free = 0;
+		ours = 0;
+		if (mmap_read_lock_killable(mm))
+			return ERR_PTR(-EINTR);
+		for (i = 1; i <= XPU_CALL_SLOTS; i++) {
+			unsigned long a = xpu_callpage_slot(i);
+			struct vm_area_struct *vma = find_vma(mm, a);
+
+			if (!vma || vma->vm_start >= a + PAGE_SIZE) {
+				if (!free)
+					free = a;
+				continue;
+			}
+			if (vma->vm_start != a ||
+			    vma->vm_ops != &xpu_callpage_vm_ops)
+				continue;
+			ours++;
+			cp = vma->vm_private_data;
+			/* the VMA's file holds a ref: alive under the lock */
+			if (cp->kept && !test_and_set_bit(0, &cp->busy)) {
+				refcount_inc(&cp->ref);
+				mmap_read_unlock(mm);
+				return cp;
+			}
+		}
+		mmap_read_unlock(mm);
+		if (free) {
+			cp = xpu_callpage_new(free);
+			/* another call of the process's took the slot first */
+			if (cp != ERR_PTR(-EEXIST))
+				return cp;
+			continue;
+		}
+		if (!ours)
+			return xpu_callpage_new(0);
+		if (wait_event_killable(xpu_callpage_wq,
+					atomic_read(&xpu_callpage_seq) != seq))
+			return ERR_PTR(-EINTR);
+	}
+}
+
+struct xpu_callpage *xpu_callpage_map(const void *data, size_t len,
 				      unsigned long *addr)
 {
-	struct xpu_callpage *cp, *tmp, *found = NULL;
+	struct xpu_callpage *cp;
 
 	if (!current->mm || len > PAGE_SIZE)
 		return ERR_PTR(-EINVAL);
-	spin_lock(&cps->lock);
-	list_for_each_entry_safe(cp, tmp, &cps->list, link) {
-		if (cp->busy)
-			continue;
-		if (READ_ONCE(cp->gone)) {	/* unmapped between calls */
-			list_del_init(&cp->link);
-			cps->nr--;
-			xpu_callpage_put(cp);
-		} else if (!found && cp->mm == current->mm) {
-			found = cp;
-		}
-	}
-	cp = found;
-	if (cp) {
-		cp->busy = true;
-		refcount_inc(&cp->ref);
-	}
-	spin_unlock(&cps->lock);
-	if (!cp) {
-		cp = xpu_callpage_new();
-		if (IS_ERR(cp))
-			return cp;
-		spin_lock(&cps->lock);
-		if (cps->nr < XPU_MAX_CALLPAGES) {
-			list_add(&cp->link, &cps->list);
-			cps->nr++;
-			refcount_inc(&cp->ref);
-			cp->busy = true;
-		}
-		spin_unlock(&cps->lock);
-	}
-	cp->owner = cps;
+	cp = xpu_callpage_get();
+	if (IS_ERR(cp))
+		return cp;
 	/*
 	 * Alone now, alone until the call's end: only current could add a
 	 * task that stores through the page, and current is in the call.
@@ -367,34 +474,51 @@ bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len,
 	if (READ_ONCE(cp->written))
 		cp->open = true;
 	if (cp->open && !xpu_callpage_alone())
-		xpu_callpage_protect(cp, !list_empty(&cp->link));
+		xpu_callpage_protect(cp, cp->kept);
 	kept = !READ_ONCE(cp->gone);
 	memcpy(data, page_address(cp->page), len);
 	if (sealed)
 		*sealed = cp->sealed && kept;
-	/* a held page stays listed: only the map of a page not held drops one */
-	if (list_empty(&cp->link)) {
+	if (!cp->kept) {
 		if (kept)
 			xpu_callpage_unmap(cp);		/* this call's only */
 	} else {
-		spin_lock(&cp->owner->lock);
-		cp->busy = false;		/* after the copy out of it */
-		spin_unlock(&cp->owner->lock);
+		/* after the copy out of it */
+		clear_bit_unlock(0, &cp->busy);
+		xpu_callpage_freed();
 	}
 	xpu_callpage_put(cp);
 	return kept;
 }
 
-void xpu_callpages_release(struct xpu_callpages *cps)
+void xpu_callpages_release(void)
 {
-	struct xpu_callpage *cp, *tmp;
+	struct mm_struct *mm = current->mm;
+	struct xpu_callpage *cp;
+	int i;
 
-	list_for_each_entry_safe(cp, tmp, &cps->list, link) {
-		list_del_init(&cp->link);
-		if (current->mm && cp->mm == current->mm &&
-		    !READ_ONCE(cp->gone))
-			xpu_callpage_unmap(cp);
+	if (!mm || (current->flags & PF_EXITING))
+		return;			/* the pages go with the address space */
+	for (i = 1; i <= XPU_CALL_SLOTS; i++) {
+		unsigned long a = xpu_callpage_slot(i);
+		struct vm_area_struct *vma;
+
+		cp = NULL;
+		if (mmap_read_lock_killable(mm))
+			return;
+		vma = find_vma(mm, a);
+		if (vma && vma->vm_start == a &&
+		    vma->vm_ops == &xpu_callpage_vm_ops) {
+			cp = vma->vm_private_data;
+			if (cp->kept && !test_and_set_bit(0, &cp->busy))
+				refcount_inc(&cp->ref);
+			else
+				cp = NULL;	/* a call holds it */
+		}
+		mmap_read_unlock(mm);
+		if (!cp)
+			continue;
+		xpu_callpage_unmap(cp);
 		xpu_callpage_put(cp);
 	}
-	cps->nr = 0;
 }

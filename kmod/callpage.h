@@ -2,41 +2,26 @@
 #ifndef XPU_CALLPAGE_H
 #define XPU_CALLPAGE_H
 
-#include <linux/list.h>
-#include <linux/spinlock.h>
 #include <linux/types.h>
 
 struct xpu_callpage;
 
 /*
- * A file's pages, kept for the processes that called through it
- * (callpage.c): one per call in flight, at most XPU_MAX_CALLPAGES.  LOCK
- * guards the list and each page's busy flag, never held across a call.
+ * The pages of calls are an address space's, at the bottom of it, below
+ * mmap_min_addr (callpage.c): at most XPU_CALL_SLOTS, one for each call in
+ * flight there, kept between calls.
  */
-struct xpu_callpages {
-	spinlock_t lock;		/* the list, nr, each page's busy */
-	struct list_head list;
-	u32 nr;
-};
-
-#define XPU_MAX_CALLPAGES	16
-
-static inline void xpu_callpages_init(struct xpu_callpages *cps)
-{
-	spin_lock_init(&cps->lock);
-	INIT_LIST_HEAD(&cps->list);
-	cps->nr = 0;
-}
+#define XPU_CALL_SLOTS		15
 
 /*
  * A page in current's address space holding LEN bytes of DATA, at *ADDR,
  * for a call xpu makes as current: only the driver, in current, can write
- * it.  CPS is the calling file's pages; a page serves one call at a time,
- * so calls through one file may run at once, with or without a lock of
- * the slice's.  An ERR_PTR when it cannot be mapped.
+ * it, and no task of current's can put another page at *ADDR.  A page
+ * serves one call at a time, so calls of one process may run at once, with
+ * or without a lock of the slice's; past XPU_CALL_SLOTS at once, a call
+ * waits (killable) for a page.  An ERR_PTR when it cannot be mapped.
  */
-struct xpu_callpage *xpu_callpage_map(struct xpu_callpages *cps,
-				      const void *data, size_t len,
+struct xpu_callpage *xpu_callpage_map(const void *data, size_t len,
 				      unsigned long *addr);
 
 /* Before the call: LEN bytes of DATA at OFF in the page CP. */
@@ -56,9 +41,10 @@ bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len,
 		       bool *sealed);
 
 /*
- * The file of CPS is released, no call through it in flight: its pages go
- * (unmapped in current's).
+ * A file of current's is released: the pages no call holds go from
+ * current's address space (their mappings hold xpu.ko), to be mapped anew
+ * by a later call.
  */
-void xpu_callpages_release(struct xpu_callpages *cps);
+void xpu_callpages_release(void);
 
 #endif /* XPU_CALLPAGE_H */

@@ -98,7 +98,6 @@ int xpu_file_open(struct inode *inode, struct file *file)
 	xf->file = file;
 	INIT_LIST_HEAD(&xf->db_link);
 	hash_init(xf->memrecs);
-	xpu_callpages_init(&xf->callpages);
 	mutex_init(&xf->call_lock);
 	INIT_LIST_HEAD(&xf->hnd_clients);
 	xf->slice = slice;
@@ -149,7 +148,7 @@ int xpu_file_release(struct inode *inode, struct file *file)
 		atomic_dec(&xf->slice->open_files);
 		xpu_slice_put(xf->slice);
 	}
-	xpu_callpages_release(&xf->callpages);
+	xpu_callpages_release();
 	put_pid(xf->opener);
 	kfree_rcu(xf, rcu);
 	return ret;
@@ -192,7 +191,6 @@ void xpu_file_exit(void)
 			atomic_dec(&xf->slice->open_files);
 			xpu_slice_put(xf->slice);
 		}
-		xpu_callpages_release(&xf->callpages);
 		put_pid(xf->opener);
 		kfree(xf);
 	}

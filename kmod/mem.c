@@ -681,7 +681,7 @@ static long xpu_escape_ioctl(struct xpu_file *xf, struct file *file,
 		data = img;
 		len = XPU_ESCAPE_PARAMS_OFF + e->params_size;
 	}
-	cp = xpu_callpage_map(&xf->callpages, data, len, &addr);
+	cp = xpu_callpage_map(data, len, &addr);
 	if (IS_ERR(cp))
 		return PTR_ERR(cp);
 	if (e->params_size) {
@@ -932,7 +932,7 @@ u32 xpu_free_as_caller(struct xpu_file *xf, struct file *file,
 	long ret;
 
 	lockdep_assert_held(&xf->slice->mem_lock);
-	cp = xpu_callpage_map(&xf->callpages, &p, sizeof(p), &addr);
+	cp = xpu_callpage_map(&p, sizeof(p), &addr);
 	if (IS_ERR(cp))
 		return NV_ERR_NO_MEMORY;
 	ret = xpu_drv.unlocked_ioctl(file, _IOWR(NV_IOCTL_MAGIC, NV_ESC_RM_FREE,
@@ -2311,7 +2311,7 @@ static long xpu_control_on_page(struct xpu_file *xf, struct file *file,
 		return -ENOMEM;
 	memcpy(img, p, sizeof(*p));
 	memcpy(img + XPU_ESCAPE_PARAMS_OFF, params, p->params_size);
-	cp = xpu_callpage_map(&xf->callpages, img, len, &addr);
+	cp = xpu_callpage_map(img, len, &addr);
 	if (IS_ERR(cp)) {
 		kfree(img);
 		return PTR_ERR(cp);
@@ -2671,7 +2671,7 @@ long xpu_mem_export_dmabuf(struct xpu_file *xf, struct file *file,
 				     NV_ERR_INVALID_CLIENT);
 		goto out;
 	}
-	cp = xpu_callpage_map(&xf->callpages, copy, size, &addr);
+	cp = xpu_callpage_map(copy, size, &addr);
 	if (IS_ERR(cp)) {
 		ret = PTR_ERR(cp);
 		goto out;
@@ -2977,7 +2977,7 @@ long xpu_mem_call_on_copy(struct xpu_file *xf, struct file *file,
 	unsigned long addr;
 	long ret;
 
-	cp = xpu_callpage_map(&xf->callpages, data, len, &addr);
+	cp = xpu_callpage_map(data, len, &addr);
 	if (IS_ERR(cp))
 		return PTR_ERR(cp);
 	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);

@@ -278,13 +278,11 @@ struct xpu_file {
 	u32 parent_hc, parent_hp;
 	bool parent_sub;
 	/*
-	 * The pages of calls xpu makes (callpage.c), under their own lock:
-	 * control files of slices (every RM_CONTROL; the other calls under
-	 * the slice's mem_lock too); unsliced control files' devices, under
-	 * call_lock.
+	 * Calls xpu makes through an unsliced control file (its devices'
+	 * allocations) are made one at a time, under call_lock.  (The pages
+	 * of calls are the address space's: callpage.c.)
 	 */
-	struct xpu_callpages callpages;
-	struct mutex call_lock;		/* unsliced control files: their pages */
+	struct mutex call_lock;
 	u32 handle_gen;			/* handles xpu chose for RM (mem.c) */
 	/* the records of the RM clients made through it (handles.c) */
 	struct list_head hnd_clients;

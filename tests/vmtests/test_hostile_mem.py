@@ -541,7 +541,10 @@ libc.mmap.restype = ctypes.c_void_p
 libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                       ctypes.c_int, ctypes.c_int, ctypes.c_long]
 libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-MAP_FIXED = 0x10
+libc.mremap.restype = ctypes.c_void_p
+libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+                        ctypes.c_int, ctypes.c_void_p]
+MAP_FIXED, MREMAP_MAYMOVE, MREMAP_FIXED = 0x10, 1, 2
 ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
 rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
 uvm = Uvm(ctl.abi.version)
@@ -550,6 +553,10 @@ y = ctx.alloc(32 << 20)         # mapped through UVM, which keeps it past RM_FRE
 x = dev.alloc_vidmem(2 << 20)
 
 CALL_PAGE
+# A tenant has no CAP_SYS_RAWIO: it may not map below mmap_min_addr.
+os.setgroups([]); os.setresgid(65534, 65534, 65534)
+os.setresuid(65534, 65534, 65534)
+libc.prctl(4, 1, 0, 0, 0)       # PR_SET_DUMPABLE: /proc/self stays its own
 ready, got = threading.Event(), {}
 def attack():
     ready.set()
@@ -570,12 +577,23 @@ def attack():
                           mmap.PROT_READ | mmap.PROT_WRITE)
             ctypes.memmove(addr, mine, len(mine))
             got["wrote"] = len(mine)
-        else:               # replace it with a page of its own
+        elif HOW == "move":     # a page of its own moved onto it
+            mine_at = libc.mmap(None, mmap.PAGESIZE,
+                                mmap.PROT_READ | mmap.PROT_WRITE,
+                                mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+            ctypes.memmove(mine_at, mine, len(mine))
+            at = libc.mremap(mine_at, mmap.PAGESIZE, mmap.PAGESIZE,
+                             MREMAP_MAYMOVE | MREMAP_FIXED, addr)
+            if at != addr:
+                raise OSError(ctypes.get_errno(), "mremap")
+            got["wrote"] = len(mine)
+        else:               # a page of its own mapped over it
+            got["addr"] = addr
             at = libc.mmap(addr, mmap.PAGESIZE,
                            mmap.PROT_READ | mmap.PROT_WRITE,
                            mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED,
                            -1, 0)
-            if at != addr:      # sealed
+            if at != addr:      # below mmap_min_addr, or sealed
                 raise OSError(ctypes.get_errno(), "mmap")
             ctypes.memmove(addr, mine, len(mine))
             got["wrote"] = len(mine)
@@ -588,37 +606,45 @@ ready.wait()
 p = abi.NVOS00_PARAMETERS(rm.handle, dev.hdevice, x.handle)
 client.escape(ctl.fd, abi.NV_ESC_RM_FREE, p)
 t.join()
-report(wrote=got["wrote"], status=p.status)
+report(status=p.status, **got)
 sys.stdin.readline()
 """.replace("CALL_PAGE", CALL_PAGE)
 
 
-@pytest.mark.parametrize("how", ["write", "store", "replace"])
+@pytest.mark.parametrize("how", ["write", "store", "replace", "move"])
 def test_the_page_of_a_free_made_as_the_caller_cannot_be_rewritten(
         nodedir, reload_stub, uvm_nodes, how):
     """xpu.ko makes a slice's RM_FREE itself, as the caller, from a page it
     maps for the call, once the ledger stands by the object named.  A thread
-    of the caller's finds that page (the driver waits 300 ms before reading
-    it) and names instead memory UVM maps: written through /proc/self/mem,
-    stored after mprotect, or the page replaced by one of its own.  Before,
-    RM freed the UVM-mapped 32 MiB, which UVM kept and nothing charged.  Now
-    the page cannot be written but by the driver's copy-back ("write": the
-    write fails, the free is the one asked for; "store": SIGBUS), and a
-    replaced page is seen: the caller is killed and what went charged.  On
-    a kernel that seals it (call_page_guard 2, 6.10+) the page cannot be
-    replaced at all: the mmap over it fails (EPERM) and the free is the
-    one asked for."""
+    of the caller's (without CAP_SYS_RAWIO, as a tenant) finds that page
+    (the driver waits 300 ms before reading it) and names instead memory
+    UVM maps: written through /proc/self/mem, stored after mprotect, or the
+    page replaced by one of its own (mapped over it with MAP_FIXED, moved
+    onto it with mremap).  Before, RM freed the UVM-mapped 32 MiB, which UVM
+    kept and nothing charged.  Now the page cannot be written but by the
+    driver's copy-back ("write": the write fails, the free is the one
+    asked for; "store": SIGBUS), nor replaced: it lies below mmap_min_addr,
+    where the tenant may not map ("replace" and "move" fail with EPERM;
+    before session 53 a replaced page was seen only after the driver had
+    read it, and the caller killed -- RM had acted on the tenant's page).
+    A failed mremap has unmapped the page first where the kernel does not
+    seal it (before 6.10): the driver then reads nothing, and the caller,
+    which unmapped the page of a call, is killed; on 6.10+ the page is
+    sealed and stays."""
     sealed = nvtest.xpu_param("call_page_guard") == 2
     with racer_slice(reload_stub, nodedir, copyin_delay_us=300000) as (
             sl, heap0):
+        exposed = nvtest.xpu_param("call_pages_exposed")
         child = nvtest.spawn_child(in_slice(RACE_FREE, sl, HOW=repr(how)))
+        killed = 0
         if how == "store":
             assert child.finish() == -signal.SIGBUS
-        elif how == "replace" and not sealed:
+        elif how == "move" and not sealed:
             assert child.finish() == -signal.SIGKILL
-            assert sl.get().killed == 1
-            # the 32 MiB it may have hidden stays charged
-            assert sl.used() >= 32 * MiB
+            killed = 1
+            # RM freed nothing the tenant named: what it still holds (once
+            # the process is gone, nothing) is what the slice is charged
+            assert sl.used() + 4 * MiB >= nvtest.heap_used(0) - heap0
         else:
             r = child.report()
             # What RM holds for the tenant (the 32 MiB, its context's page
@@ -626,10 +652,17 @@ def test_the_page_of_a_free_made_as_the_caller_cannot_be_rewritten(
             # the slice read 2 MiB while RM held 34.
             assert sl.used() + 4 * MiB >= nvtest.heap_used(0) - heap0
             assert sl.used() >= 32 * MiB
-            assert r["wrote"] == -errno.EPERM if how == "replace" else \
-                r["wrote"] < 0, r
+            if how == "replace":
+                with open("/proc/sys/vm/mmap_min_addr") as f:
+                    assert r["addr"] < int(f.read()), r
+            if how in ("replace", "move"):
+                assert r["wrote"] == -errno.EPERM, r
+            else:
+                assert r["wrote"] < 0, r
             assert r["status"] == abi.NV_OK
             assert let_go(child) == 0
+        assert sl.get().killed == killed
+        assert nvtest.xpu_param("call_pages_exposed") == exposed
 
 
 # --- the kernel log: a tenant killed in a loop

@@ -1786,6 +1786,48 @@ def test_a_thread_made_after_a_call_cannot_rewrite_the_next(reload_stub,
         assert child.finish() == -signal.SIGBUS, rest
 
 
+# Calls of one process at once: more than the slots of its pages of calls.
+MANY_AT_ONCE = CONTROL_SETUP + """
+N = 20
+ready = threading.Barrier(N)
+got = [None] * N
+def one(i):
+    p, call = send(LET_BY)
+    ready.wait()
+    got[i] = (call(), p.status)
+threads_ = [threading.Thread(target=one, args=(i,)) for i in range(N)]
+t0 = time.monotonic()
+for t in threads_:
+    t.start()
+for t in threads_:
+    t.join()
+report(elapsed=time.monotonic() - t0, got=sorted(set(got)), pages=pages())
+"""
+
+
+def test_calls_past_the_slots_of_the_pages_of_calls_wait_for_one(
+        reload_stub, nodedir):
+    """The pages of calls lie below mmap_min_addr, in 15 slots from 0x1000
+    (callpage.c), one for each call of the process in flight.  Twenty
+    threads make an RM_CONTROL at once while the driver sleeps 200 ms in
+    each: fifteen run together, five wait for a page and get one as the
+    first return -- every call made, with RM's answer, on 15 pages, all in
+    the slots; and the last could not end before two of the driver's
+    sleeps."""
+    delay = 0.2
+    with test_hostile_mem.racer_slice(reload_stub, nodedir,
+                                      control_delay_us=int(delay * 1e6)) as (
+            sl, _):
+        child = nvtest.spawn_child(tenant_source(sl, MANY_AT_ONCE))
+        r = child.report()
+        assert child.finish() == 0
+    # one answer for all twenty: rc 0 and RM's status (it refuses the size)
+    assert len(r["got"]) == 1 and r["got"][0][0] == 0, r
+    assert r["got"][0][1] != abi.NV_OK, r
+    assert sorted(r["pages"]) == [i << 12 for i in range(1, 16)], r
+    assert r["elapsed"] >= 2 * delay, r
+
+
 # A process with an AIO context or an io_uring is not alone, whatever its
 # threads: a driver completing its asynchronous I/O may adopt its address
 # space from a kernel thread that mm_users does not count (kthread_use_mm:
