@@ -798,6 +798,60 @@ static u32 xpu_next_handle(struct xpu_file *xf)
 	       xf->handle_gen++ % RS_UNIQUE_HANDLE_RANGE;
 }
 
+/*
+ * The next handle xpu names for a new client, as RM would choose one: RM's
+ * range for user clients (RS_CLIENT_HANDLE_BASE), from its top down, one
+ * count for every file (a client's handle is RM's, not a client's, to
+ * keep unique).
+ */
+static u32 xpu_next_client_handle(void)
+{
+	static atomic_t gen = ATOMIC_INIT(0);
+
+	return RS_CLIENT_HANDLE_BASE + RS_CLIENT_HANDLE_MAX - 1 -
+	       (u32)atomic_inc_return(&gen) % RS_CLIENT_HANDLE_MAX;
+}
+
+/*
+ * A slice's RM_ALLOC of a client that leaves its handle to RM (hRoot 0): RM
+ * writes the handle it chose into hObjectNew, where a thread of the
+ * caller's could rewrite it before xpu reads it -- to a handle the slice
+ * knows, and the new client, with every object made in it, would go
+ * unrecorded (docs/security.md, class 42).  So xpu names it in hRoot, as
+ * RM would choose it (RS_COMPATABILITY_MODE: RM takes a client's handle
+ * from hRoot; the next while RM answers INSERT_DUPLICATE_NAME), and the
+ * caller's struct reads as RM leaves it when it chose: hRoot 0, the new
+ * handle in hObjectNew -- the one xpu named, whatever the page says.
+ */
+static long xpu_escape_client(struct xpu_file *xf, struct file *file,
+			      unsigned int cmd, struct xpu_escape *e,
+			      const struct xpu_alloc_site *site, bool *cheated,
+			      long *drv_ret)
+{
+	u8 orig[sizeof(e->u)];
+	unsigned int tries;
+	long ret;
+	u32 h;
+
+	memcpy(orig, e->u.raw, e->size);
+	for (tries = 0; ; tries++) {
+		h = xpu_next_client_handle();
+		xpu_escape_set_u32(e, site->h_client, h);
+		ret = xpu_escape_ioctl(xf, file, cmd, e, site, false, cheated);
+		if (ret || *cheated || tries == XPU_HANDLE_TRIES - 1 ||
+		    xpu_escape_u32(e, site->status) !=
+		    NV_ERR_INSERT_DUPLICATE_NAME)
+			break;
+		memcpy(e->u.raw, orig, e->size);
+	}
+	xpu_escape_set_u32(e, site->h_client, 0);
+	if (!ret && !*cheated)
+		xpu_escape_set_u32(e, site->h_object, h);
+	if (drv_ret)
+		*drv_ret = ret;
+	return xpu_escape_return(e, ret);
+}
+
 static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 			    unsigned int cmd, struct xpu_escape *e,
 			    const struct xpu_alloc_site *site, bool *cheated,
@@ -811,6 +865,10 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 	long ret;
 	u32 h;
 
+	if (site && site->client && xf->slice &&
+	    !xpu_escape_u32(e, site->h_client))
+		return xpu_escape_client(xf, file, cmd, e, site, cheated,
+					 drv_ret);
 	if (!site || !site->record || named) {
 		ret = xpu_escape_ioctl(xf, file, cmd, e, site, named, cheated);
 		if (drv_ret)

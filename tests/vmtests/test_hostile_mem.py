@@ -1191,6 +1191,77 @@ def test_a_status_rewritten_on_xpu_s_page_hides_no_doorbell(
         assert let_go(child) == 0
 
 
+# A client allocation that leaves the handle to RM (hRoot 0), while a thread
+# of the caller's stores, once RM's copy-back is on xpu's page, the handle
+# of a client the slice knows over the new client's (after RAW_PRELUDE).
+RACE_CLIENT_HANDLE = nvtest.RAW_PRELUDE + CALL_PAGE + """
+import threading
+libc.pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
+                       ctypes.c_long]
+libc.pread.restype = ctypes.c_ssize_t
+lfd = os.memfd_create("lie")
+os.write(lfd, bytes(ctypes.c_uint32(rm.handle)))
+OFF = abi.NVOS21_PARAMETERS.hObjectNew.offset
+p = abi.NVOS21_PARAMETERS(hClass=abi.NV01_ROOT_CLIENT, status=0x5c5c5c5c)
+go, done, stored = threading.Event(), [], []
+
+def race():
+    go.set()
+    while not done:
+        addr = call_page()
+        if not addr:
+            continue
+        cur = abi.NVOS21_PARAMETERS.from_buffer_copy(
+            ctypes.string_at(addr, ctypes.sizeof(p)))
+        if cur.hClass != p.hClass or cur.status != abi.NV_OK or \
+                cur.hObjectNew in (0, rm.handle):
+            continue
+        # RM's copy-back: the new client's handle, written over
+        if libc.pread(lfd, addr + OFF, 4, 0) == 4:
+            stored.append(cur.hObjectNew)
+            done.append(True)
+
+report(step="ready")
+sys.stdin.readline()
+t = threading.Thread(target=race, daemon=True)
+t.start()
+go.wait()
+rc = client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC,
+                                           ctypes.sizeof(p)), p)
+done.append(False)
+t.join()
+report(rc=rc, status=p.status, hroot=p.hRoot, h=p.hObjectNew, stored=stored)
+sys.stdin.readline()
+"""
+
+
+def test_a_client_handle_rewritten_on_xpu_s_page_hides_no_client(
+        nodedir, reload_stub):
+    """RM chooses a new client's handle when the caller leaves hRoot 0, and
+    writes it into hObjectNew on xpu's page, which the driver's copy-back
+    makes writable for the whole process (the driver waits 300 ms after
+    it).  A thread stored there the handle of a client the slice already
+    knows.  Before, xpu read that as the new client's: the new client (and
+    every object made in it) went unrecorded -- rm_handles did not grow --
+    and the caller's struct named the old client.  Now xpu names the
+    client itself in hRoot, from RM's range (RM takes a client's handle
+    from hRoot), and records and returns that: the caller's struct reads
+    as RM leaves it (hRoot 0, the new handle in hObjectNew)."""
+    with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
+            sl, _heap0):
+        child = nvtest.spawn_child(in_slice(RACE_CLIENT_HANDLE, sl))
+        child.report()
+        handles0 = sl.get().rm_handles
+        r = let_go_on(child)
+        # the premise: the store landed over RM's write-back
+        assert len(r["stored"]) == 1, r
+        assert (r["rc"], r["status"], r["hroot"]) == (0, abi.NV_OK, 0), r
+        assert r["h"] == r["stored"][0], r
+        assert r["h"] >> 20 == 0xC1D, hex(r["h"])   # RM's range for clients
+        assert sl.get().rm_handles == handles0 + 1, sl.get()
+        assert let_go(child) == 0
+
+
 # A client's handle is never the caller's to name in hObjectNew: RM takes it
 # from hRoot (0: its own choice) and writes it there whatever it held
 # (serverAllocClient).  xpu checks on its page only the handles RM never

@@ -154,6 +154,12 @@ class Backend(abc.ABC):
         (docs/security.md, class 39); None when not known."""
         return None
 
+    def call_pages_guarded(self) -> bool | None:
+        """Whether no tenant may map where xpu.ko puts the pages of the
+        calls it makes for it (vm.mmap_min_addr at its default or above;
+        docs/security.md, class 41); None when not known."""
+        return None
+
     @abc.abstractmethod
     def list_gpus(self) -> list[GpuState]:
         """The GPUs of this node, in index order."""

@@ -75,6 +75,11 @@ DEFAULT_MAX_DOORBELL_FILES_PATH = \
 DEFAULT_UVM_INTERPOSED_PATH = "/sys/module/xpu/parameters/uvm_interposed"
 DEFAULT_UVM_RETENTIONS_SEEN_PATH = \
     "/sys/module/xpu/parameters/uvm_retentions_seen"
+# Below it no process without CAP_SYS_RAWIO may map: xpu.ko's pages of calls
+# lie there, in 15 slots from page 1 (kmod/callpage.c, docs/security.md,
+# class 41)
+DEFAULT_MMAP_MIN_ADDR_PATH = "/proc/sys/vm/mmap_min_addr"
+CALL_PAGE_SLOTS_END = 16 * os.sysconf("SC_PAGE_SIZE")
 # xpu.ko's UVM node: an open of it has xpu.ko look for UVM (kmod/uvm.c)
 XPU_UVM_NODE = "/dev/xpu-uvm"
 NODE_MODE = 0o660
@@ -205,6 +210,19 @@ def read_uvm_retentions_seen(
     return _read_bool_param(path)
 
 
+def read_call_pages_guarded(
+        path: str = DEFAULT_MMAP_MIN_ADDR_PATH) -> bool | None:
+    """Whether vm.mmap_min_addr keeps tenants from mapping where xpu.ko
+    puts the pages of the calls it makes for them (all its slots below
+    it); None when it cannot be read."""
+    try:
+        with open(path) as f:
+            v = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    return v >= CALL_PAGE_SLOTS_END
+
+
 def node_names(id: int) -> tuple[str, str, str]:
     """The file names of slice ID's nodes: the GPU node, the control
     node, the UVM node."""
@@ -229,8 +247,10 @@ class KernelBackend(Backend):
                  uvm_interposed_path: str = DEFAULT_UVM_INTERPOSED_PATH,
                  uvm_node: str | None = XPU_UVM_NODE,
                  uvm_retentions_seen_path: str =
-                 DEFAULT_UVM_RETENTIONS_SEEN_PATH):
+                 DEFAULT_UVM_RETENTIONS_SEEN_PATH,
+                 mmap_min_addr_path: str = DEFAULT_MMAP_MIN_ADDR_PATH):
         self.inventory = inventory
+        self.mmap_min_addr_path = mmap_min_addr_path
         self.uvm_dev_path = uvm_dev_path
         self.uvm_interposed_path = uvm_interposed_path
         self.uvm_retentions_seen_path = uvm_retentions_seen_path
@@ -341,6 +361,9 @@ class KernelBackend(Backend):
 
     def uvm_retentions_seen(self) -> bool | None:
         return read_uvm_retentions_seen(self.uvm_retentions_seen_path)
+
+    def call_pages_guarded(self) -> bool | None:
+        return read_call_pages_guarded(self.mmap_min_addr_path)
 
     def list_gpus(self) -> list[GpuState]:
         with self._ctl() as c:

@@ -519,7 +519,8 @@ class Service:
     def op_version(self) -> dict:
         result = {"xpud": __version__, "api": API_VERSION, "kernel": None,
                   "kernel_api": None, "kernel_error": None,
-                  "uvm_interposed": None, "uvm_retentions_seen": None}
+                  "uvm_interposed": None, "uvm_retentions_seen": None,
+                  "call_pages_guarded": None}
         with self._lock:
             try:
                 result["kernel"], result["kernel_api"] = \
@@ -530,6 +531,8 @@ class Service:
                 result["uvm_interposed"] = self.backend.uvm_interposed()
                 result["uvm_retentions_seen"] = \
                     self.backend.uvm_retentions_seen()
+                result["call_pages_guarded"] = \
+                    self.backend.call_pages_guarded()
         return result
 
     def op_gpus(self) -> list:

@@ -339,7 +339,8 @@ def test_version(xpuctl):
     assert json.loads(out) == {
         "xpuctl": xpu.__version__, "xpud": xpu.__version__, "api": 1,
         "kernel": "0.1.0", "kernel_api": 1, "kernel_error": None,
-        "uvm_interposed": None, "uvm_retentions_seen": None}
+        "uvm_interposed": None, "uvm_retentions_seen": None,
+        "call_pages_guarded": None}
 
 
 def test_version_says_when_uvm_is_not_interposed(xpuctl, served):
@@ -366,6 +367,22 @@ def test_version_says_when_uvm_s_retentions_are_not_seen(xpuctl, served):
          "and one registered through a UVM file passed in is not "
          "(docs/security.md, class 39)")]
     svc.backend.uvm_retentions_seen = lambda: True
+    status, out, err = xpuctl("version")
+    assert out.splitlines()[2:] == ["xpu.ko 0.1.0 (api 1)"]
+
+
+def test_version_says_when_tenants_may_map_where_the_pages_of_calls_lie(
+        xpuctl, served):
+    _, svc = served
+    svc.backend.call_pages_guarded = lambda: False
+    status, out, err = xpuctl("version")
+    assert (status, err) == (0, "")
+    assert out.splitlines()[2:] == [
+        "xpu.ko 0.1.0 (api 1)",
+        ("vm.mmap_min_addr is below 65536: a tenant may map where xpu.ko "
+         "puts the pages of its calls, and on kernels before 6.10 swap one "
+         "under the driver (docs/security.md, class 41)")]
+    svc.backend.call_pages_guarded = lambda: True
     status, out, err = xpuctl("version")
     assert out.splitlines()[2:] == ["xpu.ko 0.1.0 (api 1)"]
 

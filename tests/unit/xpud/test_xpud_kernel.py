@@ -804,6 +804,25 @@ def test_read_uvm_interposed(tmp_path, monkeypatch):
     assert kernel.XPU_UVM_NODE == "/dev/xpu-uvm"
 
 
+def test_read_call_pages_guarded(tmp_path):
+    """vm.mmap_min_addr at or above the end of xpu.ko's slots for the pages
+    of calls (16 pages: 65536, the x86-64 default) keeps tenants from
+    mapping there; below it does not; unknown when unreadable."""
+    path = tmp_path / "mmap_min_addr"
+    assert kernel.CALL_PAGE_SLOTS_END == 16 * os.sysconf("SC_PAGE_SIZE")
+    path.write_text(f"{kernel.CALL_PAGE_SLOTS_END}\n")
+    assert kernel.read_call_pages_guarded(str(path)) is True
+    path.write_text(f"{kernel.CALL_PAGE_SLOTS_END - 4096}\n")
+    assert kernel.read_call_pages_guarded(str(path)) is False
+    path.write_text("0\n")
+    assert kernel.read_call_pages_guarded(str(path)) is False
+    path.write_text("many\n")
+    assert kernel.read_call_pages_guarded(str(path)) is None
+    path.unlink()
+    assert kernel.read_call_pages_guarded(str(path)) is None
+    assert kernel.DEFAULT_MMAP_MIN_ADDR_PATH == "/proc/sys/vm/mmap_min_addr"
+
+
 def test_read_uvm_retentions_seen(tmp_path):
     """xpu.ko's read-only uvm_retentions_seen: Y, N, or unknown (an
     xpu.ko without it, none loaded, or a value that is neither)."""

@@ -540,7 +540,9 @@ def test_version(make_service):
     assert svc.op_version() == {
         "xpud": __import__("xpu").__version__, "api": 1, "kernel": "0.1.0",
         "kernel_api": 1, "kernel_error": None, "uvm_interposed": None,
-        "uvm_retentions_seen": None}
+        "uvm_retentions_seen": None, "call_pages_guarded": None}
+    svc.backend.call_pages_guarded = lambda: False
+    assert svc.op_version()["call_pages_guarded"] is False
     svc.backend.uvm_interposed = lambda: False
     assert svc.op_version()["uvm_interposed"] is False
     svc.backend.uvm_retentions_seen = lambda: True
