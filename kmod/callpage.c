@@ -108,9 +108,10 @@ static atomic_t xpu_callpage_seq = ATOMIC_INIT(0);
 
 static void xpu_callpage_freed(void)
 {
+	/* the page let go of before the count a waiter compares */
+	smp_mb__before_atomic();
 	atomic_inc(&xpu_callpage_seq);
-	/* the increment before the look at the queue (wait_event's order) */
-	smp_mb__after_atomic();
+	/* a full barrier before it looks at the queue (wait_event's order) */
 	if (wq_has_sleeper(&xpu_callpage_wq))
 		wake_up_all(&xpu_callpage_wq);
 }
@@ -381,8 +382,8 @@ static struct xpu_callpage *xpu_callpage_get(void)
 	int i, ours, seq;
 
 	for (;;) {
-		seq = atomic_read(&xpu_callpage_seq);
-		smp_rmb();
+		/* before the look at the pages (xpu_callpage_freed's order) */
+		seq = atomic_read_acquire(&xpu_callpage_seq);
 		free = 0;
 		ours = 0;
 		if (mmap_read_lock_killable(mm))
@@ -412,9 +413,12 @@ static struct xpu_callpage *xpu_callpage_get(void)
 		if (free) {
 			cp = xpu_callpage_new(free);
 			/* another call of the process's took the slot first */
-			if (cp != ERR_PTR(-EEXIST))
-				return cp;
-			continue;
+			if (cp == ERR_PTR(-EEXIST))
+				continue;
+			/* a security module that refuses even the kernel */
+			if (cp == ERR_PTR(-EPERM) || cp == ERR_PTR(-EACCES))
+				return xpu_callpage_new(0);
+			return cp;
 		}
 		if (!ours)
 			return xpu_callpage_new(0);
