@@ -15,7 +15,7 @@
  *   cannot lift that, and get_user_pages (/proc/<pid>/mem,
  *   process_vm_writev, ptrace) refuses PFN maps;
  * - never copied by fork, never grown;
- * - below mmap_min_addr (65536 by default on x86-64), at one of the
+ * - below mmap_min_addr (65536 in Debian's and Ubuntu's kernels), at one of the
  *   XPU_CALL_SLOTS pages from 0x1000 up (page 0 never: a kernel NULL
  *   dereference must not read a caller's struct): a process without
  *   CAP_SYS_RAWIO may not map there (get_unmapped_area's security check,
@@ -132,7 +132,8 @@ MODULE_PARM_DESC(call_page_guard,
  * mapped a page of its own instead: mmap_min_addr left no room below it, or
  * the slots were taken by the process's own mappings (a caller with
  * CAP_SYS_RAWIO, or mmap_min_addr lowered).  0 on a host that keeps
- * mmap_min_addr at its default (65536 on x86-64).
+ * mmap_min_addr at 65536 (Debian's and Ubuntu's kernels; upstream's 4096 is
+ * too low, unless an LSM refuses low mappings).
  */
 static unsigned long call_pages_exposed;
 module_param(call_pages_exposed, ulong, 0444);

@@ -24,6 +24,7 @@ the fix it names:
 import ctypes
 import errno
 import json
+import mmap
 import os
 import select
 import signal
@@ -630,21 +631,29 @@ def test_the_page_of_a_free_made_as_the_caller_cannot_be_rewritten(
     A failed mremap has unmapped the page first where the kernel does not
     seal it (before 6.10): the driver then reads nothing, and the caller,
     which unmapped the page of a call, is killed; on 6.10+ the page is
-    sealed and stays."""
+    sealed and stays.  Where vm.mmap_min_addr is below xpu.ko's slots (the
+    debug kernel's 4096, the upstream default) a tenant may map there: a
+    replaced page is then seen only after the driver's read, as before
+    session 53 -- the caller killed, what it may have hidden charged."""
     sealed = nvtest.xpu_param("call_page_guard") == 2
+    with open("/proc/sys/vm/mmap_min_addr") as f:
+        guarded = int(f.read()) >= 16 * mmap.PAGESIZE   # xpu.ko's 15 slots
+    # replaced or moved away, seen after the driver's read: the caller killed
+    killed = int(how in ("replace", "move") and not sealed and
+                 (how == "move" or not guarded))
     with racer_slice(reload_stub, nodedir, copyin_delay_us=300000) as (
             sl, heap0):
         exposed = nvtest.xpu_param("call_pages_exposed")
         child = nvtest.spawn_child(in_slice(RACE_FREE, sl, HOW=repr(how)))
-        killed = 0
         if how == "store":
             assert child.finish() == -signal.SIGBUS
-        elif how == "move" and not sealed:
+        elif killed:
             assert child.finish() == -signal.SIGKILL
-            killed = 1
-            # RM freed nothing the tenant named: what it still holds (once
-            # the process is gone, nothing) is what the slice is charged
+            # what RM still holds for the tenant (once the process is gone,
+            # nothing, unless RM freed what the tenant named) is charged
             assert sl.used() + 4 * MiB >= nvtest.heap_used(0) - heap0
+            if not guarded:     # the 32 MiB it may have hidden stays charged
+                assert sl.used() >= 32 * MiB
         else:
             r = child.report()
             # What RM holds for the tenant (the 32 MiB, its context's page
@@ -652,9 +661,8 @@ def test_the_page_of_a_free_made_as_the_caller_cannot_be_rewritten(
             # the slice read 2 MiB while RM held 34.
             assert sl.used() + 4 * MiB >= nvtest.heap_used(0) - heap0
             assert sl.used() >= 32 * MiB
-            if how == "replace":
-                with open("/proc/sys/vm/mmap_min_addr") as f:
-                    assert r["addr"] < int(f.read()), r
+            if how == "replace" and guarded:
+                assert r["addr"] < 16 * mmap.PAGESIZE, r
             if how in ("replace", "move"):
                 assert r["wrote"] == -errno.EPERM, r
             else:
@@ -662,7 +670,8 @@ def test_the_page_of_a_free_made_as_the_caller_cannot_be_rewritten(
             assert r["status"] == abi.NV_OK
             assert let_go(child) == 0
         assert sl.get().killed == killed
-        assert nvtest.xpu_param("call_pages_exposed") == exposed
+        if guarded:
+            assert nvtest.xpu_param("call_pages_exposed") == exposed
 
 
 # --- the kernel log: a tenant killed in a loop
@@ -948,7 +957,7 @@ def vidmem_alloc(rm, dev, h):
     p.pAllocParms = ctypes.addressof(mp); p.paramsSize = ctypes.sizeof(mp)
     return p, mp
 
-def raced_alloc(p, store):
+def raced_alloc(p, store, match=None):
     # P made while a thread calls STORE(addr, cur) -- the page and this
     # call's struct there (its params lie on the page too, so its
     # pAllocParms is xpu's), once it names the object made -- until that
@@ -963,8 +972,9 @@ def raced_alloc(p, store):
                 continue
             cur = abi.NVOS21_PARAMETERS.from_buffer_copy(
                 ctypes.string_at(addr, ctypes.sizeof(p)))
-            if (cur.hRoot, cur.hClass) == (p.hRoot, p.hClass) and \
-                    cur.hObjectNew and store(addr, cur):
+            if (match(cur) if match else
+                    (cur.hRoot, cur.hClass) == (p.hRoot, p.hClass) and
+                    cur.hObjectNew) and store(addr, cur):
                 done.append(True)
     t = threading.Thread(target=race, daemon=True)
     t.start()
@@ -1194,42 +1204,24 @@ def test_a_status_rewritten_on_xpu_s_page_hides_no_doorbell(
 # A client allocation that leaves the handle to RM (hRoot 0), while a thread
 # of the caller's stores, once RM's copy-back is on xpu's page, the handle
 # of a client the slice knows over the new client's (after RAW_PRELUDE).
-RACE_CLIENT_HANDLE = nvtest.RAW_PRELUDE + CALL_PAGE + """
-import threading
-libc.pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
-                       ctypes.c_long]
-libc.pread.restype = ctypes.c_ssize_t
+RACE_CLIENT_HANDLE = nvtest.RAW_PRELUDE + ALLOC_RACE + """
 lfd = os.memfd_create("lie")
 os.write(lfd, bytes(ctypes.c_uint32(rm.handle)))
 OFF = abi.NVOS21_PARAMETERS.hObjectNew.offset
 p = abi.NVOS21_PARAMETERS(hClass=abi.NV01_ROOT_CLIENT, status=0x5c5c5c5c)
-go, done, stored = threading.Event(), [], []
+stored = []
 
-def race():
-    go.set()
-    while not done:
-        addr = call_page()
-        if not addr:
-            continue
-        cur = abi.NVOS21_PARAMETERS.from_buffer_copy(
-            ctypes.string_at(addr, ctypes.sizeof(p)))
-        if cur.hClass != p.hClass or cur.status != abi.NV_OK or \
-                cur.hObjectNew in (0, rm.handle):
-            continue
-        # RM's copy-back: the new client's handle, written over
-        if libc.pread(lfd, addr + OFF, 4, 0) == 4:
-            stored.append(cur.hObjectNew)
-            done.append(True)
+def store(addr, cur):
+    # RM's copy-back (its NV_OK, the new client's handle), written over
+    if cur.status != abi.NV_OK or cur.hObjectNew in (0, rm.handle) or \
+            libc.pread(lfd, addr + OFF, 4, 0) != 4:
+        return False
+    stored.append(cur.hObjectNew)
+    return True
 
 report(step="ready")
 sys.stdin.readline()
-t = threading.Thread(target=race, daemon=True)
-t.start()
-go.wait()
-rc = client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC,
-                                           ctypes.sizeof(p)), p)
-done.append(False)
-t.join()
+rc = raced_alloc(p, store, match=lambda cur: cur.hClass == p.hClass)
 report(rc=rc, status=p.status, hroot=p.hRoot, h=p.hObjectNew, stored=stored)
 sys.stdin.readline()
 """

@@ -418,10 +418,11 @@ def cmd_version(args, c: Client, out: TextIO) -> int:
                   "file passed in is not (docs/security.md, class 39)",
                   file=out)
         if v.get("call_pages_guarded") is False:
-            print("vm.mmap_min_addr is below 65536: a tenant may map where "
-                  "xpu.ko puts the pages of its calls, and on kernels "
-                  "before 6.10 swap one under the driver "
-                  "(docs/security.md, class 41)", file=out)
+            print("vm.mmap_min_addr is below 65536: unless SELinux refuses "
+                  "low mappings, a tenant may map where xpu.ko puts the "
+                  "pages of its calls, and on kernels before 6.10 swap one "
+                  "under the driver (xpu.ko's call_pages_exposed counts "
+                  "them; docs/security.md, class 41)", file=out)
     else:
         print(f"xpu.ko unknown: {v.get('kernel_error')}", file=out)
     return 0

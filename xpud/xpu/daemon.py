@@ -124,10 +124,12 @@ class Daemon:
                             "into a slice is not charged to it "
                             "(docs/security.md, class 39)")
             if v["call_pages_guarded"] is False:
-                log.warning("vm.mmap_min_addr is below 65536: a tenant "
-                            "may map where xpu.ko puts the pages of its "
-                            "calls, and on kernels before 6.10 swap one "
-                            "under the driver (docs/security.md, class 41)")
+                log.warning("vm.mmap_min_addr is below 65536: unless "
+                            "SELinux refuses low mappings, a tenant may map "
+                            "where xpu.ko puts the pages of its calls, and "
+                            "on kernels before 6.10 swap one under the "
+                            "driver (xpu.ko's call_pages_exposed counts "
+                            "them; docs/security.md, class 41)")
         else:
             log.warning("xpu.ko: %s", v["kernel_error"])
         summary = self.service.start()

@@ -379,9 +379,11 @@ def test_version_says_when_tenants_may_map_where_the_pages_of_calls_lie(
     assert (status, err) == (0, "")
     assert out.splitlines()[2:] == [
         "xpu.ko 0.1.0 (api 1)",
-        ("vm.mmap_min_addr is below 65536: a tenant may map where xpu.ko "
-         "puts the pages of its calls, and on kernels before 6.10 swap one "
-         "under the driver (docs/security.md, class 41)")]
+        ("vm.mmap_min_addr is below 65536: unless SELinux refuses low "
+         "mappings, a tenant may map where xpu.ko puts the pages of its "
+         "calls, and on kernels before 6.10 swap one under the driver "
+         "(xpu.ko's call_pages_exposed counts them; docs/security.md, "
+         "class 41)")]
     svc.backend.call_pages_guarded = lambda: True
     status, out, err = xpuctl("version")
     assert out.splitlines()[2:] == ["xpu.ko 0.1.0 (api 1)"]
