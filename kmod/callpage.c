@@ -102,18 +102,24 @@ struct xpu_callpage {
 	bool sealed;			/* the caller was alone at the call's start */
 };
 
-/* Bumped, and the queue woken, when a page may have come free. */
+/*
+ * Calls waiting for a page (every slot of their process's held), and a
+ * count bumped, with the queue woken, when a page may have come free while
+ * one waits.  A call's end only reads WAITERS: no store to a shared line
+ * on the ioctl's path.
+ */
 static DECLARE_WAIT_QUEUE_HEAD(xpu_callpage_wq);
+static atomic_t xpu_callpage_waiters = ATOMIC_INIT(0);
 static atomic_t xpu_callpage_seq = ATOMIC_INIT(0);
 
 static void xpu_callpage_freed(void)
 {
-	/* the page let go of before the count a waiter compares */
-	smp_mb__before_atomic();
+	/* the page let go of before the look at the waiters (their order) */
+	smp_mb();
+	if (!atomic_read(&xpu_callpage_waiters))
+		return;
 	atomic_inc(&xpu_callpage_seq);
-	/* a full barrier before it looks at the queue (wait_event's order) */
-	if (wq_has_sleeper(&xpu_callpage_wq))
-		wake_up_all(&xpu_callpage_wq);
+	wake_up_all(&xpu_callpage_wq);
 }
 
 /*
@@ -379,12 +385,11 @@ static struct xpu_callpage *xpu_callpage_get(void)
 {
 	struct mm_struct *mm = current->mm;
 	struct xpu_callpage *cp;
+	bool waiting = false;
 	unsigned long free;
-	int i, ours, seq;
+	int i, ours, seq = 0;
 
 	for (;;) {
-		/* before the look at the pages (xpu_callpage_freed's order) */
-		seq = atomic_read_acquire(&xpu_callpage_seq);
 		free = 0;
 		ours = 0;
 		if (mmap_read_lock_killable(mm))
@@ -407,7 +412,7 @@ static struct xpu_callpage *xpu_callpage_get(void)
 			if (cp->kept && !test_and_set_bit(0, &cp->busy)) {
 				refcount_inc(&cp->ref);
 				mmap_read_unlock(mm);
-				return cp;
+				goto out;
 			}
 		}
 		mmap_read_unlock(mm);
@@ -418,15 +423,30 @@ static struct xpu_callpage *xpu_callpage_get(void)
 				continue;
 			/* a security module that refuses even the kernel */
 			if (cp == ERR_PTR(-EPERM) || cp == ERR_PTR(-EACCES))
-				return xpu_callpage_new(0);
-			return cp;
+				cp = xpu_callpage_new(0);
+			goto out;
 		}
-		if (!ours)
-			return xpu_callpage_new(0);
-		if (wait_event_killable(xpu_callpage_wq,
-					atomic_read(&xpu_callpage_seq) != seq))
-			return ERR_PTR(-EINTR);
+		if (!ours) {
+			cp = xpu_callpage_new(0);
+			goto out;
+		}
+		if (!waiting) {
+			atomic_inc(&xpu_callpage_waiters);
+			/* counted before the pages are looked again at */
+			smp_mb__after_atomic();
+			waiting = true;
+		} else if (wait_event_killable(xpu_callpage_wq,
+				atomic_read(&xpu_callpage_seq) != seq)) {
+			cp = ERR_PTR(-EINTR);
+			goto out;
+		}
+		/* before the look at the pages (xpu_callpage_freed's order) */
+		seq = atomic_read_acquire(&xpu_callpage_seq);
 	}
+out:
+	if (waiting)
+		atomic_dec(&xpu_callpage_waiters);
+	return cp;
 }
 
 struct xpu_callpage *xpu_callpage_map(const void *data, size_t len,
@@ -498,32 +518,32 @@ bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len,
 
 void xpu_callpages_release(void)
 {
+	struct xpu_callpage *cps[XPU_CALL_SLOTS];
 	struct mm_struct *mm = current->mm;
-	struct xpu_callpage *cp;
-	int i;
+	int i, n = 0;
 
 	if (!mm || (current->flags & PF_EXITING))
 		return;			/* the pages go with the address space */
+	if (mmap_read_lock_killable(mm))
+		return;
 	for (i = 1; i <= XPU_CALL_SLOTS; i++) {
 		unsigned long a = xpu_callpage_slot(i);
-		struct vm_area_struct *vma;
+		struct vm_area_struct *vma = find_vma(mm, a);
+		struct xpu_callpage *cp;
 
-		cp = NULL;
-		if (mmap_read_lock_killable(mm))
-			return;
-		vma = find_vma(mm, a);
-		if (vma && vma->vm_start == a &&
-		    vma->vm_ops == &xpu_callpage_vm_ops) {
-			cp = vma->vm_private_data;
-			if (cp->kept && !test_and_set_bit(0, &cp->busy))
-				refcount_inc(&cp->ref);
-			else
-				cp = NULL;	/* a call holds it */
-		}
-		mmap_read_unlock(mm);
-		if (!cp)
+		if (!vma || vma->vm_start != a ||
+		    vma->vm_ops != &xpu_callpage_vm_ops)
 			continue;
-		xpu_callpage_unmap(cp);
-		xpu_callpage_put(cp);
+		cp = vma->vm_private_data;
+		/* one a call holds stays */
+		if (cp->kept && !test_and_set_bit(0, &cp->busy)) {
+			refcount_inc(&cp->ref);
+			cps[n++] = cp;
+		}
+	}
+	mmap_read_unlock(mm);
+	while (n--) {
+		xpu_callpage_unmap(cps[n]);
+		xpu_callpage_put(cps[n]);
 	}
 }

@@ -813,45 +813,15 @@ static u32 xpu_next_client_handle(void)
 }
 
 /*
- * A slice's RM_ALLOC of a client that leaves its handle to RM (hRoot 0): RM
- * writes the handle it chose into hObjectNew, where a thread of the
- * caller's could rewrite it before xpu reads it -- to a handle the slice
- * knows, and the new client, with every object made in it, would go
- * unrecorded (docs/security.md, class 42).  So xpu names it in hRoot, as
- * RM would choose it (RS_COMPATABILITY_MODE: RM takes a client's handle
- * from hRoot; the next while RM answers INSERT_DUPLICATE_NAME), and the
+ * A slice's RM_ALLOC of a client that leaves its handle to RM (hRoot 0) is
+ * named the same way: RM writes the handle it chose into hObjectNew, where
+ * a thread of the caller's could rewrite it to a handle the slice knows,
+ * and the new client, with every object made in it, would go unrecorded
+ * (docs/security.md, class 42).  So xpu names it in hRoot
+ * (RS_COMPATABILITY_MODE: RM takes a client's handle from hRoot), and the
  * caller's struct reads as RM leaves it when it chose: hRoot 0, the new
  * handle in hObjectNew -- the one xpu named, whatever the page says.
  */
-static long xpu_escape_client(struct xpu_file *xf, struct file *file,
-			      unsigned int cmd, struct xpu_escape *e,
-			      const struct xpu_alloc_site *site, bool *cheated,
-			      long *drv_ret)
-{
-	u8 orig[sizeof(e->u)];
-	unsigned int tries;
-	long ret;
-	u32 h;
-
-	memcpy(orig, e->u.raw, e->size);
-	for (tries = 0; ; tries++) {
-		h = xpu_next_client_handle();
-		xpu_escape_set_u32(e, site->h_client, h);
-		ret = xpu_escape_ioctl(xf, file, cmd, e, site, false, cheated);
-		if (ret || *cheated || tries == XPU_HANDLE_TRIES - 1 ||
-		    xpu_escape_u32(e, site->status) !=
-		    NV_ERR_INSERT_DUPLICATE_NAME)
-			break;
-		memcpy(e->u.raw, orig, e->size);
-	}
-	xpu_escape_set_u32(e, site->h_client, 0);
-	if (!ret && !*cheated)
-		xpu_escape_set_u32(e, site->h_object, h);
-	if (drv_ret)
-		*drv_ret = ret;
-	return xpu_escape_return(e, ret);
-}
-
 static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 			    unsigned int cmd, struct xpu_escape *e,
 			    const struct xpu_alloc_site *site, bool *cheated,
@@ -860,40 +830,44 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 	u8 orig[sizeof(e->u)];
 	const u32 provided = NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED;
 	bool named = site && xpu_site_named(e, site);
+	bool client = site && site->client && xf->slice &&
+		      !xpu_escape_u32(e, site->h_client);
 	unsigned int tries;
-	size_t fl;
+	size_t fl, at;
 	long ret;
 	u32 h;
 
-	if (site && site->client && xf->slice &&
-	    !xpu_escape_u32(e, site->h_client))
-		return xpu_escape_client(xf, file, cmd, e, site, cheated,
-					 drv_ret);
-	if (!site || !site->record || named) {
+	if (!client && (!site || !site->record || named)) {
 		ret = xpu_escape_ioctl(xf, file, cmd, e, site, named, cheated);
-		if (drv_ret)
-			*drv_ret = ret;
-		return xpu_escape_return(e, ret);
+		goto out;
 	}
-	fl = site->handle_flags;
+	fl = client ? 0 : site->handle_flags;
+	at = client ? site->h_client : site->h_object;
 	memcpy(orig, e->u.raw, e->size);
 	for (tries = 0; ; tries++) {
-		h = xpu_next_handle(xf);
-		xpu_escape_set_u32(e, site->h_object, h);
+		h = client ? xpu_next_client_handle() : xpu_next_handle(xf);
+		xpu_escape_set_u32(e, at, h);
 		if (fl)
 			xpu_escape_set_u32(e, fl, xpu_escape_u32(e, fl) | provided);
-		ret = xpu_escape_ioctl(xf, file, cmd, e, site, true, cheated);
+		/* RM writes a client's handle into hObjectNew: not checked */
+		ret = xpu_escape_ioctl(xf, file, cmd, e, site, !client, cheated);
 		if (fl)
 			xpu_escape_set_u32(e, fl, xpu_escape_u32(e, fl) & ~provided);
 		if (ret || *cheated || tries == XPU_HANDLE_TRIES - 1 ||
 		    xpu_escape_u32(e, site->status) !=
-		    NV_ERR_INSERT_DUPLICATE_NAME) {
-			if (drv_ret)
-				*drv_ret = ret;
-			return xpu_escape_return(e, ret);
-		}
+		    NV_ERR_INSERT_DUPLICATE_NAME)
+			break;
 		memcpy(e->u.raw, orig, e->size);
 	}
+	if (client) {
+		xpu_escape_set_u32(e, site->h_client, 0);
+		if (!ret && !*cheated)
+			xpu_escape_set_u32(e, site->h_object, h);
+	}
+out:
+	if (drv_ret)
+		*drv_ret = ret;
+	return xpu_escape_return(e, ret);
 }
 
 /*
