@@ -355,36 +355,26 @@ def test_version_says_when_uvm_is_not_interposed(xpuctl, served):
          "/dev/nvidia-uvm made? docs/security.md, class 39)")]
 
 
-def test_version_says_when_uvm_s_retentions_are_not_seen(xpuctl, served):
+@pytest.mark.parametrize("check,warning", [
+    ("uvm_retentions_seen",
+     ("xpu.ko does not see UVM's retention of channels: a channel a slice "
+      "frees stays charged while a UVM file of the slice is open, and one "
+      "registered through a UVM file passed in is not (docs/security.md, "
+      "class 39)")),
+    ("call_pages_guarded",
+     ("vm.mmap_min_addr is below 65536: unless SELinux refuses low "
+      "mappings, a tenant may map where xpu.ko puts the pages of its "
+      "calls, and on kernels before 6.10 swap one under the driver "
+      "(xpu.ko's call_pages_exposed counts them; docs/security.md, "
+      "class 41)"))])
+def test_version_says_when_a_kernel_guard_is_missing(xpuctl, served, check,
+                                                     warning):
     _, svc = served
-    svc.backend.uvm_retentions_seen = lambda: False
+    setattr(svc.backend, check, lambda: False)
     status, out, err = xpuctl("version")
     assert (status, err) == (0, "")
-    assert out.splitlines()[2:] == [
-        "xpu.ko 0.1.0 (api 1)",
-        ("xpu.ko does not see UVM's retention of channels: a channel a "
-         "slice frees stays charged while a UVM file of the slice is open, "
-         "and one registered through a UVM file passed in is not "
-         "(docs/security.md, class 39)")]
-    svc.backend.uvm_retentions_seen = lambda: True
-    status, out, err = xpuctl("version")
-    assert out.splitlines()[2:] == ["xpu.ko 0.1.0 (api 1)"]
-
-
-def test_version_says_when_tenants_may_map_where_the_pages_of_calls_lie(
-        xpuctl, served):
-    _, svc = served
-    svc.backend.call_pages_guarded = lambda: False
-    status, out, err = xpuctl("version")
-    assert (status, err) == (0, "")
-    assert out.splitlines()[2:] == [
-        "xpu.ko 0.1.0 (api 1)",
-        ("vm.mmap_min_addr is below 65536: unless SELinux refuses low "
-         "mappings, a tenant may map where xpu.ko puts the pages of its "
-         "calls, and on kernels before 6.10 swap one under the driver "
-         "(xpu.ko's call_pages_exposed counts them; docs/security.md, "
-         "class 41)")]
-    svc.backend.call_pages_guarded = lambda: True
+    assert out.splitlines()[2:] == ["xpu.ko 0.1.0 (api 1)", warning]
+    setattr(svc.backend, check, lambda: True)
     status, out, err = xpuctl("version")
     assert out.splitlines()[2:] == ["xpu.ko 0.1.0 (api 1)"]
 
