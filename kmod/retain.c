@@ -30,14 +30,29 @@
  * UVM already let go of.
  *
  * The probes' handlers run in the probed threads with preemption off: they
- * take one spinlock, allocate atomically and put slice references from a
- * work item.  xpu needs the probes on ftrace (a breakpoint's handler runs
- * as an NMI, where the spinlock is no place to be).  Where the probes
- * cannot be placed, or a record could not be made (an atomic allocation
- * failed), the sight is not exact any more and uvm.c's pinning by the
- * slice's UVM files takes over for later frees.  A return the kretprobes
- * miss (more threads inside at once than their instances) leaves a record
- * pinning for good: an over-count, never an escape.
+ * take one spinlock, allocate atomically and put slice, task and pid
+ * references from a work item.  xpu needs the probes on ftrace (a
+ * breakpoint's handler runs as an NMI, where the spinlock is no place to
+ * be).  Where the probes cannot be placed, or a record could not be made
+ * (an atomic allocation failed), the sight is not exact any more and
+ * uvm.c's pinning by the slice's UVM files takes over for later frees.
+ *
+ * A kretprobe has uvm_probe_maxactive instances, and a thread inside the
+ * retain holds one until it returns: threads blocked in RM's locks can
+ * take them all, a tenant's among them.  A call that finds none is known
+ * at its entry (the kretprobe's entry handler did not run before the
+ * kprobe's post handler, which runs after every probe's pre handler):
+ * its record is "unwatched", its outcome never seen.  It pins only frees
+ * of the slices its process is a member of (a failing call of another
+ * slice's tenant that names this slice's handles would otherwise pin its
+ * frees for good).  Its call is over when its thread enters the retain
+ * again or exits (looked at every second while there are such records);
+ * RM may have retained the channel or not.  A record that pins keeps its
+ * charge (an over-count of its slice's where RM did not, never an
+ * escape).  One that pins nothing stays while a slice its process is a
+ * member of records the channel, one a pair (its free will pin it), or
+ * while another record of the pair is there (it may inherit a pin); else
+ * it goes, so unwatched calls leave at most one record a live channel.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -50,6 +65,7 @@
 #include <linux/workqueue.h>
 
 #include "hook.h"
+#include "mem.h"
 #include "retain.h"
 #include "sched.h"
 #include "slice.h"
@@ -60,11 +76,26 @@ module_param(uvm_probes, bool, 0444);
 MODULE_PARM_DESC(uvm_probes,
 		 "watch the driver's nvUvmInterfaceRetainChannel/ReleaseChannel, so that a channel UVM retains stays charged exactly while it does (at load)");
 
+static unsigned int uvm_probe_maxactive = 4096;
+static struct xpu_uint_range uvm_probe_maxactive_range =
+	XPU_UINT_RANGE(uvm_probe_maxactive, 1, 65536);
+module_param_cb(uvm_probe_maxactive, &xpu_uint_range_ops,
+		&uvm_probe_maxactive_range, 0444);
+MODULE_PARM_DESC(uvm_probe_maxactive,
+		 "threads whose return from the driver's retain or release of a channel xpu watches at once (1..65536, at load); a call past it is unwatched (uvm_retains_unwatched)");
+
 struct xpu_ret {
 	struct hlist_node by_client;
 	struct hlist_node by_ptr;	/* once UVM's pointer is known */
+	struct hlist_node by_task;	/* while its thread may be inside */
 	void *retained;			/* UVM's; NULL while in flight */
-	struct task_struct *task;	/* the retaining thread, in flight */
+	/* the retaining thread (a reference), until its call is over */
+	struct task_struct *task;
+	struct pid *pid;		/* its process, a reference */
+	bool unwatched;			/* its return will not be seen */
+	bool over;			/* unwatched, and its call is over */
+	bool live;			/* the sweep's: its channel recorded */
+	struct list_head judge;		/* over, pinning nothing: to the sweep */
 	u32 h_client, h_channel;
 	u32 h_tsg;			/* the channel's parent, once known */
 	bool pinned_chan, pinned_tsg;
@@ -77,12 +108,21 @@ struct xpu_ret {
 static DEFINE_SPINLOCK(xpu_ret_lock);
 static DEFINE_HASHTABLE(xpu_ret_by_client, 8);
 static DEFINE_HASHTABLE(xpu_ret_by_ptr, 8);
+static DEFINE_HASHTABLE(xpu_ret_by_task, 8);
 static unsigned int xpu_ret_nr;		/* under the lock */
+static unsigned int xpu_ret_unwatched_nr;	/* in by_task; under the lock */
+static LIST_HEAD(xpu_ret_judge);	/* under the lock */
 static bool xpu_ret_probed, xpu_ret_lost;
+
+/* The record made at this CPU's entry, and whether the kretprobe took it. */
+static DEFINE_PER_CPU(struct xpu_ret *, xpu_ret_entering);
+static DEFINE_PER_CPU(bool, xpu_ret_hooked);
 
 static LLIST_HEAD(xpu_ret_puts);
 static void xpu_ret_put_fn(struct work_struct *work);
 static DECLARE_WORK(xpu_ret_put_work, xpu_ret_put_fn);
+static void xpu_ret_sweep_fn(struct work_struct *work);
+static DECLARE_DELAYED_WORK(xpu_ret_sweep_work, xpu_ret_sweep_fn);
 
 struct xpu_ret_args {
 	u32 h_client, h_channel;
@@ -111,6 +151,31 @@ module_param_cb(uvm_retentions_seen, &xpu_ret_exact_ops, NULL, 0444);
 MODULE_PARM_DESC(uvm_retentions_seen,
 		 "whether xpu sees every retention of a channel by UVM (the probes placed, none missed); if not, a freed channel's charge stays while a UVM file of its slice is open (read only)");
 
+static int xpu_ret_unwatched_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%u\n",
+			  (unsigned int)READ_ONCE(xpu_ret_rp_retain.nmissed));
+}
+
+static const struct kernel_param_ops xpu_ret_unwatched_ops = {
+	.get = xpu_ret_unwatched_get,
+};
+module_param_cb(uvm_retains_unwatched, &xpu_ret_unwatched_ops, NULL, 0444);
+MODULE_PARM_DESC(uvm_retains_unwatched,
+		 "calls of the driver's retain of a channel whose return xpu could not watch (every instance of uvm_probe_maxactive taken); each pins only its own slice's frees (read only)");
+
+static int xpu_ret_records_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%u\n", READ_ONCE(xpu_ret_nr));
+}
+
+static const struct kernel_param_ops xpu_ret_records_ops = {
+	.get = xpu_ret_records_get,
+};
+module_param_cb(uvm_retain_records, &xpu_ret_records_ops, NULL, 0444);
+MODULE_PARM_DESC(uvm_retain_records,
+		 "records of the driver's retentions of channels for UVM, in flight or held (read only)");
+
 static void xpu_ret_lose(void)
 {
 	if (!xchg(&xpu_ret_lost, true))
@@ -123,9 +188,36 @@ static void xpu_ret_put_fn(struct work_struct *work)
 	struct xpu_ret *ret, *tmp;
 
 	llist_for_each_entry_safe(ret, tmp, list, put) {
-		xpu_slice_put(ret->slice);
+		if (ret->task)
+			put_task_struct(ret->task);
+		put_pid(ret->pid);
+		if (ret->slice)
+			xpu_slice_put(ret->slice);
 		kfree(ret);
 	}
+}
+
+/* RET goes: its references are put from the work item.  Under the lock. */
+static void xpu_ret_free(struct xpu_ret *ret)
+{
+	llist_add(&ret->put, &xpu_ret_puts);
+	schedule_work(&xpu_ret_put_work);
+}
+
+/*
+ * Whether RET may carry a charge of SLICE's: a record that pins already
+ * pins for its slice only; one whose return xpu cannot watch, for the
+ * slices its process is a member of only (class 39; RM lets a process
+ * retain only channels of clients it made, or was shared, so this takes
+ * nothing from a call of RM's that succeeds, bar a share between slices,
+ * docs/security.md).  Under the lock.
+ */
+static bool xpu_ret_may_pin(const struct xpu_ret *ret,
+			    struct xpu_slice *slice)
+{
+	if (ret->slice)
+		return ret->slice == slice;
+	return !ret->unwatched || xpu_mem_is_member(slice, ret->pid);
 }
 
 /* BYTES of NCHANS channels and NTSGS TSGs given back to SLICE. */
@@ -151,7 +243,7 @@ static struct xpu_ret *xpu_ret_heir(const struct xpu_ret *ret, bool tsg)
 
 	hash_for_each_possible(xpu_ret_by_client, o, by_client, ret->h_client) {
 		if (o->h_client != ret->h_client ||
-		    (o->slice && o->slice != ret->slice))
+		    !xpu_ret_may_pin(o, ret->slice))
 			continue;
 		if (tsg ? ret->h_tsg && o->h_tsg == ret->h_tsg :
 			  o->h_channel == ret->h_channel)
@@ -175,9 +267,14 @@ static void xpu_ret_drop(struct xpu_ret *ret)
 	hash_del(&ret->by_client);
 	if (!hlist_unhashed(&ret->by_ptr))
 		hash_del(&ret->by_ptr);
-	xpu_ret_nr--;
+	if (!hlist_unhashed(&ret->by_task)) {
+		hash_del(&ret->by_task);
+		if (ret->unwatched)
+			xpu_ret_unwatched_nr--;
+	}
+	WRITE_ONCE(xpu_ret_nr, xpu_ret_nr - 1);
 	if (!ret->slice) {
-		kfree(ret);
+		xpu_ret_free(ret);
 		return;
 	}
 	if (ret->chans) {
@@ -210,8 +307,49 @@ static void xpu_ret_drop(struct xpu_ret *ret)
 	}
 	if (back || nchans || ntsgs)
 		xpu_ret_give_back(ret->slice, back, nchans, ntsgs);
-	llist_add(&ret->put, &xpu_ret_puts);
-	schedule_work(&xpu_ret_put_work);
+	xpu_ret_free(ret);
+}
+
+/*
+ * RET's call is over and its return was not seen (its thread entered the
+ * retain again, or exits): it is unwatched from now on, if it was not (a
+ * return the kretprobe missed).  One that pins keeps the charge, retained
+ * or not (the outcome is RM's, unseen), for its slice only; one that pins
+ * nothing goes to the sweep, which looks at its channel.  Under the lock.
+ */
+static void xpu_ret_over(struct xpu_ret *ret)
+{
+	hash_del(&ret->by_task);
+	if (ret->unwatched)
+		xpu_ret_unwatched_nr--;
+	ret->unwatched = true;
+	ret->over = true;
+	if (!ret->slice) {
+		list_add_tail(&ret->judge, &xpu_ret_judge);
+		schedule_delayed_work(&xpu_ret_sweep_work, 0);
+	}
+}
+
+/*
+ * Whether RET, over and pinning nothing, may go: another unwatched record
+ * of the pair is over too (it stands for both), or neither a slice its
+ * process is in records the channel (ret->live, as the sweep found it)
+ * nor is any other record of the pair there.  Under the lock.
+ */
+static bool xpu_ret_idle(const struct xpu_ret *ret)
+{
+	const struct xpu_ret *o;
+	bool other = false;
+
+	hash_for_each_possible(xpu_ret_by_client, o, by_client, ret->h_client) {
+		if (o == ret || o->h_client != ret->h_client ||
+		    o->h_channel != ret->h_channel)
+			continue;
+		if (o->over)
+			return true;
+		other = true;
+	}
+	return !ret->live && !other;
 }
 
 /*
@@ -220,7 +358,8 @@ static void xpu_ret_drop(struct xpu_ret *ret)
  */
 static int xpu_ret_retain_pre(struct kprobe *kp, struct pt_regs *regs)
 {
-	struct xpu_ret *ret;
+	struct xpu_ret *ret, *o;
+	struct hlist_node *tmp;
 
 	ret = kzalloc(sizeof(*ret), GFP_ATOMIC | __GFP_NOWARN);
 	if (!ret) {
@@ -229,13 +368,83 @@ static int xpu_ret_retain_pre(struct kprobe *kp, struct pt_regs *regs)
 	}
 	ret->h_client = regs_get_kernel_argument(regs, 1);
 	ret->h_channel = regs_get_kernel_argument(regs, 2);
-	ret->task = current;
+	ret->task = get_task_struct(current);
+	ret->pid = get_pid(task_tgid(current));
 	INIT_HLIST_NODE(&ret->by_ptr);
+	INIT_LIST_HEAD(&ret->judge);
 	spin_lock(&xpu_ret_lock);
+	/*
+	 * A record of this thread's still here is of a call that is over:
+	 * its return went unseen (a thread is inside the retain once at most)
+	 */
+	hash_for_each_possible_safe(xpu_ret_by_task, o, tmp, by_task,
+				    (unsigned long)current)
+		if (o->task == current)
+			xpu_ret_over(o);
 	hash_add(xpu_ret_by_client, &ret->by_client, ret->h_client);
-	xpu_ret_nr++;
+	hash_add(xpu_ret_by_task, &ret->by_task, (unsigned long)current);
+	WRITE_ONCE(xpu_ret_nr, xpu_ret_nr + 1);
 	spin_unlock(&xpu_ret_lock);
+	__this_cpu_write(xpu_ret_entering, ret);
 	return 0;
+}
+
+/*
+ * After every pre handler of the entry, the kretprobe's among them: if it
+ * took no instance, the record made above will see no return.
+ */
+static void xpu_ret_retain_post(struct kprobe *kp, struct pt_regs *regs,
+				unsigned long flags)
+{
+	struct xpu_ret *ret = __this_cpu_read(xpu_ret_entering);
+	bool hooked = __this_cpu_read(xpu_ret_hooked);
+
+	__this_cpu_write(xpu_ret_entering, NULL);
+	__this_cpu_write(xpu_ret_hooked, false);
+	if (!ret || hooked)
+		return;
+	/* RET is still there: only its own thread's calls take it away */
+	spin_lock(&xpu_ret_lock);
+	ret->unwatched = true;
+	xpu_ret_unwatched_nr++;
+	spin_unlock(&xpu_ret_lock);
+	schedule_delayed_work(&xpu_ret_sweep_work, HZ);
+}
+
+/*
+ * Unwatched records of threads that exit are over; over records that pin
+ * nothing are judged (xpu_ret_idle).  Only the sweep and the unload take
+ * over records away, so the judged ones stay while the lock is let go for
+ * sched's list locks (taken before this lock, never under it).
+ */
+static void xpu_ret_sweep_fn(struct work_struct *work)
+{
+	struct xpu_ret *ret, *next;
+	struct hlist_node *tmp;
+	unsigned int bkt;
+	LIST_HEAD(judge);
+	bool more;
+
+	spin_lock(&xpu_ret_lock);
+	hash_for_each_safe(xpu_ret_by_task, bkt, tmp, ret, by_task)
+		if (ret->unwatched && (READ_ONCE(ret->task->flags) & PF_EXITING))
+			xpu_ret_over(ret);
+	list_splice_init(&xpu_ret_judge, &judge);
+	spin_unlock(&xpu_ret_lock);
+	list_for_each_entry(ret, &judge, judge)
+		ret->live = xpu_sched_chan_recorded(ret->h_client,
+						    ret->h_channel, ret->pid);
+	spin_lock(&xpu_ret_lock);
+	list_for_each_entry_safe(ret, next, &judge, judge) {
+		list_del_init(&ret->judge);
+		/* pinned meanwhile, it keeps that */
+		if (!ret->slice && xpu_ret_idle(ret))
+			xpu_ret_drop(ret);
+	}
+	more = xpu_ret_unwatched_nr;
+	spin_unlock(&xpu_ret_lock);
+	if (more)
+		schedule_delayed_work(&xpu_ret_sweep_work, HZ);
 }
 
 static int xpu_ret_retain_enter(struct kretprobe_instance *ri,
@@ -246,6 +455,7 @@ static int xpu_ret_retain_enter(struct kretprobe_instance *ri,
 	a->h_client = regs_get_kernel_argument(regs, 1);
 	a->h_channel = regs_get_kernel_argument(regs, 2);
 	a->out = (void **)regs_get_kernel_argument(regs, 3);
+	__this_cpu_write(xpu_ret_hooked, true);
 	return 0;
 }
 
@@ -265,16 +475,21 @@ static int xpu_ret_retain_return(struct kretprobe_instance *ri,
 		return 0;
 	}
 	spin_lock(&xpu_ret_lock);
-	/* this thread's newest record of the call (hash_add puts it first) */
-	hash_for_each_possible(xpu_ret_by_client, ret, by_client, a->h_client) {
-		if (ret->task == current && ret->h_client == a->h_client &&
-		    ret->h_channel == a->h_channel && !ret->retained) {
+	/* this thread's record of the call */
+	hash_for_each_possible(xpu_ret_by_task, ret, by_task,
+			       (unsigned long)current) {
+		if (ret->task == current && !ret->unwatched &&
+		    ret->h_client == a->h_client &&
+		    ret->h_channel == a->h_channel) {
 			found = ret;
 			break;
 		}
 	}
 	if (found && ok) {
 		found->retained = retained;
+		hash_del(&found->by_task);
+		/* current's own reference is not the last */
+		put_task_struct(current);
 		found->task = NULL;
 		hash_add(xpu_ret_by_ptr, &found->by_ptr,
 			 (unsigned long)retained);
@@ -320,17 +535,15 @@ static int xpu_ret_release_return(struct kretprobe_instance *ri,
 static struct kprobe xpu_ret_kp_retain = {
 	.symbol_name = "nvUvmInterfaceRetainChannel",
 	.pre_handler = xpu_ret_retain_pre,
+	.post_handler = xpu_ret_retain_post,
 };
 
-/* threads inside at once: a return missed leaves a record pinning (above) */
-#define XPU_RET_MAXACTIVE	4096
-
+/* .maxactive: uvm_probe_maxactive, at registration */
 static struct kretprobe xpu_ret_rp_retain = {
 	.kp.symbol_name = "nvUvmInterfaceRetainChannel",
 	.entry_handler = xpu_ret_retain_enter,
 	.handler = xpu_ret_retain_return,
 	.data_size = sizeof(struct xpu_ret_args),
-	.maxactive = XPU_RET_MAXACTIVE,
 };
 
 static struct kretprobe xpu_ret_rp_release = {
@@ -338,7 +551,6 @@ static struct kretprobe xpu_ret_rp_release = {
 	.entry_handler = xpu_ret_release_enter,
 	.handler = xpu_ret_release_return,
 	.data_size = sizeof(void *),
-	.maxactive = XPU_RET_MAXACTIVE,
 };
 
 /*
@@ -375,8 +587,7 @@ bool xpu_retain_pin(struct xpu_slice *slice, int kind, u32 h_client,
 
 	spin_lock(&xpu_ret_lock);
 	hash_for_each_possible(xpu_ret_by_client, ret, by_client, h_client) {
-		if (ret->h_client != h_client ||
-		    (ret->slice && ret->slice != slice))
+		if (ret->h_client != h_client || !xpu_ret_may_pin(ret, slice))
 			continue;
 		if (kind == XPU_REC_CHAN && ret->h_channel == h_object &&
 		    !ret->pinned_chan) {
@@ -444,6 +655,8 @@ void xpu_retain_init(void)
 
 	if (!uvm_probes)
 		return;
+	xpu_ret_rp_retain.maxactive = uvm_probe_maxactive;
+	xpu_ret_rp_release.maxactive = uvm_probe_maxactive;
 	ret = register_kprobe(&xpu_ret_kp_retain);
 	if (ret) {
 		pr_warn("%s: no probe (%d)\n", xpu_ret_kp_retain.symbol_name, ret);
@@ -479,6 +692,7 @@ void xpu_retain_exit(void)
 	unregister_kretprobe(&xpu_ret_rp_release);
 	unregister_kretprobe(&xpu_ret_rp_retain);
 	unregister_kprobe(&xpu_ret_kp_retain);
+	cancel_delayed_work_sync(&xpu_ret_sweep_work);
 	spin_lock(&xpu_ret_lock);
 	hash_for_each_safe(xpu_ret_by_client, bkt, tmp, ret, by_client) {
 		if (ret->slice)
@@ -488,12 +702,13 @@ void xpu_retain_exit(void)
 		hash_del(&ret->by_client);
 		if (!hlist_unhashed(&ret->by_ptr))
 			hash_del(&ret->by_ptr);
-		if (ret->slice)
-			llist_add(&ret->put, &xpu_ret_puts);
-		else
-			kfree(ret);
+		if (!hlist_unhashed(&ret->by_task))
+			hash_del(&ret->by_task);
+		list_del(&ret->judge);
+		llist_add(&ret->put, &xpu_ret_puts);
 	}
 	xpu_ret_nr = 0;
+	xpu_ret_unwatched_nr = 0;
 	spin_unlock(&xpu_ret_lock);
 	flush_work(&xpu_ret_put_work);
 	xpu_ret_put_fn(NULL);

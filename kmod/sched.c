@@ -278,6 +278,37 @@ struct xpu_sched {
 
 static struct xpu_sched *xpu_scheds[XPU_MAX_GPUS];
 
+/*
+ * Whether a slice whose member PID is has a record of channel H_CHANNEL of
+ * client H_CLIENT (retain.c: a retention of it whose outcome xpu did not
+ * see may yet pin its free).  Takes the list locks, never under retain.c's.
+ */
+bool xpu_sched_chan_recorded(u32 h_client, u32 h_channel, struct pid *pid)
+{
+	struct xpu_slice *slice;
+	const struct xpu_rec *r;
+	bool found = false;
+	unsigned int i;
+
+	for (i = 0; i < XPU_MAX_GPUS && !found; i++) {
+		struct xpu_sched *s = xpu_scheds[i];
+
+		if (!s)
+			continue;
+		spin_lock(&s->list_lock);
+		list_for_each_entry(slice, &s->slices, sched_link) {
+			if (!xpu_mem_is_member(slice, pid))
+				continue;
+			list_for_each_entry(r, &slice->recs[XPU_REC_CHAN], link)
+				if (r->h_client == h_client &&
+				    r->h_object == h_channel)
+					found = true;
+		}
+		spin_unlock(&s->list_lock);
+	}
+	return found;
+}
+
 static unsigned int trace_turns;
 module_param(trace_turns, uint, 0644);
 MODULE_PARM_DESC(trace_turns, "log this many scheduler turns (debugging)");

@@ -30,6 +30,8 @@ bool xpu_sched_is_channel_class(u32 h_class);
 u32 xpu_gpu_chan_ids(const struct xpu_gpu *gpu);
 void xpu_sched_forget_stale(struct xpu_slice *slice);
 void xpu_sched_uncharge(struct xpu_slice *slice, u64 bytes);
+struct pid;
+bool xpu_sched_chan_recorded(u32 h_client, u32 h_channel, struct pid *pid);
 struct xpu_escape;
 long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, struct xpu_escape *e, u32 h_class,

@@ -59,6 +59,11 @@ module_param(uvm_retain_delay_us, uint, 0444);
 MODULE_PARM_DESC(uvm_retain_delay_us,
 		 "delay in nvUvmInterfaceRetainChannel after RM retained the channel and let go of its lock, before UVM is told");
 
+static unsigned int uvm_retain_wait_us;
+module_param(uvm_retain_wait_us, uint, 0444);
+MODULE_PARM_DESC(uvm_retain_wait_us,
+		 "delay at nvUvmInterfaceRetainChannel's entry, before RM looks at anything (RM's locks held by others)");
+
 static unsigned int timeslice_us = 2000;
 module_param(timeslice_us, uint, 0444);
 MODULE_PARM_DESC(timeslice_us, "the engine's native timeslice");
@@ -150,6 +155,7 @@ unsigned int nvstub_copyout_delay_us;
 unsigned int nvstub_control_delay_us;
 unsigned int nvstub_map_delay_us;
 unsigned int nvstub_uvm_retain_delay_us;
+unsigned int nvstub_uvm_retain_wait_us;
 unsigned int nvstub_timeslice_us;
 unsigned int nvstub_doorbell_poll_us;
 unsigned int nvstub_channel_ids;
@@ -236,6 +242,11 @@ static int nvstub_check_params(void)
 		       uvm_retain_delay_us);
 		return -EINVAL;
 	}
+	if (uvm_retain_wait_us > 10000000) {
+		pr_err("uvm_retain_wait_us=%u: must be at most 10000000\n",
+		       uvm_retain_wait_us);
+		return -EINVAL;
+	}
 	if (map_delay_us > 10000000) {
 		pr_err("map_delay_us=%u: must be at most 10000000\n",
 		       map_delay_us);
@@ -274,6 +285,7 @@ static int nvstub_check_params(void)
 	nvstub_control_delay_us = control_delay_us;
 	nvstub_map_delay_us = map_delay_us;
 	nvstub_uvm_retain_delay_us = uvm_retain_delay_us;
+	nvstub_uvm_retain_wait_us = uvm_retain_wait_us;
 	nvstub_timeslice_us = timeslice_us;
 	nvstub_doorbell_poll_us = doorbell_poll_us;
 	nvstub_channel_ids = channel_ids;

@@ -31,6 +31,7 @@
 #include <linux/fs.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/rwsem.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -181,7 +182,15 @@ struct nvstub_uvm_range {
 
 /* A UVM va_space: one per open file. */
 struct nvstub_uvm_file {
-	struct mutex lock;		/* outside nvstub_rm_lock */
+	/*
+	 * The va_space's lock, outside nvstub_rm_lock: written by every call
+	 * but UVM_REGISTER_CHANNEL, which UVM makes with it read
+	 * (uvm_register_channel: uvm_va_space_down_read_rm around
+	 * uvm_user_channel_create), so that threads of one file are inside the
+	 * driver's retain at once; what it changes, it changes under
+	 * nvstub_rm_lock
+	 */
+	struct rw_semaphore lock;
 	bool initialized;
 	u64 flags;			/* the va_space's initialization_flags */
 	DECLARE_BITMAP(registered, NVSTUB_MAX_GPUS);
@@ -354,7 +363,7 @@ static u32 nvstub_uvm_initialize(struct nvstub_uvm_file *uf,
 {
 	u32 status = NV_OK;
 
-	mutex_lock(&uf->lock);
+	down_write(&uf->lock);
 	if (!uf->initialized) {
 		/* uvm_va_space_create() */
 		if (p->flags & ~UVM_INIT_FLAGS_MASK) {
@@ -366,7 +375,7 @@ static u32 nvstub_uvm_initialize(struct nvstub_uvm_file *uf,
 	} else if (p->flags != uf->flags) {
 		status = NV_ERR_INVALID_ARGUMENT;
 	}
-	mutex_unlock(&uf->lock);
+	up_write(&uf->lock);
 	return status;
 }
 
@@ -374,9 +383,9 @@ static bool nvstub_uvm_ready(struct nvstub_uvm_file *uf)
 {
 	bool ret;
 
-	mutex_lock(&uf->lock);
+	down_read(&uf->lock);
 	ret = uf->initialized;
-	mutex_unlock(&uf->lock);
+	up_read(&uf->lock);
 	return ret;
 }
 
@@ -661,7 +670,9 @@ static u32 nvstub_uvm_map_external(struct nvstub_uvm_file *uf, void *arg)
  * probes, docs/security.md class 39) watches them here.  The retain takes
  * the stub's RM lock, which stands for the locks RM takes inside, and lets
  * it go before it returns, as RM does: uvm_retain_delay_us widens the time
- * between (RM retained, UVM not yet told).  stub: the release is called
+ * between (RM retained, UVM not yet told), and uvm_retain_wait_us keeps the
+ * caller at the entry first, before anything is looked at, as RM's locks
+ * held by others would (_nvGpuOpsLocksAcquireAll).  stub: the release is called
  * under the RM lock (every path of UVM's that lets go holds it here); no
  * channel instance information is filled in.
  */
@@ -673,6 +684,8 @@ noinline u32 nvUvmInterfaceRetainChannel(void *va_space, u32 h_client,
 	struct nvstub_client *c;
 	u32 status = NV_OK;
 
+	if (READ_ONCE(nvstub_uvm_retain_wait_us))
+		fsleep(READ_ONCE(nvstub_uvm_retain_wait_us));
 	mutex_lock(&nvstub_rm_lock);
 	c = xa_load(&nvstub_clients, h_client);
 	o = c ? nvstub_object_find(c, h_channel) : NULL;
@@ -838,9 +851,15 @@ static long nvstub_uvm_routed(struct nvstub_uvm_file *uf,
 		status = arg + size - sizeof(u32);
 		break;
 	}
-	mutex_lock(&uf->lock);
+	if (cmd->nr == UVM_REGISTER_CHANNEL)
+		down_read(&uf->lock);
+	else
+		down_write(&uf->lock);
 	*status = uf->initialized ? cmd->handler(uf, arg) : NV_ERR_ILLEGAL_ACTION;
-	mutex_unlock(&uf->lock);
+	if (cmd->nr == UVM_REGISTER_CHANNEL)
+		up_read(&uf->lock);
+	else
+		up_write(&uf->lock);
 	if (copy_to_user(up, arg, size))
 		ret = -EFAULT;
 out:
@@ -854,7 +873,7 @@ static int nvstub_uvm_open(struct inode *inode, struct file *file)
 
 	if (!uf)
 		return -ENOMEM;
-	mutex_init(&uf->lock);
+	init_rwsem(&uf->lock);
 	INIT_LIST_HEAD(&uf->ranges);
 	file->private_data = uf;
 	return 0;

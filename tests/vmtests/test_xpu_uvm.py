@@ -618,6 +618,111 @@ def _retain_race(xctl, where, each):
         _closes_its_uvm_file(sl, child)
 
 
+# A slice's tenant with a channel it made, registered with UVM and let go
+# of again: it tells its handles, then frees the channel's TSG when told.
+VICTIM = REGISTERED_ON_HOST_UVM + """
+import time
+uvm.unregister_channel(ctx.uuid, rm.handle, ch.hchannel)
+ch.registered = False
+report(client=rm.handle, channel=ch.hchannel)
+sys.stdin.readline()
+rm.free(ch.htsg)
+ch._objs.remove(ch.htsg)
+report(freed=time.monotonic())
+sys.stdin.readline()
+"""
+
+# Another slice's tenant with a UVM VA space of its own: one thread's
+# registration of a channel that is not there takes the kretprobe's one
+# instance (uvm_probe_maxactive=1) while the stub keeps it at the retain's
+# entry; a second thread's, naming the victim's client and channel, finds
+# none, so xpu.ko will not see it return.  The victim's handles come on
+# stdin, once it is ready.
+UNWATCHED = """
+import threading, time
+from nvclient.cudalike import CudaContext
+from nvclient.uvm import Uvm
+ctl = client.Ctl({ctl!r}); gpu = client.GpuFile(0, {gpu!r})
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+uvm = Uvm(ctl.abi.version, path="/dev/nvidia-uvm")
+ctx = CudaContext(dev, uvm)
+def records():
+    with open("/sys/module/xpu/parameters/uvm_retain_records") as f:
+        return int(f.read())
+report(ready=True)
+hclient, hchannel = map(int, sys.stdin.readline().split())
+got = {{}}
+def register(name, hchannel):
+    got[name] = uvm.register_channel(
+        ctx.uuid, ctl.fileno(), hclient, hchannel, ctx.next_channel_va,
+        64 << 20, check=False)
+    got[name + "_back"] = time.monotonic()
+base = records()
+first = threading.Thread(target=register, args=("first", 0xbad0))
+first.start()
+while records() == base:
+    assert first.is_alive(), got
+second = threading.Thread(target=register, args=("second", hchannel))
+second.start()
+report(started=True)
+first.join()
+second.join()
+report(**got)
+sys.stdin.readline()
+"""
+
+
+def test_a_registration_xpu_cannot_watch_pins_no_other_slice_s_free(
+        reload_stub, nodedir, uvm_nodes):  # noqa: F811
+    """Class 39's probes run out (docs/security.md, "UVM's retentions"):
+    threads held inside the driver's retain take every instance of the
+    kretprobe, and a call past them is one whose return xpu.ko never sees.
+    An attacker's such call naming another slice's client and channel
+    (RM refuses it: the channel is not in the caller's VA space, or gone)
+    must not pin that slice's free of the channel.  Here the pool is one
+    instance and the stub keeps each call 2 s at the retain's entry: the
+    victim's free of its TSG while the attacker's unwatched call is inside
+    gives its charge back at once, and stays given back after the call;
+    the attacker's record goes once its thread is gone.  (With the record
+    allowed to pin any slice, as before, the victim stayed charged for
+    the TSG and channel for good.)"""
+    reload_stub(uvm_retain_wait_us=2000000)
+    nvtest.insmod_xpu("uvm_probe_maxactive=1")
+    assert _retentions_seen()
+    assert nvtest.xpu_param("uvm_probe_maxactive") == 1
+    records0 = nvtest.xpu_param("uvm_retain_records")
+    with ctl.Ctl() as xctl, \
+            _uvm_tenant(xctl, nodedir, "attacker", UNWATCHED) as (_, achild):
+        assert achild.report() == {"ready": True}
+        with _uvm_tenant(xctl, nodedir, "victim", VICTIM) as \
+                (victim, vchild):
+            h = vchild.report()
+            assert _uvm_charged(victim) == (0, 0, 0), victim.get()
+            assert nvtest.xpu_param("uvm_retain_records") == records0
+            missed0 = nvtest.xpu_param("uvm_retains_unwatched")
+            achild.p.stdin.write(f"{h['client']} {h['channel']}\n")
+            achild.p.stdin.flush()
+            assert achild.report() == {"started": True}
+            assert nvtest.wait_for(
+                lambda: nvtest.xpu_param("uvm_retains_unwatched") > missed0,
+                10, "the second registration to find no instance")
+            _go(vchild)
+            freed = vchild.report()["freed"]
+            assert _uvm_charged(victim) == (0, 0, 0), victim.get()
+            r = achild.report()
+            # premises: the free came while the unwatched call was inside
+            # (RM found the channel gone); RM refused both calls; only the
+            # second went unwatched
+            assert freed < r["second_back"], (freed, r)
+            assert r["first"] == r["second"] == \
+                abi.NV_ERR_INVALID_OBJECT_HANDLE, r
+            assert nvtest.xpu_param("uvm_retains_unwatched") == missed0 + 1
+            assert _uvm_charged(victim) == (0, 0, 0), victim.get()
+    assert nvtest.wait_for(
+        lambda: nvtest.xpu_param("uvm_retain_records") == records0, 10,
+        "the unwatched call's record to go with its thread")
+
+
 # Two channels of one TSG, both registered with UVM (through a UVM file of
 # no slice's), the TSG freed (RM frees both channels with it), then UVM
 # lets go of one channel and then of the other.
