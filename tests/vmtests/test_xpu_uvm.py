@@ -723,6 +723,83 @@ def test_a_registration_xpu_cannot_watch_pins_no_other_slice_s_free(
         "the unwatched call's record to go with its thread")
 
 
+# A tenant's own registration of its channel that xpu.ko cannot watch: a
+# first thread's registration of a channel that is not there takes the
+# kretprobe's one instance at the retain's entry; the second thread's, of
+# the tenant's channel, finds none; RM retains the channel, and while the
+# driver waits to return the tenant frees the channel's TSG.
+UNWATCHED_OWN = REGISTERED_ON_HOST_UVM + """
+import threading, time
+from nvclient import stub
+uvm.unregister_channel(ctx.uuid, rm.handle, ch.hchannel)
+ch.registered = False
+def records():
+    with open("/sys/module/xpu/parameters/uvm_retain_records") as f:
+        return int(f.read())
+got = {{}}
+def register(name, hchannel):
+    got[name] = uvm.register_channel(
+        ctx.uuid, ctl.fileno(), rm.handle, hchannel, ctx.next_channel_va,
+        64 << 20, check=False)
+    got[name + "_back"] = time.monotonic()
+base = records()
+first = threading.Thread(target=register, args=("first", 0xbad0))
+first.start()
+while records() == base:
+    assert first.is_alive(), got
+second = threading.Thread(target=register, args=("second", ch.hchannel))
+second.start()
+def retained():
+    return any(c["client"] == rm.handle and c["handle"] == ch.hchannel and
+               c["retainers"] == 1 for c in stub.channels(0))
+while not retained():
+    assert second.is_alive(), got
+rm.free(ch.htsg)
+ch._objs.remove(ch.htsg)
+got["freed"] = time.monotonic()
+first.join()
+second.join()
+report(**got)
+sys.stdin.readline()
+uvm.close()
+report(closed=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_registration_xpu_cannot_watch_still_pins_its_own_slice_s_free(
+        reload_stub, nodedir, uvm_nodes):  # noqa: F811
+    """The other side of the test above: a tenant's own unwatched
+    registration (the pool of one instance taken by its first thread)
+    still pins its slice's free of the channel, so class 39's race stays
+    closed when the probes run out: RM retains the channel, the tenant
+    frees the TSG before the driver returns, and the slice stays charged
+    for the TSG and channel RM keeps.  When UVM lets go, xpu.ko, which
+    never learnt UVM's pointer, does not see it: the charge stays (the
+    over-count docs/security.md names, never less than RM holds).  (With
+    unwatched records pinning nothing, the slice read 0 while RM held
+    them.)"""
+    reload_stub(uvm_retain_wait_us=2000000, uvm_retain_delay_us=1000000)
+    nvtest.insmod_xpu("uvm_probe_maxactive=1")
+    assert _retentions_seen()
+    each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
+    missed0 = nvtest.xpu_param("uvm_retains_unwatched")
+    with ctl.Ctl() as xctl, \
+            _uvm_tenant(xctl, nodedir, "own", UNWATCHED_OWN) as (sl, child):
+        r = child.report()
+        # premises: RM refused the first and retained for the second, which
+        # went unwatched; the free came before the second's return
+        assert r["first"] == abi.NV_ERR_INVALID_OBJECT_HANDLE, r
+        assert r["second"] == abi.NV_OK, r
+        assert r["freed"] < r["second_back"], r
+        assert nvtest.xpu_param("uvm_retains_unwatched") == missed0 + 1
+        assert _uvm_charged(sl) == (1, 1, each), sl.get()
+        assert nvtest.heap_used(0) - sl.heap0 >= each
+        _go(child)
+        assert child.report() == {"closed": True}
+        assert _uvm_charged(sl) == (1, 1, each), sl.get()
+
+
 # Two channels of one TSG, both registered with UVM (through a UVM file of
 # no slice's), the TSG freed (RM frees both channels with it), then UVM
 # lets go of one channel and then of the other.
