@@ -183,6 +183,9 @@ def test_run_puts_the_slice_s_uvm_node_at_nvidia_uvm(xpud, nodedir,
     assert json.loads(r.stdout)["uvm_retentions_seen"] is True
     # and tenants may not map where xpu.ko puts the pages of its calls
     assert json.loads(r.stdout)["call_pages_guarded"] is True
+    # and it tells how many retains it could not watch to their return
+    with open("/sys/module/xpu/parameters/uvm_retains_unwatched") as f:
+        assert json.loads(r.stdout)["uvm_retains_unwatched"] == int(f.read())
     with open("/sys/class/misc/xpu-uvm/dev") as f:
         want = [int(n) for n in f.read().split(":")]
     code = RUN_UVM.replace("TESTS", repr(str(xpudtest.TOP / "tests")))

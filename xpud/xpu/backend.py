@@ -154,6 +154,13 @@ class Backend(abc.ABC):
         (docs/security.md, class 39); None when not known."""
         return None
 
+    def uvm_retains_unwatched(self) -> int | None:
+        """How many of the driver's retains of a channel xpu.ko could not
+        watch to their return (its probes' instances all taken): each
+        charge such a call pins stays until the module is reloaded
+        (docs/security.md, class 44); None when not known."""
+        return None
+
     def call_pages_guarded(self) -> bool | None:
         """Whether no tenant may map where xpu.ko puts the pages of the
         calls it makes for it (vm.mmap_min_addr at its default or above;

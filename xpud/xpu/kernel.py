@@ -75,6 +75,8 @@ DEFAULT_MAX_DOORBELL_FILES_PATH = \
 DEFAULT_UVM_INTERPOSED_PATH = "/sys/module/xpu/parameters/uvm_interposed"
 DEFAULT_UVM_RETENTIONS_SEEN_PATH = \
     "/sys/module/xpu/parameters/uvm_retentions_seen"
+DEFAULT_UVM_RETAINS_UNWATCHED_PATH = \
+    "/sys/module/xpu/parameters/uvm_retains_unwatched"
 # Below it no process without CAP_SYS_RAWIO may map: xpu.ko's pages of calls
 # lie there, in 15 slots from page 1 (kmod/callpage.c, docs/security.md,
 # class 41)
@@ -210,6 +212,20 @@ def read_uvm_retentions_seen(
     return _read_bool_param(path)
 
 
+def read_uvm_retains_unwatched(
+        path: str = DEFAULT_UVM_RETAINS_UNWATCHED_PATH) -> int | None:
+    """How many of the driver's retains of a channel xpu.ko could not
+    watch to their return (every instance of uvm_probe_maxactive taken:
+    read-only parameter uvm_retains_unwatched); None when it cannot be
+    read (an xpu.ko before session 54)."""
+    try:
+        with open(path) as f:
+            v = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    return v if v >= 0 else None
+
+
 def read_call_pages_guarded(
         path: str = DEFAULT_MMAP_MIN_ADDR_PATH) -> bool | None:
     """Whether vm.mmap_min_addr keeps tenants from mapping where xpu.ko
@@ -248,12 +264,15 @@ class KernelBackend(Backend):
                  uvm_node: str | None = XPU_UVM_NODE,
                  uvm_retentions_seen_path: str =
                  DEFAULT_UVM_RETENTIONS_SEEN_PATH,
+                 uvm_retains_unwatched_path: str =
+                 DEFAULT_UVM_RETAINS_UNWATCHED_PATH,
                  mmap_min_addr_path: str = DEFAULT_MMAP_MIN_ADDR_PATH):
         self.inventory = inventory
         self.mmap_min_addr_path = mmap_min_addr_path
         self.uvm_dev_path = uvm_dev_path
         self.uvm_interposed_path = uvm_interposed_path
         self.uvm_retentions_seen_path = uvm_retentions_seen_path
+        self.uvm_retains_unwatched_path = uvm_retains_unwatched_path
         self.uvm_node = uvm_node
         self.device = device
         self.node_dir = node_dir
@@ -361,6 +380,9 @@ class KernelBackend(Backend):
 
     def uvm_retentions_seen(self) -> bool | None:
         return read_uvm_retentions_seen(self.uvm_retentions_seen_path)
+
+    def uvm_retains_unwatched(self) -> int | None:
+        return read_uvm_retains_unwatched(self.uvm_retains_unwatched_path)
 
     def call_pages_guarded(self) -> bool | None:
         return read_call_pages_guarded(self.mmap_min_addr_path)

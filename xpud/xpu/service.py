@@ -520,6 +520,7 @@ class Service:
         result = {"xpud": __version__, "api": API_VERSION, "kernel": None,
                   "kernel_api": None, "kernel_error": None,
                   "uvm_interposed": None, "uvm_retentions_seen": None,
+                  "uvm_retains_unwatched": None,
                   "call_pages_guarded": None}
         with self._lock:
             try:
@@ -531,6 +532,8 @@ class Service:
                 result["uvm_interposed"] = self.backend.uvm_interposed()
                 result["uvm_retentions_seen"] = \
                     self.backend.uvm_retentions_seen()
+                result["uvm_retains_unwatched"] = \
+                    self.backend.uvm_retains_unwatched()
                 result["call_pages_guarded"] = \
                     self.backend.call_pages_guarded()
         return result

@@ -340,7 +340,7 @@ def test_version(xpuctl):
         "xpuctl": xpu.__version__, "xpud": xpu.__version__, "api": 1,
         "kernel": "0.1.0", "kernel_api": 1, "kernel_error": None,
         "uvm_interposed": None, "uvm_retentions_seen": None,
-        "call_pages_guarded": None}
+        "uvm_retains_unwatched": None, "call_pages_guarded": None}
 
 
 def test_version_says_when_uvm_is_not_interposed(xpuctl, served):
@@ -375,6 +375,22 @@ def test_version_says_when_a_kernel_guard_is_missing(xpuctl, served, check,
     assert (status, err) == (0, "")
     assert out.splitlines()[2:] == ["xpu.ko 0.1.0 (api 1)", warning]
     setattr(svc.backend, check, lambda: True)
+    status, out, err = xpuctl("version")
+    assert out.splitlines()[2:] == ["xpu.ko 0.1.0 (api 1)"]
+
+
+def test_version_says_when_retains_went_unwatched(xpuctl, served):
+    _, svc = served
+    svc.backend.uvm_retains_unwatched = lambda: 3
+    status, out, err = xpuctl("version")
+    assert (status, err) == (0, "")
+    assert out.splitlines()[2:] == [
+        "xpu.ko 0.1.0 (api 1)",
+        ("xpu.ko could not watch 3 of the driver's retains of a channel to "
+         "their return: what they pinned stays charged to their slices "
+         "until xpu.ko is reloaded (raise its uvm_probe_maxactive; "
+         "docs/security.md, class 44)")]
+    svc.backend.uvm_retains_unwatched = lambda: 0
     status, out, err = xpuctl("version")
     assert out.splitlines()[2:] == ["xpu.ko 0.1.0 (api 1)"]
 

@@ -823,6 +823,24 @@ def test_read_call_pages_guarded(tmp_path):
     assert kernel.DEFAULT_MMAP_MIN_ADDR_PATH == "/proc/sys/vm/mmap_min_addr"
 
 
+def test_read_uvm_retains_unwatched(tmp_path):
+    """xpu.ko's read-only uvm_retains_unwatched: a count, or unknown (an
+    xpu.ko without it, none loaded, or not a count)."""
+    path = tmp_path / "uvm_retains_unwatched"
+    path.write_text("0\n")
+    assert kernel.read_uvm_retains_unwatched(str(path)) == 0
+    path.write_text("12\n")
+    assert kernel.read_uvm_retains_unwatched(str(path)) == 12
+    path.write_text("-1\n")
+    assert kernel.read_uvm_retains_unwatched(str(path)) is None
+    path.write_text("Y\n")
+    assert kernel.read_uvm_retains_unwatched(str(path)) is None
+    path.unlink()
+    assert kernel.read_uvm_retains_unwatched(str(path)) is None
+    assert kernel.DEFAULT_UVM_RETAINS_UNWATCHED_PATH == \
+        "/sys/module/xpu/parameters/uvm_retains_unwatched"
+
+
 def test_read_uvm_retentions_seen(tmp_path):
     """xpu.ko's read-only uvm_retentions_seen: Y, N, or unknown (an
     xpu.ko without it, none loaded, or a value that is neither)."""

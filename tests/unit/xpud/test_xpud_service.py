@@ -540,7 +540,10 @@ def test_version(make_service):
     assert svc.op_version() == {
         "xpud": __import__("xpu").__version__, "api": 1, "kernel": "0.1.0",
         "kernel_api": 1, "kernel_error": None, "uvm_interposed": None,
-        "uvm_retentions_seen": None, "call_pages_guarded": None}
+        "uvm_retentions_seen": None, "uvm_retains_unwatched": None,
+        "call_pages_guarded": None}
+    svc.backend.uvm_retains_unwatched = lambda: 7
+    assert svc.op_version()["uvm_retains_unwatched"] == 7
     svc.backend.call_pages_guarded = lambda: False
     assert svc.op_version()["call_pages_guarded"] is False
     svc.backend.uvm_interposed = lambda: False
