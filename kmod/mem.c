@@ -2521,12 +2521,21 @@ out:
 long xpu_mem_alloc_context_dma(struct xpu_file *xf, struct file *file,
 			       unsigned int cmd, unsigned long arg)
 {
+	/* RM makes it in hObjectParent, the client, under hMemory's parent */
+	struct xpu_alloc_site site = {
+		.status = offsetof(struct nvos39_parameters, status),
+		.h_client = offsetof(struct nvos39_parameters, h_object_parent),
+		.h_parent = offsetof(struct nvos39_parameters, h_memory),
+		.h_object = offsetof(struct nvos39_parameters, h_object_new),
+		.record = true,
+	};
 	struct nvos39_parameters __user *up = (void __user *)arg;
 	struct xpu_slice *slice = xf->slice;
 	const struct nvos39_parameters *q;
 	struct xpu_escape e;
 	LIST_HEAD(spare);
-	long ret;
+	long ret, drv_ret;
+	bool cheated;
 	u32 st;
 
 	if (!xf->slice || xf->gpu || _IOC_SIZE(cmd) != sizeof(*up))
@@ -2543,10 +2552,20 @@ long xpu_mem_alloc_context_dma(struct xpu_file *xf, struct file *file,
 		ret = xpu_put_status(&up->status, st);
 		goto out;
 	}
-	ret = xpu_escape_plain_locked(xf, file, cmd, &e, false);
-	/* RM's answer on xpu's copy; the parent is hMemory's, RM's to say */
+	/*
+	 * xpu names the new object when the caller leaves it to RM, and what
+	 * RM made is its word only where the driver alone wrote the page
+	 * (class 42); else RM is asked
+	 */
+	ret = xpu_escape_call(xf, file, cmd, &e, &site, &cheated, &drv_ret);
+	if (cheated) {
+		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
+				   "moved or rewrote the page of a call xpu made for it");
+		goto out;
+	}
+	/* the parent is hMemory's, RM's to say */
 	q = &e.u.p39;
-	if (q->status == NV_OK && q->h_object_new)
+	if (xpu_mem_rm_made(xf, &e, &site, drv_ret))
 		xpu_handles_add(xf, &spare, q->h_object_parent,
 				xpu_rm_object_parent(q->h_object_parent,
 						     q->h_object_new),

@@ -57,9 +57,11 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/hashtable.h>
+#include <linux/jhash.h>
 #include <linux/kprobes.h>
 #include <linux/llist.h>
 #include <linux/module.h>
+#include <linux/random.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
@@ -85,7 +87,8 @@ MODULE_PARM_DESC(uvm_probe_maxactive,
 		 "threads whose return from the driver's retain or release of a channel xpu watches at once (1..65536, at load); a call past it is unwatched (uvm_retains_unwatched)");
 
 struct xpu_ret {
-	struct hlist_node by_client;
+	struct hlist_node by_chan;	/* by (client, channel) */
+	struct hlist_node by_tsg;	/* by (client, TSG), once known */
 	struct hlist_node by_ptr;	/* once UVM's pointer is known */
 	struct hlist_node by_task;	/* while its thread may be inside */
 	void *retained;			/* UVM's; NULL while in flight */
@@ -106,7 +109,13 @@ struct xpu_ret {
 };
 
 static DEFINE_SPINLOCK(xpu_ret_lock);
-static DEFINE_HASHTABLE(xpu_ret_by_client, 8);
+/*
+ * Records by (client, channel) and (client, TSG), not by client alone: a
+ * tenant's threads inside the retain naming another slice's client would
+ * otherwise lengthen every lookup of that client's, under the lock.
+ */
+static DEFINE_HASHTABLE(xpu_ret_by_chan, 8);
+static DEFINE_HASHTABLE(xpu_ret_by_tsg, 8);
 static DEFINE_HASHTABLE(xpu_ret_by_ptr, 8);
 static DEFINE_HASHTABLE(xpu_ret_by_task, 8);
 static unsigned int xpu_ret_nr;		/* under the lock */
@@ -117,6 +126,24 @@ static bool xpu_ret_probed, xpu_ret_lost;
 /* The record made at this CPU's entry, and whether the kretprobe took it. */
 static DEFINE_PER_CPU(struct xpu_ret *, xpu_ret_entering);
 static DEFINE_PER_CPU(bool, xpu_ret_hooked);
+
+/* Seeded at load: names a tenant chooses cannot aim at another's chain. */
+static u32 xpu_ret_seed;
+
+static u32 xpu_ret_key(u32 h_client, u32 h_object)
+{
+	return jhash_2words(h_client, h_object, xpu_ret_seed);
+}
+
+/* RET's channel is of TSG H_TSG (if RET knows none yet).  Under the lock. */
+static void xpu_ret_set_tsg(struct xpu_ret *ret, u32 h_tsg)
+{
+	if (ret->h_tsg || !h_tsg)
+		return;
+	ret->h_tsg = h_tsg;
+	hash_add(xpu_ret_by_tsg, &ret->by_tsg,
+		 xpu_ret_key(ret->h_client, h_tsg));
+}
 
 static LLIST_HEAD(xpu_ret_puts);
 static void xpu_ret_put_fn(struct work_struct *work);
@@ -241,14 +268,23 @@ static struct xpu_ret *xpu_ret_heir(const struct xpu_ret *ret, bool tsg)
 {
 	struct xpu_ret *o;
 
-	hash_for_each_possible(xpu_ret_by_client, o, by_client, ret->h_client) {
-		if (o->h_client != ret->h_client ||
-		    !xpu_ret_may_pin(o, ret->slice))
-			continue;
-		if (tsg ? ret->h_tsg && o->h_tsg == ret->h_tsg :
-			  o->h_channel == ret->h_channel)
-			return o;
+	if (tsg) {
+		if (!ret->h_tsg)
+			return NULL;
+		hash_for_each_possible(xpu_ret_by_tsg, o, by_tsg,
+				       xpu_ret_key(ret->h_client, ret->h_tsg))
+			if (o->h_client == ret->h_client &&
+			    o->h_tsg == ret->h_tsg &&
+			    xpu_ret_may_pin(o, ret->slice))
+				return o;
+		return NULL;
 	}
+	hash_for_each_possible(xpu_ret_by_chan, o, by_chan,
+			       xpu_ret_key(ret->h_client, ret->h_channel))
+		if (o->h_client == ret->h_client &&
+		    o->h_channel == ret->h_channel &&
+		    xpu_ret_may_pin(o, ret->slice))
+			return o;
 	return NULL;
 }
 
@@ -264,7 +300,9 @@ static void xpu_ret_drop(struct xpu_ret *ret)
 	u64 back = 0;
 	u32 nchans = 0, ntsgs = 0;
 
-	hash_del(&ret->by_client);
+	hash_del(&ret->by_chan);
+	if (!hlist_unhashed(&ret->by_tsg))
+		hash_del(&ret->by_tsg);
 	if (!hlist_unhashed(&ret->by_ptr))
 		hash_del(&ret->by_ptr);
 	if (!hlist_unhashed(&ret->by_task)) {
@@ -285,8 +323,7 @@ static void xpu_ret_drop(struct xpu_ret *ret)
 			to->chan_bytes += ret->chan_bytes;
 			to->chans += ret->chans;
 			to->pinned_chan = true;
-			if (!to->h_tsg)
-				to->h_tsg = ret->h_tsg;
+			xpu_ret_set_tsg(to, ret->h_tsg);
 		} else {
 			back += ret->chan_bytes;
 			nchans = ret->chans;
@@ -341,7 +378,8 @@ static bool xpu_ret_idle(const struct xpu_ret *ret)
 	const struct xpu_ret *o;
 	bool other = false;
 
-	hash_for_each_possible(xpu_ret_by_client, o, by_client, ret->h_client) {
+	hash_for_each_possible(xpu_ret_by_chan, o, by_chan,
+			       xpu_ret_key(ret->h_client, ret->h_channel)) {
 		if (o == ret || o->h_client != ret->h_client ||
 		    o->h_channel != ret->h_channel)
 			continue;
@@ -371,6 +409,7 @@ static int xpu_ret_retain_pre(struct kprobe *kp, struct pt_regs *regs)
 	ret->task = get_task_struct(current);
 	ret->pid = get_pid(task_tgid(current));
 	INIT_HLIST_NODE(&ret->by_ptr);
+	INIT_HLIST_NODE(&ret->by_tsg);
 	INIT_LIST_HEAD(&ret->judge);
 	spin_lock(&xpu_ret_lock);
 	/*
@@ -381,7 +420,8 @@ static int xpu_ret_retain_pre(struct kprobe *kp, struct pt_regs *regs)
 				    (unsigned long)current)
 		if (o->task == current)
 			xpu_ret_over(o);
-	hash_add(xpu_ret_by_client, &ret->by_client, ret->h_client);
+	hash_add(xpu_ret_by_chan, &ret->by_chan,
+		 xpu_ret_key(ret->h_client, ret->h_channel));
 	hash_add(xpu_ret_by_task, &ret->by_task, (unsigned long)current);
 	WRITE_ONCE(xpu_ret_nr, xpu_ret_nr + 1);
 	spin_unlock(&xpu_ret_lock);
@@ -563,10 +603,10 @@ void xpu_retain_note_tsg(u32 h_client, u32 h_channel, u32 h_tsg)
 	struct xpu_ret *ret;
 
 	spin_lock(&xpu_ret_lock);
-	hash_for_each_possible(xpu_ret_by_client, ret, by_client, h_client)
-		if (ret->h_client == h_client && ret->h_channel == h_channel &&
-		    !ret->h_tsg)
-			ret->h_tsg = h_tsg;
+	hash_for_each_possible(xpu_ret_by_chan, ret, by_chan,
+			       xpu_ret_key(h_client, h_channel))
+		if (ret->h_client == h_client && ret->h_channel == h_channel)
+			xpu_ret_set_tsg(ret, h_tsg);
 	spin_unlock(&xpu_ret_lock);
 }
 
@@ -586,22 +626,28 @@ bool xpu_retain_pin(struct xpu_slice *slice, int kind, u32 h_client,
 	struct xpu_ret *ret, *found = NULL;
 
 	spin_lock(&xpu_ret_lock);
-	hash_for_each_possible(xpu_ret_by_client, ret, by_client, h_client) {
-		if (ret->h_client != h_client || !xpu_ret_may_pin(ret, slice))
-			continue;
-		if (kind == XPU_REC_CHAN && ret->h_channel == h_object &&
-		    !ret->pinned_chan) {
-			ret->pinned_chan = true;
-			if (!ret->h_tsg)
-				ret->h_tsg = h_parent;
-			found = ret;
-			break;
+	if (kind == XPU_REC_CHAN) {
+		hash_for_each_possible(xpu_ret_by_chan, ret, by_chan,
+				       xpu_ret_key(h_client, h_object)) {
+			if (ret->h_client == h_client &&
+			    ret->h_channel == h_object && !ret->pinned_chan &&
+			    xpu_ret_may_pin(ret, slice)) {
+				ret->pinned_chan = true;
+				xpu_ret_set_tsg(ret, h_parent);
+				found = ret;
+				break;
+			}
 		}
-		if (kind == XPU_REC_TSG && ret->h_tsg == h_object &&
-		    !ret->pinned_tsg) {
-			ret->pinned_tsg = true;
-			found = ret;
-			break;
+	} else {
+		hash_for_each_possible(xpu_ret_by_tsg, ret, by_tsg,
+				       xpu_ret_key(h_client, h_object)) {
+			if (ret->h_client == h_client &&
+			    ret->h_tsg == h_object && !ret->pinned_tsg &&
+			    xpu_ret_may_pin(ret, slice)) {
+				ret->pinned_tsg = true;
+				found = ret;
+				break;
+			}
 		}
 	}
 	if (found) {
@@ -655,6 +701,7 @@ void xpu_retain_init(void)
 
 	if (!uvm_probes)
 		return;
+	xpu_ret_seed = get_random_u32();
 	xpu_ret_rp_retain.maxactive = uvm_probe_maxactive;
 	xpu_ret_rp_release.maxactive = uvm_probe_maxactive;
 	ret = register_kprobe(&xpu_ret_kp_retain);
@@ -694,12 +741,14 @@ void xpu_retain_exit(void)
 	unregister_kprobe(&xpu_ret_kp_retain);
 	cancel_delayed_work_sync(&xpu_ret_sweep_work);
 	spin_lock(&xpu_ret_lock);
-	hash_for_each_safe(xpu_ret_by_client, bkt, tmp, ret, by_client) {
+	hash_for_each_safe(xpu_ret_by_chan, bkt, tmp, ret, by_chan) {
 		if (ret->slice)
 			xpu_ret_give_back(ret->slice,
 					  ret->chan_bytes + ret->tsg_bytes,
 					  ret->chans, ret->tsgs);
-		hash_del(&ret->by_client);
+		hash_del(&ret->by_chan);
+		if (!hlist_unhashed(&ret->by_tsg))
+			hash_del(&ret->by_tsg);
 		if (!hlist_unhashed(&ret->by_ptr))
 			hash_del(&ret->by_ptr);
 		if (!hlist_unhashed(&ret->by_task))

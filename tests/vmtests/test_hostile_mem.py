@@ -1201,6 +1201,71 @@ def test_a_status_rewritten_on_xpu_s_page_hides_no_doorbell(
         assert let_go(child) == 0
 
 
+# A context DMA (NV_ESC_RM_ALLOC_CONTEXT_DMA2) on the tenant's video memory,
+# while a thread of the caller's stores a failure over RM's NV_OK once the
+# driver's copy-back is on xpu's page (after RAW_PRELUDE).
+RACE_STATUS_CONTEXT_DMA = nvtest.RAW_PRELUDE + ALLOC_RACE + """
+lfd = os.memfd_create("lie")
+os.write(lfd, bytes(ctypes.c_uint32(abi.NV_ERR_GENERIC)))
+OFF = abi.NVOS39_PARAMETERS.status.offset
+mem = dev.alloc_vidmem(2 << 20)
+p = abi.NVOS39_PARAMETERS(
+    hObjectParent=rm.handle, hObjectNew=0x5c0ff200,
+    hClass=abi.NV01_CONTEXT_DMA,
+    flags=abi.NVOS03_FLAGS_HASH_TABLE_DISABLE <<
+    abi.NVOS03_FLAGS_HASH_TABLE_SHIFT,
+    hMemory=mem.handle, limit=4095, status=0x5c5c5c5c)
+stored, done = [], []
+
+def race():
+    while not done:
+        addr = call_page()
+        if not addr:
+            continue
+        cur = abi.NVOS39_PARAMETERS.from_buffer_copy(
+            ctypes.string_at(addr, ctypes.sizeof(p)))
+        if (cur.hClass, cur.hObjectNew, cur.status) != \
+                (p.hClass, p.hObjectNew, abi.NV_OK):
+            continue
+        if libc.pread(lfd, addr + OFF, 4, 0) == 4 and \
+                ctypes.c_uint32.from_address(addr + OFF).value == \
+                abi.NV_ERR_GENERIC:
+            stored.append(True)
+            return
+
+report(step="ready")
+sys.stdin.readline()
+t = threading.Thread(target=race, daemon=True)
+t.start()
+rc = client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC_CONTEXT_DMA2,
+                                           ctypes.sizeof(p)), p)
+done.append(True)
+t.join()
+report(rc=rc, stored=len(stored))
+sys.stdin.readline()
+"""
+
+
+def test_a_status_rewritten_on_xpu_s_page_hides_no_context_dma(
+        nodedir, reload_stub):
+    """Class 42 for RM_ALLOC_CONTEXT_DMA2: a thread turned RM's NV_OK on
+    xpu's page into a failure after the driver's copy-back (the driver
+    waits 300 ms after it).  Before, xpu took the failure at its word and
+    kept no record of the handle: a context DMA past `max_handles` for
+    each race won.  Now the status is RM's word only where the caller was
+    alone, and RM is asked: the handle is recorded."""
+    with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
+            sl, _heap0):
+        child = nvtest.spawn_child(in_slice(RACE_STATUS_CONTEXT_DMA, sl))
+        assert child.report() == {"step": "ready"}
+        handles0 = sl.get().rm_handles
+        r = let_go_on(child)
+        # the premise: the store landed over RM's NV_OK
+        assert r == {"rc": 0, "stored": 1}, r
+        assert sl.get().rm_handles == handles0 + 1, sl.get()
+        assert let_go(child) == 0
+
+
 # A client allocation that leaves the handle to RM (hRoot 0), while a thread
 # of the caller's stores, once RM's copy-back is on xpu's page, the handle
 # of a client the slice knows over the new client's (after RAW_PRELUDE).
