@@ -632,37 +632,49 @@ report(freed=time.monotonic())
 sys.stdin.readline()
 """
 
-# Another slice's tenant with a UVM VA space of its own: one thread's
-# registration of a channel that is not there takes the kretprobe's one
-# instance (uvm_probe_maxactive=1) while the stub keeps it at the retain's
-# entry; a second thread's, naming the victim's client and channel, finds
-# none, so xpu.ko will not see it return.  The victim's handles come on
-# stdin, once it is ready.
-UNWATCHED = """
+# A child's part, after its ctl, ctx and uvm: register(name, hclient,
+# hchannel) puts UVM_REGISTER_CHANNEL's status and the time it came back in
+# got; take_pool(hclient) starts a thread's registration of a channel that
+# is not there, which holds the kretprobe's one instance
+# (uvm_probe_maxactive=1) while the stub keeps it at the retain's entry,
+# and returns the thread once xpu.ko recorded the call.
+TAKE_POOL = """
 import threading, time
+got = {{}}
+def records():
+    with open("/sys/module/xpu/parameters/uvm_retain_records") as f:
+        return int(f.read())
+def register(name, hclient, hchannel):
+    got[name] = uvm.register_channel(
+        ctx.uuid, ctl.fileno(), hclient, hchannel, ctx.next_channel_va,
+        64 << 20, check=False)
+    got[name + "_back"] = time.monotonic()
+def take_pool(hclient):
+    base = records()
+    first = threading.Thread(target=register, args=("first", hclient, 0xbad0))
+    first.start()
+    while records() == base:
+        assert first.is_alive(), got
+    return first
+"""
+
+# Another slice's tenant with a UVM VA space of its own: with the pool
+# taken, a second thread's registration naming the victim's client and
+# channel finds no instance, so xpu.ko will not see it return.  The
+# victim's handles come on stdin, once it is ready.
+UNWATCHED = """
 from nvclient.cudalike import CudaContext
 from nvclient.uvm import Uvm
 ctl = client.Ctl({ctl!r}); gpu = client.GpuFile(0, {gpu!r})
 rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
 uvm = Uvm(ctl.abi.version, path="/dev/nvidia-uvm")
 ctx = CudaContext(dev, uvm)
-def records():
-    with open("/sys/module/xpu/parameters/uvm_retain_records") as f:
-        return int(f.read())
+""" + TAKE_POOL + """
 report(ready=True)
 hclient, hchannel = map(int, sys.stdin.readline().split())
-got = {{}}
-def register(name, hchannel):
-    got[name] = uvm.register_channel(
-        ctx.uuid, ctl.fileno(), hclient, hchannel, ctx.next_channel_va,
-        64 << 20, check=False)
-    got[name + "_back"] = time.monotonic()
-base = records()
-first = threading.Thread(target=register, args=("first", 0xbad0))
-first.start()
-while records() == base:
-    assert first.is_alive(), got
-second = threading.Thread(target=register, args=("second", hchannel))
+first = take_pool(hclient)
+second = threading.Thread(target=register,
+                          args=("second", hclient, hchannel))
 second.start()
 report(started=True)
 first.join()
@@ -723,31 +735,17 @@ def test_a_registration_xpu_cannot_watch_pins_no_other_slice_s_free(
         "the unwatched call's record to go with its thread")
 
 
-# A tenant's own registration of its channel that xpu.ko cannot watch: a
-# first thread's registration of a channel that is not there takes the
-# kretprobe's one instance at the retain's entry; the second thread's, of
-# the tenant's channel, finds none; RM retains the channel, and while the
-# driver waits to return the tenant frees the channel's TSG.
-UNWATCHED_OWN = REGISTERED_ON_HOST_UVM + """
-import threading, time
+# A tenant's own registration of its channel that xpu.ko cannot watch: with
+# the pool taken, the second thread's registration of the tenant's channel
+# finds no instance; RM retains the channel, and while the driver waits to
+# return the tenant frees the channel's TSG.
+UNWATCHED_OWN = REGISTERED_ON_HOST_UVM + TAKE_POOL + """
 from nvclient import stub
 uvm.unregister_channel(ctx.uuid, rm.handle, ch.hchannel)
 ch.registered = False
-def records():
-    with open("/sys/module/xpu/parameters/uvm_retain_records") as f:
-        return int(f.read())
-got = {{}}
-def register(name, hchannel):
-    got[name] = uvm.register_channel(
-        ctx.uuid, ctl.fileno(), rm.handle, hchannel, ctx.next_channel_va,
-        64 << 20, check=False)
-    got[name + "_back"] = time.monotonic()
-base = records()
-first = threading.Thread(target=register, args=("first", 0xbad0))
-first.start()
-while records() == base:
-    assert first.is_alive(), got
-second = threading.Thread(target=register, args=("second", ch.hchannel))
+first = take_pool(rm.handle)
+second = threading.Thread(target=register,
+                          args=("second", rm.handle, ch.hchannel))
 second.start()
 def retained():
     return any(c["client"] == rm.handle and c["handle"] == ch.hchannel and
