@@ -260,6 +260,9 @@ def test_metrics_agree_with_the_kernel_xpuctl_and_the_stub(
         assert got("xpud_slices_pending", None) == 0
         assert got("xpud_reconcile_errors_total", None) == 0
         assert got("xpud_reconciles_total", None) >= 1
+        # xpu.ko's count of retains it could not watch, as xpud last read it
+        assert got("xpu_uvm_retains_unwatched_total", None) == \
+            nvtest.xpu_param("uvm_retains_unwatched")
         assert types["xpu_slice_gated_seconds"] == "counter"
         assert types["xpu_slice_memory_used_bytes"] == "gauge"
         assert types["xpu_slice_os_events"] == "gauge"

@@ -113,11 +113,14 @@ class Health:
     what they could not apply, summed over the passes (each slice left
     pending or not removed, each GPU whose settings are not applied, counts
     once per pass; an unreadable kernel, or a pass that failed with an
-    exception, once); the slices pending after the last pass."""
+    exception, once); the slices pending after the last pass; the
+    driver's retains of a channel xpu.ko could not watch to their return,
+    as of the last pass (None: not known)."""
 
     reconciles: int = 0
     reconcile_errors: int = 0
     slices_pending: int = 0
+    uvm_retains_unwatched: int | None = None
 
 
 def _invalid(what: str, e: ValueError) -> ApiError:
@@ -268,7 +271,7 @@ class Service:
                 self._health = Health(
                     h.reconciles + 1,
                     h.reconcile_errors + self._failed + (0 if done else 1),
-                    pending)
+                    pending, self.backend.uvm_retains_unwatched())
 
     def health(self) -> Health:
         """How reconciling goes; from any thread, without the lock."""

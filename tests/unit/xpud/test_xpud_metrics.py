@@ -71,6 +71,7 @@ EXPECTED = {
     "xpud_reconciles": "counter",
     "xpud_reconcile_errors": "counter",
     "xpud_slices_pending": "gauge",
+    "xpu_uvm_retains_unwatched": "counter",
 }
 GPU_LABELS = {"gpu", "UUID", "device", "modelName", "Hostname"}
 SLICE_LABELS = GPU_LABELS | {"slice"}
@@ -223,6 +224,20 @@ def test_names_types_labels_and_values(two_slices, exporter):
     assert fams["xpud_slices_pending"].samples[0].value == 0
     assert fams["xpud_reconcile_errors"].samples[0].value == 0
     assert fams["xpud_reconciles"].samples[0].value == 1  # the start's
+    # the fake backend does not say: no sample
+    assert fams["xpu_uvm_retains_unwatched"].samples == []
+
+
+def test_unwatched_retains_as_of_the_last_pass(two_slices, exporter):
+    """xpu.ko's uvm_retains_unwatched, read at each reconcile pass."""
+    m = exporter(two_slices)
+    two_slices.backend.uvm_retains_unwatched = lambda: 3
+    assert parse(scrape_text(m.address))[
+        "xpu_uvm_retains_unwatched"].samples == []      # not read yet
+    two_slices.reconcile()
+    fams = parse(scrape_text(m.address))
+    assert [s.value for s in fams["xpu_uvm_retains_unwatched"].samples] \
+        == [3]
 
 
 def test_top_and_metrics_are_one_source(two_slices, exporter):

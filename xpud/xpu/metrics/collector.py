@@ -167,6 +167,12 @@ DAEMON = (
     Metric("xpud_slices_pending", GAUGE,
            "Slices xpud wants that are not in force, after its last pass.",
            lambda up, h: h.slices_pending),
+    Metric("xpu_uvm_retains_unwatched_total", COUNTER,
+           "The driver's retains of a channel for UVM whose return xpu.ko "
+           "could not watch (its probe's uvm_probe_maxactive instances all "
+           "taken): what they pinned stays charged until xpu.ko is "
+           "reloaded (docs/security.md, class 44); as of xpud's last pass.",
+           lambda up, h: h.uvm_retains_unwatched),
 )
 
 ALL = SLICE + GPU + DAEMON
@@ -291,5 +297,7 @@ class XpuCollector(Collector):
             yield fam
         for m in DAEMON:
             fam = _family(m)
-            fam.add_metric([], m.value(1 if u else 0, health))
+            value = m.value(1 if u else 0, health)
+            if value is not None:       # not known: no sample
+                fam.add_metric([], value)
             yield fam
