@@ -941,6 +941,19 @@ static void xpu_mem_unrecorded(struct xpu_file *xf, u64 bytes, const char *why)
 }
 
 /*
+ * The page of a call xpu made for XF's caller moved, or a thread rewrote
+ * the handles RM read there (REWROTE): what RM did is not known, so what
+ * RM now counts for XF's creators beyond the slice's records stays
+ * charged and the caller is killed (xpu_mem_unrecorded).  Under mem_lock.
+ */
+static void xpu_mem_page_lost(struct xpu_file *xf, bool rewrote)
+{
+	xpu_mem_unrecorded(xf, xpu_refresh_creators(xf->slice, xf), rewrote ?
+			   "moved or rewrote the page of a call xpu made for it" :
+			   "moved the page of a call xpu made for it");
+}
+
+/*
  * RM_FREE of (hc, hp, ho) as the caller itself would make it: through FILE,
  * in the caller's context, with parameters in a page of the caller's
  * address space that only xpu and the driver can write (callpage.c).  RM
@@ -1942,8 +1955,7 @@ static long xpu_escape_plain_locked(struct xpu_file *xf, struct file *file,
 	lockdep_assert_held(&slice->mem_lock);
 	ret = xpu_escape_call(xf, file, cmd, e, NULL, &moved, NULL);
 	if (moved)
-		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
-				   "moved the page of a call xpu made for it");
+		xpu_mem_page_lost(xf, false);
 	if (refresh)
 		xpu_refresh_locked(slice);
 	return ret;
@@ -2221,8 +2233,7 @@ long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
 	}
 	ret = xpu_escape_call(xf, file, cmd, &e, &site, &cheated, &drv_ret);
 	if (cheated) {
-		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
-				   "moved or rewrote the page of a call xpu made for it");
+		xpu_mem_page_lost(xf, true);
 		goto out;
 	}
 	/* what RM made: its word where only the driver wrote it, else asked */
@@ -2476,8 +2487,7 @@ static long xpu_mem_xport(struct xpu_file *xf, struct file *file,
 	}
 	ret = xpu_control_on_page(xf, file, cmd, &p, params, &moved);
 	if (moved) {
-		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
-				   "moved the page of a call xpu made for it");
+		xpu_mem_page_lost(xf, false);
 		goto out;
 	}
 	if (import) {
@@ -2559,8 +2569,7 @@ long xpu_mem_alloc_context_dma(struct xpu_file *xf, struct file *file,
 	 */
 	ret = xpu_escape_call(xf, file, cmd, &e, &site, &cheated, &drv_ret);
 	if (cheated) {
-		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
-				   "moved or rewrote the page of a call xpu made for it");
+		xpu_mem_page_lost(xf, true);
 		goto out;
 	}
 	/* the parent is hMemory's, RM's to say */
@@ -2730,8 +2739,7 @@ long xpu_mem_export_dmabuf(struct xpu_file *xf, struct file *file,
 	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
 	stayed = xpu_callpage_done(cp, copy, size, NULL);
 	if (!stayed)
-		xpu_mem_unrecorded(xf, xpu_refresh_creators(slice, xf),
-				   "moved the page of a call xpu made for it");
+		xpu_mem_page_lost(xf, false);
 	else if (!ret && copy_to_user((void __user *)arg, copy, size))
 		ret = -EFAULT;
 out:

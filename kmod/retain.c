@@ -178,28 +178,11 @@ module_param_cb(uvm_retentions_seen, &xpu_ret_exact_ops, NULL, 0444);
 MODULE_PARM_DESC(uvm_retentions_seen,
 		 "whether xpu sees every retention of a channel by UVM (the probes placed, none missed); if not, a freed channel's charge stays while a UVM file of its slice is open (read only)");
 
-static int xpu_ret_unwatched_get(char *buf, const struct kernel_param *kp)
-{
-	return sysfs_emit(buf, "%u\n",
-			  (unsigned int)READ_ONCE(xpu_ret_rp_retain.nmissed));
-}
-
-static const struct kernel_param_ops xpu_ret_unwatched_ops = {
-	.get = xpu_ret_unwatched_get,
-};
-module_param_cb(uvm_retains_unwatched, &xpu_ret_unwatched_ops, NULL, 0444);
+module_param_named(uvm_retains_unwatched, xpu_ret_rp_retain.nmissed, int,
+		   0444);
 MODULE_PARM_DESC(uvm_retains_unwatched,
 		 "calls of the driver's retain of a channel whose return xpu could not watch (every instance of uvm_probe_maxactive taken); each pins only its own slice's frees (read only)");
-
-static int xpu_ret_records_get(char *buf, const struct kernel_param *kp)
-{
-	return sysfs_emit(buf, "%u\n", READ_ONCE(xpu_ret_nr));
-}
-
-static const struct kernel_param_ops xpu_ret_records_ops = {
-	.get = xpu_ret_records_get,
-};
-module_param_cb(uvm_retain_records, &xpu_ret_records_ops, NULL, 0444);
+module_param_named(uvm_retain_records, xpu_ret_nr, uint, 0444);
 MODULE_PARM_DESC(uvm_retain_records,
 		 "records of the driver's retentions of channels for UVM, in flight or held (read only)");
 
