@@ -65,6 +65,7 @@ static const xpu_ioctl_fn xpu_ioctl_fns[256] = {
 	[NV_ESC_RM_FREE]		= xpu_mem_rm_free,
 	[NV_ESC_RM_CONTROL]		= xpu_mem_rm_control,
 	[NV_ESC_RM_DUP_OBJECT]		= xpu_mem_rm_dup,
+	[NV_ESC_RM_SHARE]		= xpu_mem_rm_share,
 	[NV_ESC_RM_VID_HEAP_CONTROL]	= xpu_mem_vid_heap,
 	[NV_ESC_RM_ALLOC_OBJECT]	= xpu_mem_alloc_object,
 	[NV_ESC_RM_ALLOC_MEMORY]	= xpu_mem_alloc_memory,

@@ -75,6 +75,20 @@ bool xpu_mem_is_member(struct xpu_slice *slice, struct pid *pid)
 	return ret;
 }
 
+/*
+ * Whether a process PID may have UVM retain a channel of SLICE's: RM
+ * retains only channels of a VA space UVM duplicated for the calling
+ * process, which RM's share policies allow only the process that made the
+ * client (nvGpuOpsDupAddressSpace with REJECT_KERNEL_DUP_PRIVILEGE,
+ * cliresShareCallback), unless a tenant of the slice shared past that
+ * (xpu_share_widens).  A process is in one slice of a GPU at most.
+ */
+bool xpu_mem_may_retain(struct xpu_slice *slice, struct pid *pid)
+{
+	return READ_ONCE(slice->shares_widened) ||
+	       xpu_mem_is_member(slice, pid);
+}
+
 #define XPU_MAX_MEMBERS	4096
 
 int xpu_mem_join(struct xpu_slice *slice)
@@ -3056,6 +3070,82 @@ long xpu_mem_call_on_copy(struct xpu_file *xf, struct file *file,
 	return ret;
 }
 
+/*
+ * Whether share policy POL lets more than RM's default duplicate an
+ * object: DUP_OBJECT granted, neither revoked nor only required, to any
+ * type but PID (the clients of the process that made the object's client,
+ * the default) and NONE -- ALL, a client named, a user's security token, a
+ * GPU or partition, the fabric manager.  libcuda's own policies at cuInit
+ * are PID policies (docs/nvstub.md, "Share policies").
+ */
+static bool xpu_share_widens(
+	const struct nv0000_ctrl_client_set_inherited_share_policy_params *pol)
+{
+	if (!(pol->access_mask & BIT(RS_ACCESS_DUP_OBJECT)) ||
+	    (pol->action & (RS_SHARE_ACTION_FLAG_REVOKE |
+			    RS_SHARE_ACTION_FLAG_REQUIRE)))
+		return false;
+	return pol->type != RS_SHARE_TYPE_NONE &&
+	       pol->type != RS_SHARE_TYPE_PID && pol->type < RS_SHARE_TYPE_MAX;
+}
+
+/*
+ * A slice's sharing of its objects (RM_SHARE, or a client's inherited
+ * policy) is made on xpu's copy, on xpu's page: the policy RM reads is the
+ * one xpu looked at.  One that widens who may duplicate marks the slice
+ * before the call, whatever RM then answers (retain.c: another slice's
+ * process may now register its VA space with UVM and retain its channels).
+ */
+static void xpu_mem_share_seen(struct xpu_slice *slice,
+	const struct nv0000_ctrl_client_set_inherited_share_policy_params *pol)
+{
+	if (xpu_share_widens(pol) && !READ_ONCE(slice->shares_widened)) {
+		WRITE_ONCE(slice->shares_widened, true);
+		/* seen by every retention that names the slice after the call */
+		smp_mb();
+	}
+}
+
+long xpu_mem_rm_share(struct xpu_file *xf, struct file *file,
+		      unsigned int cmd, unsigned long arg)
+{
+	struct nvos57_parameters p;
+
+	/* the driver runs RM_SHARE on control files only */
+	if (!xf->slice || xf->gpu || _IOC_SIZE(cmd) != sizeof(p))
+		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	if (copy_from_user(&p, (void __user *)arg, sizeof(p)))
+		return -EFAULT;
+	xpu_mem_share_seen(xf->slice, &p.policy);
+	return xpu_mem_call_on_copy(xf, file, cmd, arg, &p, sizeof(p), false);
+}
+
+static long xpu_mem_inherited_share(struct xpu_file *xf, struct file *file,
+				    unsigned int cmd, unsigned long arg,
+				    struct nvos54_parameters *p)
+{
+	struct nvos54_parameters __user *up = (void __user *)arg;
+	struct nv0000_ctrl_client_set_inherited_share_policy_params pol;
+	bool moved;
+	long ret;
+
+	/* a size RM refuses is refused here, the params unread */
+	if (p->params_size != sizeof(pol) || !p->params)
+		return xpu_put_status(&up->status, NV_ERR_INVALID_ARGUMENT);
+	if (copy_from_user(&pol, u64_to_user_ptr(p->params), sizeof(pol)))
+		return xpu_put_status(&up->status, NV_ERR_INVALID_ADDRESS);
+	xpu_mem_share_seen(xf->slice, &pol);
+	ret = xpu_control_on_page(xf, file, cmd, p, &pol, &moved);
+	if (moved) {	/* it makes nothing: as xpu_mem_call_on_copy */
+		xpu_mem_kill_caller(xf, "moved the page of a call xpu made for it",
+				    0);
+		return -EPERM;
+	}
+	if (copy_to_user(up, p, sizeof(*p)))
+		ret = -EFAULT;
+	return ret;
+}
+
 long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg)
 {
@@ -3087,6 +3177,8 @@ long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 		break;
 	case NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS:
 		return xpu_sched_rm_control(xf, file, cmd, arg);
+	case NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY:
+		return xpu_mem_inherited_share(xf, file, cmd, arg, &p);
 	case NV0000_CTRL_CMD_IDLE_CHANNELS:
 	case NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS:
 		/* RM waits on other tenants' behalf under the GPU lock */

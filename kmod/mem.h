@@ -8,6 +8,7 @@
 /* current takes part in slice (it opened or calls through one of its files) */
 int xpu_mem_join(struct xpu_slice *slice);
 bool xpu_mem_is_member(struct xpu_slice *slice, struct pid *pid);
+bool xpu_mem_may_retain(struct xpu_slice *slice, struct pid *pid);
 void xpu_mem_refresh_all(struct xpu_slice *slice);
 void xpu_mem_file_closed(struct xpu_slice *slice);
 long xpu_mem_charge(struct xpu_slice *slice, u64 bytes);
@@ -70,6 +71,8 @@ long xpu_mem_map_dma(struct xpu_file *xf, struct file *file,
 		     unsigned int cmd, unsigned long arg);
 long xpu_mem_rm_free(struct xpu_file *xf, struct file *file,
 		     unsigned int cmd, unsigned long arg);
+long xpu_mem_rm_share(struct xpu_file *xf, struct file *file,
+		      unsigned int cmd, unsigned long arg);
 long xpu_mem_rm_control(struct xpu_file *xf, struct file *file,
 			unsigned int cmd, unsigned long arg);
 long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,

@@ -181,7 +181,7 @@ MODULE_PARM_DESC(uvm_retentions_seen,
 module_param_named(uvm_retains_unwatched, xpu_ret_rp_retain.nmissed, int,
 		   0444);
 MODULE_PARM_DESC(uvm_retains_unwatched,
-		 "calls of the driver's retain of a channel whose return xpu could not watch (every instance of uvm_probe_maxactive taken); each pins only its own slice's frees (read only)");
+		 "calls of the driver's retain of a channel whose return xpu could not watch (every instance of uvm_probe_maxactive taken); each pins only its own slice's frees, or a slice's that shared its clients wider (read only)");
 module_param_named(uvm_retain_records, xpu_ret_nr, uint, 0444);
 MODULE_PARM_DESC(uvm_retain_records,
 		 "records of the driver's retentions of channels for UVM, in flight or held (read only)");
@@ -227,7 +227,7 @@ static bool xpu_ret_may_pin(const struct xpu_ret *ret,
 {
 	if (ret->slice)
 		return ret->slice == slice;
-	return !ret->unwatched || xpu_mem_is_member(slice, ret->pid);
+	return !ret->unwatched || xpu_mem_may_retain(slice, ret->pid);
 }
 
 /* BYTES of NCHANS channels and NTSGS TSGs given back to SLICE. */

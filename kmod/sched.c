@@ -297,7 +297,7 @@ bool xpu_sched_chan_recorded(u32 h_client, u32 h_channel, struct pid *pid)
 			continue;
 		spin_lock(&s->list_lock);
 		list_for_each_entry(slice, &s->slices, sched_link) {
-			if (!xpu_mem_is_member(slice, pid))
+			if (!xpu_mem_may_retain(slice, pid))
 				continue;
 			list_for_each_entry(r, &slice->recs[XPU_REC_CHAN], link)
 				if (r->h_client == h_client &&

@@ -215,6 +215,15 @@ struct xpu_slice {
 	u32 nr_uvm_files;
 	u32 uvm_chans, uvm_tsgs;
 	u64 uvm_bytes;
+	/*
+	 * A tenant of the slice shared one of its clients' objects past RM's
+	 * default (RM_SHARE, CLIENT_SET_INHERITED_SHARE_POLICY: mem.c,
+	 * xpu_share_widens): another slice's process may then have UVM
+	 * register its VA space and retain its channels, so retentions xpu
+	 * could not watch may pin its frees (retain.c).  Set before the call
+	 * that shares; never cleared.
+	 */
+	bool shares_widened;
 	struct list_head dbfiles;	/* xpu_file with doorbell mappings */
 	u32 nr_dbfiles;
 	/*

@@ -75,32 +75,7 @@ struct nv0000_ctrl_gpu_get_memop_enable_params {
 };
 static_assert(sizeof(struct nv0000_ctrl_gpu_get_memop_enable_params) == 4);
 
-/* ctrl0000client.h, rs_access.h */
-#define NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY	0xd04
-#define RS_SHARE_TYPE_MAX		8	/* up to FM_CLIENT 7 */
-struct nv0000_ctrl_client_set_inherited_share_policy_params {
-	u32 target;
-	u32 access_mask;		/* RS_ACCESS_MASK: one limb */
-	u16 type;			/* RS_SHARE_TYPE_* */
-	u8 action;			/* RS_SHARE_ACTION_FLAG_* */
-};
-static_assert(sizeof(struct nv0000_ctrl_client_set_inherited_share_policy_params) == 12);
-/* the same struct is RS_SHARE_POLICY, in RM_SHARE's NVOS57 */
-#define RS_SHARE_TYPE_NONE		0
-#define RS_SHARE_TYPE_ALL		1
-#define RS_SHARE_TYPE_CLIENT		3
-#define RS_SHARE_TYPE_PID		4
-#define RS_SHARE_ACTION_FLAG_REVOKE	BIT(0)
-#define RS_SHARE_ACTION_FLAG_REQUIRE	BIT(1)
-#define RS_SHARE_ACTION_FLAG_COMPOSE	BIT(2)
-#define RS_ACCESS_DUP_OBJECT		0
-struct nvos57_parameters {
-	u32 h_client;
-	u32 h_object;
-	struct nv0000_ctrl_client_set_inherited_share_policy_params policy;
-	u32 status;
-};
-static_assert(sizeof(struct nvos57_parameters) == 24);
+/* ctrl0000client.h, rs_access.h: share policies are in kmod/nvabi.h */
 
 /* ctrl0000syncgpuboost.h: 16 groups of 140 B configs */
 #define NV0000_CTRL_CMD_SYNC_GPU_BOOST_GROUP_INFO	0xa04

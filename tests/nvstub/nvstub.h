@@ -557,6 +557,7 @@ u32 nvstub_share(struct nvstub_object *obj,
 		 const struct nv0000_ctrl_client_set_inherited_share_policy_params *p);
 struct nvos57_parameters;
 u32 nvstub_rm_share(struct nvstub_call *call, struct nvos57_parameters *p);
+bool nvstub_may_dup_to_kernel(const struct nvstub_object *sobj);
 u32 nvstub_rm_dup_to_kernel(struct nvstub_client *dst, u32 h_parent,
 			    struct nvstub_object *src, u32 *h_new);
 u32 nvstub_rm_dup_for_dmabuf(struct nvstub_client *dst, u32 h_device,

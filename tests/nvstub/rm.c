@@ -1430,16 +1430,40 @@ static u32 nvstub_rm_dup_into(struct nvstub_client *dst, u32 h_parent,
 }
 
 /*
- * A dup into a kernel client (UVM's nvGpuOpsDupMemory): with
- * NV04_DUP_HANDLE_FLAGS_REJECT_KERNEL_DUP_PRIVILEGE the source client's share
- * policy still applies, which by default admits only the process that made
- * the source client (cliresShareCallback, RS_SHARE_TYPE_PID).
+ * Whether UVM may duplicate SOBJ into its kernel session client, in the
+ * calling process (nvGpuOpsDupMemory, nvGpuOpsDupAddressSpace: with
+ * NV04_DUP_HANDLE_FLAGS_REJECT_KERNEL_DUP_PRIVILEGE the share policies
+ * apply).  The active list decides, as for a user's dup, except that a PID
+ * policy admits the calling process when it made SOBJ's client
+ * (cliresShareCallback with a kernel destination), and so does the
+ * default; an ALL policy admits anyone (resShareCallback).  stub: a CLIENT
+ * policy admits no kernel client (UVM's session client is named by RM).
  */
+bool nvstub_may_dup_to_kernel(const struct nvstub_object *sobj)
+{
+	const struct nvstub_shares *l = nvstub_active_shares(sobj);
+	bool same_pid = sobj->client->tgid == task_tgid_nr(current);
+	unsigned int i;
+
+	lockdep_assert_held(&nvstub_rm_lock);
+	if (!l)
+		return same_pid;
+	for (i = 0; i < l->n; i++) {
+		if (!(l->e[i].mask & BIT(RS_ACCESS_DUP_OBJECT)))
+			continue;
+		if (l->e[i].type == RS_SHARE_TYPE_ALL ||
+		    (l->e[i].type == RS_SHARE_TYPE_PID && same_pid))
+			return true;
+	}
+	return false;
+}
+
+/* A dup into a kernel client (UVM's nvGpuOpsDupMemory), by its share policy */
 u32 nvstub_rm_dup_to_kernel(struct nvstub_client *dst, u32 h_parent,
 			    struct nvstub_object *sobj, u32 *h_new)
 {
 	lockdep_assert_held(&nvstub_rm_lock);
-	if (sobj->client->tgid != task_tgid_nr(current))
+	if (!nvstub_may_dup_to_kernel(sobj))
 		return NV_ERR_INSUFFICIENT_PERMISSIONS;
 	return nvstub_rm_dup_into(dst, h_parent, sobj, h_new);
 }

@@ -18,7 +18,9 @@
  * its dups of a user's memory keep that memory alive (RM's DupCount), and a
  * kernel client is counted for no process in GPU_GET_PID_INFO.  rmCtrlFd is
  * never checked by UVM ("Bug 1624521"); a dup needs the source client to be
- * the calling process's (the PID share policy).
+ * the calling process's (the PID share policy) unless its owner shared the
+ * object with everyone (RM_SHARE or its client's inherited policy, ALL):
+ * then any process may register its VA space and retain its channels.
  *
  * stub: managed memory, HMM, peers, access counters and MIG are not
  * simulated (mmap is -EBADFD before UVM_INITIALIZE, -EINVAL after); a new
@@ -454,7 +456,7 @@ static u32 nvstub_uvm_register_gpu_va_space(struct nvstub_uvm_file *uf,
 		status = NV_ERR_INVALID_OBJECT;
 	else if (o->gpu != gpu)
 		status = NV_ERR_OTHER_DEVICE_FOUND;
-	else if (c->tgid != task_tgid_nr(current))
+	else if (!nvstub_may_dup_to_kernel(o))
 		status = NV_ERR_INSUFFICIENT_PERMISSIONS;	/* the dup's share policy */
 	else if (!o->vas->external)
 		status = NV_ERR_INVALID_FLAGS;

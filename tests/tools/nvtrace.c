@@ -20,6 +20,9 @@
  * failed; status is the RM status written back in the struct (not for nv.c's own
  * escapes). IOCTL_XFER_CMD is recorded as the escape it carries, with "xfer".
  * NVTRACE_PID=1 prefixes each line with the process id (for multi-process runs).
+ * NVTRACE_PARAMS=N appends the first N bytes (64 at most) of an RM_CONTROL's
+ * params as the client passed them, in hex ("in=..."): what a control asks,
+ * for controls whose params hold no handles or pointers.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -148,6 +151,52 @@ static uint32_t u32at(const void *p, size_t off)
 	return v;
 }
 
+/* NVTRACE_PARAMS: how many bytes of a control's params to write */
+static unsigned int params_wanted(void)
+{
+	static int want = -1;
+
+	if (want < 0) {
+		const char *e = getenv("NVTRACE_PARAMS");
+
+		want = e ? atoi(e) : 0;
+		if (want < 0 || want > 64)
+			want = 64;
+	}
+	return want;
+}
+
+/* the params an RM_CONTROL's NVOS54 (STRUCT) points at, before the call */
+static __thread unsigned char ctl_in[64];
+static __thread unsigned int ctl_in_len;
+
+static void params_take(const void *nvos54)
+{
+	uint64_t ptr;
+	unsigned int n = u32at(nvos54, 24);
+
+	memcpy(&ptr, (const char *)nvos54 + 16, 8);
+	ctl_in_len = 0;
+	if (!ptr || !params_wanted())
+		return;
+	if (n > params_wanted())
+		n = params_wanted();
+	memcpy(ctl_in, (const void *)(uintptr_t)ptr, n);
+	ctl_in_len = n;
+}
+
+static void params_hex(char *out, size_t len)
+{
+	unsigned int i;
+	size_t at;
+
+	if (!ctl_in_len)
+		return;
+	at = snprintf(out, len, " in=");
+	for (i = 0; i < ctl_in_len && at + 3 < len; i++)
+		at += snprintf(out + at, len - at, "%02x", ctl_in[i]);
+}
+
 /*
  * pre: the struct as the client passed it (class and command are read from
  * it: the driver may rewrite them), post: as it came back (status).
@@ -157,7 +206,7 @@ static void record_rm(const char *kind, unsigned int nr, unsigned int size,
 {
 	const void *arg = pre;
 
-	char detail[96] = "", status[32] = "";
+	char detail[256] = "", status[32] = "";
 	int status_off = -1;
 
 	if (!arg)
@@ -165,8 +214,10 @@ static void record_rm(const char *kind, unsigned int nr, unsigned int size,
 	switch (nr) {
 	case 0x2a:	/* NVOS54 */
 		if (size == 32) {
-			snprintf(detail, sizeof(detail), " cmd=0x%08x params=%u",
-				 u32at(arg, 8), u32at(arg, 24));
+			int n = snprintf(detail, sizeof(detail), " cmd=0x%08x params=%u",
+					 u32at(arg, 8), u32at(arg, 24));
+
+			params_hex(detail + n, sizeof(detail) - n);
 			status_off = 28;
 		}
 		break;
@@ -251,6 +302,12 @@ int ioctl(int fd, unsigned long req, ...)
 		}
 		if (rmarg)
 			memcpy(pre, rmarg, rmsize < sizeof(pre) ? rmsize : sizeof(pre));
+		ctl_in_len = 0;
+		if (rmarg && rmsize == 32 &&
+		    (_IOC_NR(req) == 0x2a ||
+		     (_IOC_NR(req) == NV_ESC_IOCTL_XFER_CMD &&
+		      u32at(arg, 0) == 0x2a)))
+			params_take(pre);
 	}
 	rc = real_ioctl(fd, req, arg);
 	if (!kind)

@@ -1663,8 +1663,9 @@ x = abi.NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TO_FD_PARAMS(fd=fd.fd)
 x.object.type = abi.NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TYPE_RM
 x.object.data.rmObject.hObject = h
 EXPORT = abi.NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD
-# a command xpu passes on
-LET_BY = abi.NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY
+# a command xpu passes on (not SET_INHERITED_SHARE_POLICY, which xpu.ko
+# makes on its own copy since session 55, refusing other sizes itself)
+LET_BY = abi.NV0000_CTRL_CMD_GPU_GET_MEMOP_ENABLE
 
 def send(cmd):
     # libc's ioctl on P itself: the driver reads P's own memory

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import nvtest
 import pytest
-from nvclient import abi, client
+from nvclient import abi, client, stub
 from nvclient.cudalike import CudaChannel, CudaContext
 from nvclient.uvm import Uvm, gpu_uuid
 from test_hostile_objects import module_param
@@ -618,9 +618,22 @@ def _retain_race(xctl, where, each):
         _closes_its_uvm_file(sl, child)
 
 
+# libcuda 535's two CLIENT_SET_INHERITED_SHARE_POLICY calls at cuInit
+# (recorded with nvtrace's NVTRACE_PARAMS): PID policies, DUP_OBJECT and
+# then DEBUG composed, which share with no other process.
+CUDA_POLICIES = """
+for mask, action in ((1, 0), (4, abi.RS_SHARE_ACTION_FLAG_COMPOSE)):
+    rm.control(rm.handle,
+               abi.NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY,
+               abi.RS_SHARE_POLICY(target=rm.handle, accessMask=mask,
+                                   type=abi.RS_SHARE_TYPE_PID,
+                                   action=action))
+"""
+
 # A slice's tenant with a channel it made, registered with UVM and let go
-# of again: it tells its handles, then frees the channel's TSG when told.
-VICTIM = REGISTERED_ON_HOST_UVM + """
+# of again, its client's policies libcuda's: it tells its handles, then
+# frees the channel's TSG when told.
+VICTIM = REGISTERED_ON_HOST_UVM + CUDA_POLICIES + """
 import time
 uvm.unregister_channel(ctx.uuid, rm.handle, ch.hchannel)
 ch.registered = False
@@ -733,6 +746,111 @@ def test_a_registration_xpu_cannot_watch_pins_no_other_slice_s_free(
     assert nvtest.wait_for(
         lambda: nvtest.xpu_param("uvm_retain_records") == records0, 10,
         "the unwatched call's record to go with its thread")
+
+
+# A slice's tenant that shares its VA space with everyone ({widen}: an
+# RM_SHARE of it, or its client's inherited policy) and lets UVM go of it:
+# it tells its handles, then frees its channel's TSG when told.
+SHARER = REGISTERED_ON_HOST_UVM + """
+import time
+uvm.unregister_channel(ctx.uuid, rm.handle, ch.hchannel)
+ch.registered = False
+uvm.unregister_gpu(ctx.uuid)
+if {widen!r} == "rm_share":
+    rm.share(ctx.hvas, abi.RS_SHARE_TYPE_ALL)
+else:
+    rm.control(rm.handle,
+               abi.NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY,
+               abi.RS_SHARE_POLICY(accessMask=1 << abi.RS_ACCESS_DUP_OBJECT,
+                                   type=abi.RS_SHARE_TYPE_ALL))
+report(client=rm.handle, vas=ctx.hvas, channel=ch.hchannel)
+sys.stdin.readline()
+rm.free(ch.htsg)
+ch._objs.remove(ch.htsg)
+report(freed=time.monotonic())
+sys.stdin.readline()
+"""
+
+# Another slice's tenant: it registers the sharer's VA space with a UVM
+# file of its own (the share lets it), takes the pool, and has a second
+# thread register the sharer's channel, which RM retains unseen by xpu.ko.
+RETAINER = """
+from nvclient.cudalike import CudaContext
+from nvclient.uvm import Uvm, gpu_uuid
+ctl = client.Ctl({ctl!r})
+uvm = Uvm(ctl.abi.version, path="/dev/nvidia-uvm")
+class ctx:
+    uuid = gpu_uuid(0)
+    next_channel_va = CudaContext.CHANNEL_VA
+""" + TAKE_POOL + """
+report(ready=True)
+hclient, hvas, hchannel = map(int, sys.stdin.readline().split())
+uvm.register_gpu(ctx.uuid)
+got["vas"] = uvm.register_gpu_va_space(ctx.uuid, ctl.fileno(), hclient,
+                                       hvas, check=False)
+first = take_pool(hclient)
+second = threading.Thread(target=register,
+                          args=("second", hclient, hchannel))
+second.start()
+report(started=True)
+first.join()
+second.join()
+report(**got)
+sys.stdin.readline()
+uvm.close()
+report(closed=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("widen", ["rm_share", "inherited"])
+def test_an_unwatched_retention_of_a_shared_channel_pins_its_slice_s_free(
+        reload_stub, nodedir, uvm_nodes, widen):  # noqa: F811
+    """A client shared with everyone (RM_SHARE of its VA space, or its
+    inherited policy) lets another slice's process register its VA space
+    with UVM and retain its channels (RM's share policy is UVM's only
+    gate).  With the pool taken, that retention goes unwatched, and the
+    sharer's free of the TSG while RM holds the channel must stay charged
+    to the sharer: a slice that widened a share is one whose frees
+    unwatched retentions of other processes pin.  (Pinning only the
+    retaining process's own slice, as before, gave the charge back --
+    (0, 0, 0) -- while RM kept the TSG's context and the channel.)"""
+    reload_stub(uvm_retain_wait_us=2000000, uvm_retain_delay_us=1000000)
+    nvtest.insmod_xpu("uvm_probe_maxactive=1")
+    assert _retentions_seen()
+    each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
+    with ctl.Ctl() as xctl, \
+            _uvm_tenant(xctl, nodedir, "retainer", RETAINER) as (_, achild):
+        assert achild.report() == {"ready": True}
+        with _uvm_tenant(xctl, nodedir, "sharer", SHARER, widen=widen) as \
+                (sharer, vchild):
+            h = vchild.report()
+            missed0 = nvtest.xpu_param("uvm_retains_unwatched")
+            achild.p.stdin.write(f"{h['client']} {h['vas']} {h['channel']}\n")
+            achild.p.stdin.flush()
+            assert achild.report() == {"started": True}
+
+            def retained():
+                return any(c["client"] == h["client"] and
+                           c["handle"] == h["channel"] and
+                           c["retainers"] == 1 for c in stub.channels(0))
+            assert nvtest.wait_for(retained, 10,
+                                   "RM to retain the sharer's channel")
+            _go(vchild)
+            freed = vchild.report()["freed"]
+            r = achild.report()
+            # premises: the share let the VA space in; RM refused the first
+            # call and retained for the second, which went unwatched; the
+            # free came before the second's return
+            assert r["vas"] == abi.NV_OK, r
+            assert r["first"] == abi.NV_ERR_INVALID_OBJECT_HANDLE, r
+            assert r["second"] == abi.NV_OK, r
+            assert freed < r["second_back"], (freed, r)
+            assert nvtest.xpu_param("uvm_retains_unwatched") == missed0 + 1
+            assert _uvm_charged(sharer) == (1, 1, each), sharer.get()
+            assert nvtest.heap_used(0) - sharer.heap0 >= each
+            _go(achild)
+            assert achild.report() == {"closed": True}
 
 
 # A tenant's own registration of its channel that xpu.ko cannot watch: with
