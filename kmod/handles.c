@@ -330,6 +330,30 @@ void xpu_osevents_add(struct xpu_file *xf, struct xpu_osev *ev, u32 hc,
 	mutex_unlock(&slice->handles_lock);
 }
 
+/*
+ * Whether SLICE's records have the OS event of (HC, FD); with XF, that
+ * record is tied to XF from now on (an allocation through XF whose answer
+ * xpu could not read: RM's event, if it made one, is XF's, and if it did
+ * not, the record only lasts longer).
+ */
+bool xpu_osevents_has(struct xpu_slice *slice, u32 hc, u32 fd,
+		      struct xpu_file *xf)
+{
+	struct xpu_osev *ev;
+	bool found = false;
+
+	mutex_lock(&slice->handles_lock);
+	list_for_each_entry(ev, &slice->osevents, link)
+		if (ev->hc == hc && ev->fd == fd) {
+			if (xf)
+				ev->xf = xf;
+			found = true;
+			break;
+		}
+	mutex_unlock(&slice->handles_lock);
+	return found;
+}
+
 void xpu_osevents_freed(struct xpu_slice *slice, u32 hc, u32 fd, bool all)
 {
 	struct xpu_osev *ev, *tmp;

@@ -53,6 +53,8 @@ bool xpu_handles_is_client(struct xpu_slice *slice, u32 hc);
 struct xpu_osev;
 u32 xpu_osevents_admit(struct xpu_slice *slice, u32 hc,
 		       struct xpu_osev **rec);
+bool xpu_osevents_has(struct xpu_slice *slice, u32 hc, u32 fd,
+		      struct xpu_file *xf);
 void xpu_osevents_add(struct xpu_file *xf, struct xpu_osev *rec, u32 hc,
 		      u32 fd);
 void xpu_osevents_freed(struct xpu_slice *slice, u32 hc, u32 fd, bool all);

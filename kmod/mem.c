@@ -2615,7 +2615,14 @@ out:
  * max_os_events, NV_ERR_INSUFFICIENT_RESOURCES past it; RM is not called
  * then.  The call is made on xpu's copy under mem_lock (no thread of the
  * caller's renames the client after the check, and a client's free
- * waits), and what RM did is recorded.
+ * waits), and what RM did is recorded.  RM's status is its word where the
+ * caller was alone; else a thread of the caller's may have stored another
+ * over it after the driver's copy-back (class 42), and RM's answer is the
+ * one it must have given: allocate_os_event refuses only a pair it holds
+ * (or when out of memory, which xpu then counts until the pair's free, its
+ * client's or its file's: an over-count), free_os_event takes only a pair
+ * it holds -- and the pairs of the slice's clients it holds are xpu's
+ * records, made under this lock.
  */
 long xpu_mem_os_event(struct xpu_file *xf, struct file *file,
 		      unsigned int cmd, unsigned long arg)
@@ -2624,6 +2631,7 @@ long xpu_mem_os_event(struct xpu_file *xf, struct file *file,
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_osev *rec = NULL;
 	struct xpu_escape e;
+	bool had, done;
 	long ret;
 	u32 st;
 
@@ -2639,12 +2647,21 @@ long xpu_mem_os_event(struct xpu_file *xf, struct file *file,
 		ret = xpu_put_status(e.uarg + NV_IOCTL_OS_EVENT_STATUS, st);
 		goto out;
 	}
+	had = xpu_osevents_has(slice, e.u.osev.h_client, e.u.osev.fd, NULL);
 	ret = xpu_escape_plain_locked(xf, file, cmd, &e, false);
-	/* RM's answer, on xpu's copy */
-	if (e.u.osev.status == NV_OK && alloc) {
+	if (e.sealed && !ret) {
+		done = e.u.osev.status == NV_OK;
+	} else {
+		done = alloc ? !had : had;
+		/* a record that was more than RM held: RM's new one is XF's */
+		if (alloc && had)
+			xpu_osevents_has(slice, e.u.osev.h_client,
+					 e.u.osev.fd, xf);
+	}
+	if (done && alloc) {
 		xpu_osevents_add(xf, rec, e.u.osev.h_client, e.u.osev.fd);
 		rec = NULL;
-	} else if (e.u.osev.status == NV_OK) {
+	} else if (done) {
 		xpu_osevents_freed(slice, e.u.osev.h_client, e.u.osev.fd,
 				   false);
 	}

@@ -833,7 +833,8 @@ static long nvidia_unlocked_ioctl(struct file *filp, unsigned int cmd,
 	if (ret != -EFAULT && copy_to_user(uptr, buf, size))
 		ret = -EFAULT;
 	if ((nr == NV_ESC_RM_FREE || nr == NV_ESC_RM_ALLOC ||
-	     nr == NV_ESC_RM_ALLOC_CONTEXT_DMA2) &&
+	     nr == NV_ESC_RM_ALLOC_CONTEXT_DMA2 ||
+	     nr == NV_ESC_ALLOC_OS_EVENT || nr == NV_ESC_FREE_OS_EVENT) &&
 	    READ_ONCE(nvstub_copyout_delay_us))
 		fsleep(READ_ONCE(nvstub_copyout_delay_us));
 	if (nr == NV_ESC_RM_MAP_MEMORY && READ_ONCE(nvstub_map_delay_us))

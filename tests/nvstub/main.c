@@ -42,7 +42,7 @@ MODULE_PARM_DESC(copyin_delay_us,
 static unsigned int copyout_delay_us;
 module_param(copyout_delay_us, uint, 0444);
 MODULE_PARM_DESC(copyout_delay_us,
-		 "delay after the escape copies an RM_FREE's, RM_ALLOC's or RM_ALLOC_CONTEXT_DMA2's struct back");
+		 "delay after the escape copies an RM_FREE's, RM_ALLOC's, RM_ALLOC_CONTEXT_DMA2's or an OS event's struct back");
 
 static unsigned int control_delay_us;
 module_param(control_delay_us, uint, 0444);

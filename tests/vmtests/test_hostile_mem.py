@@ -1266,6 +1266,83 @@ def test_a_status_rewritten_on_xpu_s_page_hides_no_context_dma(
         assert let_go(child) == 0
 
 
+# An OS event (NV_ESC_ALLOC_OS_EVENT) of the tenant's client, while a
+# thread of the caller's stores a failure over RM's NV_OK once the driver's
+# copy-back is on xpu's page (after RAW_PRELUDE); then, when told, the same
+# pair again and its free.
+RACE_STATUS_OS_EVENT = nvtest.RAW_PRELUDE + ALLOC_RACE + """
+lfd = os.memfd_create("lie")
+os.write(lfd, bytes(ctypes.c_uint32(abi.NV_ERR_GENERIC)))
+EV = abi.nv_ioctl_alloc_os_event_t
+OFF = EV.Status.offset
+p = EV(hClient=rm.handle, fd=77, Status=0x5c5c5c5c)
+stored, done = [], []
+
+def race():
+    while not done:
+        addr = call_page()
+        if not addr:
+            continue
+        cur = EV.from_buffer_copy(ctypes.string_at(addr, ctypes.sizeof(p)))
+        if (cur.hClient, cur.fd, cur.Status) != (p.hClient, p.fd, abi.NV_OK):
+            continue
+        if libc.pread(lfd, addr + OFF, 4, 0) == 4 and \
+                ctypes.c_uint32.from_address(addr + OFF).value == \
+                abi.NV_ERR_GENERIC:
+            stored.append(True)
+            return
+
+def osev(nr):
+    q = EV(hClient=rm.handle, fd=77)
+    assert client.ioctl_raw(ctl.fd, abi.nv_ioctl(nr, ctypes.sizeof(q)), q) == 0
+    return q.Status
+
+report(step="ready")
+sys.stdin.readline()
+t = threading.Thread(target=race, daemon=True)
+t.start()
+rc = client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_ALLOC_OS_EVENT,
+                                           ctypes.sizeof(p)), p)
+done.append(True)
+t.join()
+report(rc=rc, stored=len(stored), status=p.Status)
+sys.stdin.readline()
+report(again=osev(abi.NV_ESC_ALLOC_OS_EVENT))
+sys.stdin.readline()
+report(free=osev(abi.NV_ESC_FREE_OS_EVENT))
+sys.stdin.readline()
+"""
+
+
+def test_a_status_rewritten_on_xpu_s_page_hides_no_os_event(
+        nodedir, reload_stub):
+    """Class 42 for NV_ESC_ALLOC_OS_EVENT: a thread turned RM's NV_OK on
+    xpu's page into a failure after the driver's copy-back (the driver
+    waits 300 ms after it).  Before, xpu took the failure at its word and
+    kept no record: an event past `max_os_events` for each race won, in
+    RM's one list for the whole driver.  Now, where the caller was not
+    alone, RM's answer is the one it must have given -- it refuses only a
+    pair it holds -- so the event is counted, the same pair again is
+    refused by RM and not counted twice, and its free gives the place
+    back."""
+    with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
+            sl, _heap0):
+        child = nvtest.spawn_child(in_slice(RACE_STATUS_OS_EVENT, sl))
+        assert child.report() == {"step": "ready"}
+        assert sl.get().os_events == 0
+        r = let_go_on(child)
+        # the premise: the store landed over RM's NV_OK
+        assert r == {"rc": 0, "stored": 1, "status": abi.NV_ERR_GENERIC}, r
+        assert sl.get().os_events == 1, sl.get()
+        # RM holds the pair: the same again is refused, and counted once
+        assert let_go_on(child) == {
+            "again": abi.NV_ERR_INSUFFICIENT_RESOURCES}
+        assert sl.get().os_events == 1, sl.get()
+        assert let_go_on(child) == {"free": abi.NV_OK}
+        assert sl.get().os_events == 0, sl.get()
+        assert let_go(child) == 0
+
+
 # A client allocation that leaves the handle to RM (hRoot 0), while a thread
 # of the caller's stores, once RM's copy-back is on xpu's page, the handle
 # of a client the slice knows over the new client's (after RAW_PRELUDE).
