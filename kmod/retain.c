@@ -49,7 +49,10 @@
  * again or exits (looked at every second while there are such records);
  * RM may have retained the channel or not.  A record that pins keeps its
  * charge (an over-count of its slice's where RM did not, never an
- * escape).  One that pins nothing stays while a slice its process is a
+ * escape) until UVM destroys the VA space the call named, which it does
+ * only after it let go of every channel retained in it (a kprobe on
+ * nvUvmInterfaceAddressSpaceDestroy); so does a record whose release the
+ * kretprobe missed.  One that pins nothing stays while a slice its process is a
  * member of records the channel, one a pair (its free will pin it), or
  * while another record of the pair is there (it may inherit a pin); else
  * it goes, so unwatched calls leave at most one record a live channel.
@@ -91,6 +94,8 @@ struct xpu_ret {
 	struct hlist_node by_tsg;	/* by (client, TSG), once known */
 	struct hlist_node by_ptr;	/* once UVM's pointer is known */
 	struct hlist_node by_task;	/* while its thread may be inside */
+	struct hlist_node by_vas;	/* by UVM's GPU VA space */
+	void *vas;			/* the retain's vaSpace (UVM's) */
 	void *retained;			/* UVM's; NULL while in flight */
 	/* the retaining thread (a reference), until its call is over */
 	struct task_struct *task;
@@ -98,6 +103,7 @@ struct xpu_ret {
 	bool unwatched;			/* its return will not be seen */
 	bool over;			/* unwatched, and its call is over */
 	bool live;			/* the sweep's: its channel recorded */
+	bool dead;			/* its VA space went: nothing retained */
 	struct list_head judge;		/* over, pinning nothing: to the sweep */
 	u32 h_client, h_channel;
 	u32 h_tsg;			/* the channel's parent, once known */
@@ -118,10 +124,11 @@ static DEFINE_HASHTABLE(xpu_ret_by_chan, 8);
 static DEFINE_HASHTABLE(xpu_ret_by_tsg, 8);
 static DEFINE_HASHTABLE(xpu_ret_by_ptr, 8);
 static DEFINE_HASHTABLE(xpu_ret_by_task, 8);
+static DEFINE_HASHTABLE(xpu_ret_by_vas, 8);
 static unsigned int xpu_ret_nr;		/* under the lock */
 static unsigned int xpu_ret_unwatched_nr;	/* in by_task; under the lock */
 static LIST_HEAD(xpu_ret_judge);	/* under the lock */
-static bool xpu_ret_probed, xpu_ret_lost;
+static bool xpu_ret_probed, xpu_ret_lost, xpu_ret_vas_probed;
 
 /* The record made at this CPU's entry, and whether the kretprobe took it. */
 static DEFINE_PER_CPU(struct xpu_ret *, xpu_ret_entering);
@@ -284,6 +291,7 @@ static void xpu_ret_drop(struct xpu_ret *ret)
 	u32 nchans = 0, ntsgs = 0;
 
 	hash_del(&ret->by_chan);
+	hash_del(&ret->by_vas);
 	if (!hlist_unhashed(&ret->by_tsg))
 		hash_del(&ret->by_tsg);
 	if (!hlist_unhashed(&ret->by_ptr))
@@ -387,6 +395,7 @@ static int xpu_ret_retain_pre(struct kprobe *kp, struct pt_regs *regs)
 		xpu_ret_lose();
 		return 0;
 	}
+	ret->vas = (void *)regs_get_kernel_argument(regs, 0);
 	ret->h_client = regs_get_kernel_argument(regs, 1);
 	ret->h_channel = regs_get_kernel_argument(regs, 2);
 	ret->task = get_task_struct(current);
@@ -405,6 +414,7 @@ static int xpu_ret_retain_pre(struct kprobe *kp, struct pt_regs *regs)
 			xpu_ret_over(o);
 	hash_add(xpu_ret_by_chan, &ret->by_chan,
 		 xpu_ret_key(ret->h_client, ret->h_channel));
+	hash_add(xpu_ret_by_vas, &ret->by_vas, (unsigned long)ret->vas);
 	hash_add(xpu_ret_by_task, &ret->by_task, (unsigned long)current);
 	WRITE_ONCE(xpu_ret_nr, xpu_ret_nr + 1);
 	spin_unlock(&xpu_ret_lock);
@@ -460,8 +470,8 @@ static void xpu_ret_sweep_fn(struct work_struct *work)
 	spin_lock(&xpu_ret_lock);
 	list_for_each_entry_safe(ret, next, &judge, judge) {
 		list_del_init(&ret->judge);
-		/* pinned meanwhile, it keeps that */
-		if (!ret->slice && xpu_ret_idle(ret))
+		/* pinned meanwhile, it keeps that, until its VA space goes */
+		if (ret->dead || (!ret->slice && xpu_ret_idle(ret)))
 			xpu_ret_drop(ret);
 	}
 	more = xpu_ret_unwatched_nr;
@@ -554,6 +564,53 @@ static int xpu_ret_release_return(struct kretprobe_instance *ri,
 	spin_unlock(&xpu_ret_lock);
 	return 0;
 }
+
+/*
+ * nvUvmInterfaceAddressSpaceDestroy(vaSpace): UVM destroys a GPU VA space
+ * of its own (the duplicate of the user's that a retain names) only after
+ * it let go of every channel retained in it -- its deferred-free list is
+ * in order, and remove_gpu_va_space and uvm_va_space_destroy put the
+ * channels on it first -- and once no registration can name it (it left
+ * the VA space under the lock for writing, after every registration that
+ * held it for reading), 535 to 595.  So every retention recorded in it is
+ * over and let go of: the records go, with what they pin.  Those whose
+ * release xpu saw went already; this takes the others, an unwatched call's
+ * (RM's outcome never seen) or a release the kretprobe missed, which
+ * otherwise stayed until unload.  A record the sweep is judging is marked
+ * for it.
+ */
+static int xpu_ret_vas_destroy_pre(struct kprobe *kp, struct pt_regs *regs)
+{
+	void *vas = (void *)regs_get_kernel_argument(regs, 0);
+	struct xpu_ret *ret;
+	struct hlist_node *tmp;
+	bool judged = false;
+
+	spin_lock(&xpu_ret_lock);
+	hash_for_each_possible_safe(xpu_ret_by_vas, ret, tmp, by_vas,
+				    (unsigned long)vas) {
+		if (ret->vas != vas)
+			continue;
+		/* a watched call still inside: its return decides */
+		if (!hlist_unhashed(&ret->by_task) && !ret->unwatched)
+			continue;
+		if (!list_empty(&ret->judge)) {
+			ret->dead = true;
+			judged = true;
+			continue;
+		}
+		xpu_ret_drop(ret);
+	}
+	spin_unlock(&xpu_ret_lock);
+	if (judged)
+		schedule_delayed_work(&xpu_ret_sweep_work, 0);
+	return 0;
+}
+
+static struct kprobe xpu_ret_kp_vas_destroy = {
+	.symbol_name = "nvUvmInterfaceAddressSpaceDestroy",
+	.pre_handler = xpu_ret_vas_destroy_pre,
+};
 
 static struct kprobe xpu_ret_kp_retain = {
 	.symbol_name = "nvUvmInterfaceRetainChannel",
@@ -701,6 +758,16 @@ void xpu_retain_init(void)
 	WRITE_ONCE(xpu_ret_probed, true);
 	pr_info("watching %s's retention of channels for UVM\n",
 		module_name(drv));
+	ret = register_kprobe(&xpu_ret_kp_vas_destroy);
+	if (!ret && xpu_ret_check(&xpu_ret_kp_vas_destroy, drv)) {
+		unregister_kprobe(&xpu_ret_kp_vas_destroy);
+		ret = -ENOENT;
+	}
+	if (ret)
+		pr_warn("%s: not watched (%d): a retention whose return or release xpu did not see keeps what it pins until xpu is unloaded\n",
+			xpu_ret_kp_vas_destroy.symbol_name, ret);
+	else
+		xpu_ret_vas_probed = true;
 	return;
 rp:
 	unregister_kretprobe(&xpu_ret_rp_retain);
@@ -719,6 +786,8 @@ void xpu_retain_exit(void)
 
 	if (!xpu_ret_probed)
 		return;
+	if (xpu_ret_vas_probed)
+		unregister_kprobe(&xpu_ret_kp_vas_destroy);
 	unregister_kretprobe(&xpu_ret_rp_release);
 	unregister_kretprobe(&xpu_ret_rp_retain);
 	unregister_kprobe(&xpu_ret_kp_retain);
@@ -730,6 +799,7 @@ void xpu_retain_exit(void)
 					  ret->chan_bytes + ret->tsg_bytes,
 					  ret->chans, ret->tsgs);
 		hash_del(&ret->by_chan);
+		hash_del(&ret->by_vas);
 		if (!hlist_unhashed(&ret->by_tsg))
 			hash_del(&ret->by_tsg);
 		if (!hlist_unhashed(&ret->by_ptr))

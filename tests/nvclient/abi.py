@@ -693,7 +693,6 @@ RS_SHARE_ACTION_FLAG_REQUIRE = 1 << 1
 RS_SHARE_ACTION_FLAG_COMPOSE = 1 << 2
 RS_ACCESS_DUP_OBJECT = 0
 NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY = 0xd04
-NV0000_CTRL_CMD_GPU_GET_MEMOP_ENABLE = 0x27b   # ctrl0000gpu.h: {u32 enableMask}
 
 
 # ctrl0000unix.h: objects exported to a control file by fd and imported from

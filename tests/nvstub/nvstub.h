@@ -680,6 +680,7 @@ void nvstub_chan_unretain(struct nvstub_chan *chan);
 u32 nvUvmInterfaceRetainChannel(void *va_space, u32 h_client, u32 h_channel,
 				void **retained, void *instance_info);
 void nvUvmInterfaceReleaseChannel(void *retained);
+void nvUvmInterfaceAddressSpaceDestroy(void *va_space);
 struct nvstub_doorbell *nvstub_doorbell_create(struct nvstub_gpu *gpu);
 struct nvos30_parameters;
 u32 nvstub_esc_idle_channels(struct nvstub_call *call,

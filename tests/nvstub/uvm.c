@@ -314,6 +314,23 @@ static void nvstub_uvm_drop_gpu(struct nvstub_uvm_file *uf,
 	}
 }
 
+/*
+ * nvUvmInterfaceAddressSpaceDestroy(), by the name and with the argument
+ * nvidia.ko exports it under for UVM (nv_uvm_interface.h, 535 to 595):
+ * UVM destroys its duplicate of a user's VA space (the handle its retains
+ * of channels named) after it let go of every channel retained in it
+ * (destroy_gpu_va_space, last on the deferred-free list).  A real call of
+ * the stub's UVM, so that xpu.ko's probe of it watches it here.  stub: the
+ * handle is the user's VA space itself, which RM frees with its handle.
+ */
+noinline void nvUvmInterfaceAddressSpaceDestroy(void *va_space)
+{
+	lockdep_assert_held(&nvstub_rm_lock);
+	/* nothing to do here; the call must stay (GCC drops pure ones) */
+	asm volatile("" : : "r" (va_space) : "memory");
+}
+EXPORT_SYMBOL(nvUvmInterfaceAddressSpaceDestroy);
+
 static void nvstub_uvm_drop_vas(struct nvstub_uvm_file *uf,
 				struct nvstub_gpu *gpu)
 {
@@ -322,7 +339,8 @@ static void nvstub_uvm_drop_vas(struct nvstub_uvm_file *uf,
 	lockdep_assert_held(&nvstub_rm_lock);
 	if (!vas)
 		return;
-	nvstub_uvm_drop_gpu(uf, gpu);
+	nvstub_uvm_drop_gpu(uf, gpu);	/* the channels first */
+	nvUvmInterfaceAddressSpaceDestroy(vas);
 	vas->page_dir--;		/* nvGpuOpsUnsetPageDirectory() */
 	nvstub_pt_give_root(gpu);	/* uvm_page_tree_deinit() */
 	nvstub_vas_put(vas);

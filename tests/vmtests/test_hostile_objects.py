@@ -1665,7 +1665,7 @@ x.object.data.rmObject.hObject = h
 EXPORT = abi.NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD
 # a command xpu passes on (not SET_INHERITED_SHARE_POLICY, which xpu.ko
 # makes on its own copy since session 55, refusing other sizes itself)
-LET_BY = abi.NV0000_CTRL_CMD_GPU_GET_MEMOP_ENABLE
+LET_BY = 0x27b     # NV0000_CTRL_CMD_GPU_GET_MEMOP_ENABLE (ctrl0000gpu.h)
 
 def send(cmd):
     # libc's ioctl on P itself: the driver reads P's own memory

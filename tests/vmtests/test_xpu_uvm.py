@@ -849,8 +849,11 @@ def test_an_unwatched_retention_of_a_shared_channel_pins_its_slice_s_free(
             assert nvtest.xpu_param("uvm_retains_unwatched") == missed0 + 1
             assert _uvm_charged(sharer) == (1, 1, each), sharer.get()
             assert nvtest.heap_used(0) - sharer.heap0 >= each
+            # the retainer's UVM file closes: UVM lets go and destroys the
+            # VA space, and the charge goes with it
             _go(achild)
             assert achild.report() == {"closed": True}
+            assert _uvm_charged(sharer) == (0, 0, 0), sharer.get()
 
 
 # A tenant's own registration of its channel that xpu.ko cannot watch: with
@@ -891,10 +894,11 @@ def test_a_registration_xpu_cannot_watch_still_pins_its_own_slice_s_free(
     closed when the probes run out: RM retains the channel, the tenant
     frees the TSG before the driver returns, and the slice stays charged
     for the TSG and channel RM keeps.  When UVM lets go, xpu.ko, which
-    never learnt UVM's pointer, does not see it: the charge stays (the
-    over-count docs/security.md names, never less than RM holds).  (With
-    unwatched records pinning nothing, the slice read 0 while RM held
-    them.)"""
+    never learnt UVM's pointer, does not see the release; the charge goes
+    when UVM destroys the VA space the retain named (the tenant's UVM file
+    closes), after which nothing of it is retained.  (With unwatched
+    records pinning nothing, the slice read 0 while RM held them; before
+    session 55 the charge stayed until xpu.ko was unloaded.)"""
     reload_stub(uvm_retain_wait_us=2000000, uvm_retain_delay_us=1000000)
     nvtest.insmod_xpu("uvm_probe_maxactive=1")
     assert _retentions_seen()
@@ -911,9 +915,11 @@ def test_a_registration_xpu_cannot_watch_still_pins_its_own_slice_s_free(
         assert nvtest.xpu_param("uvm_retains_unwatched") == missed0 + 1
         assert _uvm_charged(sl) == (1, 1, each), sl.get()
         assert nvtest.heap_used(0) - sl.heap0 >= each
+        records = nvtest.xpu_param("uvm_retain_records")
         _go(child)
         assert child.report() == {"closed": True}
-        assert _uvm_charged(sl) == (1, 1, each), sl.get()
+        assert _uvm_charged(sl) == (0, 0, 0), sl.get()
+        assert nvtest.xpu_param("uvm_retain_records") < records
 
 
 # Two channels of one TSG, both registered with UVM (through a UVM file of

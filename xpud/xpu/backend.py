@@ -157,8 +157,8 @@ class Backend(abc.ABC):
     def uvm_retains_unwatched(self) -> int | None:
         """How many of the driver's retains of a channel xpu.ko could not
         watch to their return (its probes' instances all taken): each
-        charge such a call pins stays until the module is reloaded
-        (docs/security.md, class 44); None when not known."""
+        charge such a call pins stays until UVM destroys the VA space the
+        call named (docs/security.md, class 44); None when not known."""
         return None
 
     def call_pages_guarded(self) -> bool | None:

@@ -421,7 +421,8 @@ def cmd_version(args, c: Client, out: TextIO) -> int:
             print(f"xpu.ko could not watch {v['uvm_retains_unwatched']} of "
                   "the driver's retains of a channel to their return: "
                   "what they pinned stays charged to their slices until "
-                  "xpu.ko is reloaded (raise its uvm_probe_maxactive; "
+                  "UVM lets go of the VA space they named (raise its "
+                  "uvm_probe_maxactive; "
                   "docs/security.md, class 44)", file=out)
         if v.get("call_pages_guarded") is False:
             print("vm.mmap_min_addr is below 65536: unless SELinux refuses "

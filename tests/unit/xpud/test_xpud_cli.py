@@ -388,7 +388,8 @@ def test_version_says_when_retains_went_unwatched(xpuctl, served):
         "xpu.ko 0.1.0 (api 1)",
         ("xpu.ko could not watch 3 of the driver's retains of a channel to "
          "their return: what they pinned stays charged to their slices "
-         "until xpu.ko is reloaded (raise its uvm_probe_maxactive; "
+         "until UVM lets go of the VA space they named (raise its "
+         "uvm_probe_maxactive; "
          "docs/security.md, class 44)")]
     svc.backend.uvm_retains_unwatched = lambda: 0
     status, out, err = xpuctl("version")
