@@ -1224,6 +1224,33 @@ nvstub_active_shares(const struct nvstub_object *o)
 }
 
 /*
+ * Whether SOBJ's active list shares DUP_OBJECT with a client of process
+ * TGID whose handle is CLIENT (0: a kernel client, which no CLIENT policy
+ * names): the default, and a PID policy, with the process that made SOBJ's
+ * client; ALL with anyone; CLIENT with the client it names.
+ */
+static bool nvstub_shares_admit(const struct nvstub_object *sobj,
+				pid_t tgid, u32 client)
+{
+	const struct nvstub_shares *l = nvstub_active_shares(sobj);
+	bool same_pid = sobj->client->tgid == tgid;
+	unsigned int i;
+
+	if (!l)
+		return same_pid;
+	for (i = 0; i < l->n; i++) {
+		if (!(l->e[i].mask & BIT(RS_ACCESS_DUP_OBJECT)))
+			continue;
+		if (l->e[i].type == RS_SHARE_TYPE_ALL ||
+		    (l->e[i].type == RS_SHARE_TYPE_CLIENT && client &&
+		     l->e[i].target == client) ||
+		    (l->e[i].type == RS_SHARE_TYPE_PID && same_pid))
+			return true;
+	}
+	return false;
+}
+
+/*
  * Whether client DST may duplicate SOBJ (clientCopyResource():
  * rsAccessCheckRights for DUP_OBJECT): its own client holds the rights it
  * was made with; another, those a policy of the active list shares with it.
@@ -1231,24 +1258,8 @@ nvstub_active_shares(const struct nvstub_object *o)
 static bool nvstub_may_dup(const struct nvstub_object *sobj,
 			   const struct nvstub_client *dst)
 {
-	const struct nvstub_shares *l = nvstub_active_shares(sobj);
-	bool same_pid = sobj->client->tgid == dst->tgid;
-	unsigned int i;
-
-	if (sobj->client == dst)
-		return true;
-	if (!l)
-		return same_pid;
-	for (i = 0; i < l->n; i++) {
-		if (!(l->e[i].mask & BIT(RS_ACCESS_DUP_OBJECT)))
-			continue;
-		if (l->e[i].type == RS_SHARE_TYPE_ALL ||
-		    (l->e[i].type == RS_SHARE_TYPE_CLIENT &&
-		     l->e[i].target == dst->handle) ||
-		    (l->e[i].type == RS_SHARE_TYPE_PID && same_pid))
-			return true;
-	}
-	return false;
+	return sobj->client == dst ||
+	       nvstub_shares_admit(sobj, dst->tgid, dst->handle);
 }
 
 /*
@@ -1441,21 +1452,8 @@ static u32 nvstub_rm_dup_into(struct nvstub_client *dst, u32 h_parent,
  */
 bool nvstub_may_dup_to_kernel(const struct nvstub_object *sobj)
 {
-	const struct nvstub_shares *l = nvstub_active_shares(sobj);
-	bool same_pid = sobj->client->tgid == task_tgid_nr(current);
-	unsigned int i;
-
 	lockdep_assert_held(&nvstub_rm_lock);
-	if (!l)
-		return same_pid;
-	for (i = 0; i < l->n; i++) {
-		if (!(l->e[i].mask & BIT(RS_ACCESS_DUP_OBJECT)))
-			continue;
-		if (l->e[i].type == RS_SHARE_TYPE_ALL ||
-		    (l->e[i].type == RS_SHARE_TYPE_PID && same_pid))
-			return true;
-	}
-	return false;
+	return nvstub_shares_admit(sobj, task_tgid_nr(current), 0);
 }
 
 /* A dup into a kernel client (UVM's nvGpuOpsDupMemory), by its share policy */

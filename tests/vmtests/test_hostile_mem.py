@@ -1201,13 +1201,43 @@ def test_a_status_rewritten_on_xpu_s_page_hides_no_doorbell(
         assert let_go(child) == 0
 
 
-# A context DMA (NV_ESC_RM_ALLOC_CONTEXT_DMA2) on the tenant's video memory,
-# while a thread of the caller's stores a failure over RM's NV_OK once the
-# driver's copy-back is on xpu's page (after RAW_PRELUDE).
-RACE_STATUS_CONTEXT_DMA = nvtest.RAW_PRELUDE + ALLOC_RACE + """
+# After RAW_PRELUDE: lie_on_page(nr, p, made) makes escape NR on P while a
+# thread of the caller's stores a failure over RM's NV_OK in P's status on
+# xpu's page, once MADE(cur) says the page holds this call's copy-back (the
+# driver waits after it); the driver's return and how many stores landed.
+LIE_ON_PAGE = ALLOC_RACE + """
 lfd = os.memfd_create("lie")
 os.write(lfd, bytes(ctypes.c_uint32(abi.NV_ERR_GENERIC)))
-OFF = abi.NVOS39_PARAMETERS.status.offset
+
+def lie_on_page(nr, p, made):
+    T = type(p)
+    field = "status" if hasattr(T, "status") else "Status"
+    off = getattr(T, field).offset
+    stored, done = [], []
+    def race():
+        while not done:
+            addr = call_page()
+            if not addr:
+                continue
+            cur = T.from_buffer_copy(ctypes.string_at(addr, ctypes.sizeof(p)))
+            if getattr(cur, field) != abi.NV_OK or not made(cur):
+                continue
+            if libc.pread(lfd, addr + off, 4, 0) == 4 and \\
+                    ctypes.c_uint32.from_address(addr + off).value == \\
+                    abi.NV_ERR_GENERIC:
+                stored.append(True)
+                return
+    t = threading.Thread(target=race, daemon=True)
+    t.start()
+    rc = client.ioctl_raw(ctl.fd, abi.nv_ioctl(nr, ctypes.sizeof(p)), p)
+    done.append(True)
+    t.join()
+    return rc, len(stored)
+"""
+
+# A context DMA (NV_ESC_RM_ALLOC_CONTEXT_DMA2) on the tenant's video memory,
+# its status lied about on xpu's page.
+RACE_STATUS_CONTEXT_DMA = nvtest.RAW_PRELUDE + LIE_ON_PAGE + """
 mem = dev.alloc_vidmem(2 << 20)
 p = abi.NVOS39_PARAMETERS(
     hObjectParent=rm.handle, hObjectNew=0x5c0ff200,
@@ -1215,33 +1245,12 @@ p = abi.NVOS39_PARAMETERS(
     flags=abi.NVOS03_FLAGS_HASH_TABLE_DISABLE <<
     abi.NVOS03_FLAGS_HASH_TABLE_SHIFT,
     hMemory=mem.handle, limit=4095, status=0x5c5c5c5c)
-stored, done = [], []
-
-def race():
-    while not done:
-        addr = call_page()
-        if not addr:
-            continue
-        cur = abi.NVOS39_PARAMETERS.from_buffer_copy(
-            ctypes.string_at(addr, ctypes.sizeof(p)))
-        if (cur.hClass, cur.hObjectNew, cur.status) != \
-                (p.hClass, p.hObjectNew, abi.NV_OK):
-            continue
-        if libc.pread(lfd, addr + OFF, 4, 0) == 4 and \
-                ctypes.c_uint32.from_address(addr + OFF).value == \
-                abi.NV_ERR_GENERIC:
-            stored.append(True)
-            return
-
 report(step="ready")
 sys.stdin.readline()
-t = threading.Thread(target=race, daemon=True)
-t.start()
-rc = client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_ALLOC_CONTEXT_DMA2,
-                                           ctypes.sizeof(p)), p)
-done.append(True)
-t.join()
-report(rc=rc, stored=len(stored))
+rc, stored = lie_on_page(
+    abi.NV_ESC_RM_ALLOC_CONTEXT_DMA2, p,
+    lambda cur: (cur.hClass, cur.hObjectNew) == (p.hClass, p.hObjectNew))
+report(rc=rc, stored=stored)
 sys.stdin.readline()
 """
 
@@ -1266,31 +1275,12 @@ def test_a_status_rewritten_on_xpu_s_page_hides_no_context_dma(
         assert let_go(child) == 0
 
 
-# An OS event (NV_ESC_ALLOC_OS_EVENT) of the tenant's client, while a
-# thread of the caller's stores a failure over RM's NV_OK once the driver's
-# copy-back is on xpu's page (after RAW_PRELUDE); then, when told, the same
-# pair again and its free.
-RACE_STATUS_OS_EVENT = nvtest.RAW_PRELUDE + ALLOC_RACE + """
-lfd = os.memfd_create("lie")
-os.write(lfd, bytes(ctypes.c_uint32(abi.NV_ERR_GENERIC)))
+# An OS event (NV_ESC_ALLOC_OS_EVENT) of the tenant's client, its status
+# lied about on xpu's page; then, when told, the same pair again and its
+# free.
+RACE_STATUS_OS_EVENT = nvtest.RAW_PRELUDE + LIE_ON_PAGE + """
 EV = abi.nv_ioctl_alloc_os_event_t
-OFF = EV.Status.offset
 p = EV(hClient=rm.handle, fd=77, Status=0x5c5c5c5c)
-stored, done = [], []
-
-def race():
-    while not done:
-        addr = call_page()
-        if not addr:
-            continue
-        cur = EV.from_buffer_copy(ctypes.string_at(addr, ctypes.sizeof(p)))
-        if (cur.hClient, cur.fd, cur.Status) != (p.hClient, p.fd, abi.NV_OK):
-            continue
-        if libc.pread(lfd, addr + OFF, 4, 0) == 4 and \
-                ctypes.c_uint32.from_address(addr + OFF).value == \
-                abi.NV_ERR_GENERIC:
-            stored.append(True)
-            return
 
 def osev(nr):
     q = EV(hClient=rm.handle, fd=77)
@@ -1299,13 +1289,9 @@ def osev(nr):
 
 report(step="ready")
 sys.stdin.readline()
-t = threading.Thread(target=race, daemon=True)
-t.start()
-rc = client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_ALLOC_OS_EVENT,
-                                           ctypes.sizeof(p)), p)
-done.append(True)
-t.join()
-report(rc=rc, stored=len(stored), status=p.Status)
+rc, stored = lie_on_page(abi.NV_ESC_ALLOC_OS_EVENT, p,
+                         lambda cur: (cur.hClient, cur.fd) == (p.hClient, p.fd))
+report(rc=rc, stored=stored, status=p.Status)
 sys.stdin.readline()
 report(again=osev(abi.NV_ESC_ALLOC_OS_EVENT))
 sys.stdin.readline()

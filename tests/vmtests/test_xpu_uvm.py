@@ -630,6 +630,15 @@ for mask, action in ((1, 0), (4, abi.RS_SHARE_ACTION_FLAG_COMPOSE)):
                                    action=action))
 """
 
+# After its handles are told: the channel's TSG freed when told, and when.
+FREES_ITS_TSG = """
+sys.stdin.readline()
+rm.free(ch.htsg)
+ch._objs.remove(ch.htsg)
+report(freed=time.monotonic())
+sys.stdin.readline()
+"""
+
 # A slice's tenant with a channel it made, registered with UVM and let go
 # of again, its client's policies libcuda's: it tells its handles, then
 # frees the channel's TSG when told.
@@ -638,19 +647,15 @@ import time
 uvm.unregister_channel(ctx.uuid, rm.handle, ch.hchannel)
 ch.registered = False
 report(client=rm.handle, channel=ch.hchannel)
-sys.stdin.readline()
-rm.free(ch.htsg)
-ch._objs.remove(ch.htsg)
-report(freed=time.monotonic())
-sys.stdin.readline()
-"""
+""" + FREES_ITS_TSG
 
 # A child's part, after its ctl, ctx and uvm: register(name, hclient,
 # hchannel) puts UVM_REGISTER_CHANNEL's status and the time it came back in
 # got; take_pool(hclient) starts a thread's registration of a channel that
 # is not there, which holds the kretprobe's one instance
 # (uvm_probe_maxactive=1) while the stub keeps it at the retain's entry,
-# and returns the thread once xpu.ko recorded the call.
+# and returns the thread once xpu.ko recorded the call; behind_the_pool()
+# then has a second thread register a channel, unwatched, and reports.
 TAKE_POOL = """
 import threading, time
 got = {{}}
@@ -669,6 +674,17 @@ def take_pool(hclient):
     while records() == base:
         assert first.is_alive(), got
     return first
+def behind_the_pool(hclient, hchannel):
+    # the pool taken, a second thread's registration of HCHANNEL, which
+    # goes unwatched; both awaited, and what they got told
+    first = take_pool(hclient)
+    second = threading.Thread(target=register,
+                              args=("second", hclient, hchannel))
+    second.start()
+    report(started=True)
+    first.join()
+    second.join()
+    report(**got)
 """
 
 # Another slice's tenant with a UVM VA space of its own: with the pool
@@ -685,14 +701,7 @@ ctx = CudaContext(dev, uvm)
 """ + TAKE_POOL + """
 report(ready=True)
 hclient, hchannel = map(int, sys.stdin.readline().split())
-first = take_pool(hclient)
-second = threading.Thread(target=register,
-                          args=("second", hclient, hchannel))
-second.start()
-report(started=True)
-first.join()
-second.join()
-report(**got)
+behind_the_pool(hclient, hchannel)
 sys.stdin.readline()
 """
 
@@ -764,12 +773,7 @@ else:
                abi.RS_SHARE_POLICY(accessMask=1 << abi.RS_ACCESS_DUP_OBJECT,
                                    type=abi.RS_SHARE_TYPE_ALL))
 report(client=rm.handle, vas=ctx.hvas, channel=ch.hchannel)
-sys.stdin.readline()
-rm.free(ch.htsg)
-ch._objs.remove(ch.htsg)
-report(freed=time.monotonic())
-sys.stdin.readline()
-"""
+""" + FREES_ITS_TSG
 
 # Another slice's tenant: it registers the sharer's VA space with a UVM
 # file of its own (the share lets it), takes the pool, and has a second
@@ -788,14 +792,7 @@ hclient, hvas, hchannel = map(int, sys.stdin.readline().split())
 uvm.register_gpu(ctx.uuid)
 got["vas"] = uvm.register_gpu_va_space(ctx.uuid, ctl.fileno(), hclient,
                                        hvas, check=False)
-first = take_pool(hclient)
-second = threading.Thread(target=register,
-                          args=("second", hclient, hchannel))
-second.start()
-report(started=True)
-first.join()
-second.join()
-report(**got)
+behind_the_pool(hclient, hchannel)
 sys.stdin.readline()
 uvm.close()
 report(closed=True)
