@@ -3095,8 +3095,7 @@ long xpu_mem_call_on_copy(struct xpu_file *xf, struct file *file,
  * GPU or partition, the fabric manager.  libcuda's own policies at cuInit
  * are PID policies (docs/nvstub.md, "Share policies").
  */
-static bool xpu_share_widens(
-	const struct nv0000_ctrl_client_set_inherited_share_policy_params *pol)
+static bool xpu_share_widens(const struct rs_share_policy *pol)
 {
 	if (!(pol->access_mask & BIT(RS_ACCESS_DUP_OBJECT)) ||
 	    (pol->action & (RS_SHARE_ACTION_FLAG_REVOKE |
@@ -3114,7 +3113,7 @@ static bool xpu_share_widens(
  * process may now register its VA space with UVM and retain its channels).
  */
 static void xpu_mem_share_seen(struct xpu_slice *slice,
-	const struct nv0000_ctrl_client_set_inherited_share_policy_params *pol)
+			       const struct rs_share_policy *pol)
 {
 	if (xpu_share_widens(pol) && !READ_ONCE(slice->shares_widened)) {
 		WRITE_ONCE(slice->shares_widened, true);
@@ -3142,7 +3141,7 @@ static long xpu_mem_inherited_share(struct xpu_file *xf, struct file *file,
 				    struct nvos54_parameters *p)
 {
 	struct nvos54_parameters __user *up = (void __user *)arg;
-	struct nv0000_ctrl_client_set_inherited_share_policy_params pol;
+	struct rs_share_policy pol;
 	bool moved;
 	long ret;
 

@@ -729,18 +729,19 @@ struct nvos38_parameters {
 #define NVOS57_STATUS			20
 
 /*
- * ctrl0000client.h, rs_access.h: a share policy, as
- * NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY's params and in
- * RM_SHARE's NVOS57 (RS_SHARE_POLICY; 535 to 595).
+ * rs_access.h: a share policy (RS_SHARE_POLICY), in RM_SHARE's NVOS57, and
+ * NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY's params, which hold
+ * just one (ctrl0000client.h; 535 to 595).
  */
 #define NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY	0xd04
-struct nv0000_ctrl_client_set_inherited_share_policy_params {
+struct rs_share_policy {
 	u32 target;			/* RS_SHARE_TYPE_CLIENT's client */
 	u32 access_mask;		/* RS_ACCESS_MASK: one limb */
 	u16 type;			/* RS_SHARE_TYPE_* */
 	u8 action;			/* RS_SHARE_ACTION_FLAG_* */
 };
-static_assert(sizeof(struct nv0000_ctrl_client_set_inherited_share_policy_params) == 12);
+
+static_assert(sizeof(struct rs_share_policy) == 12);
 #define RS_SHARE_TYPE_NONE		0
 #define RS_SHARE_TYPE_ALL		1
 #define RS_SHARE_TYPE_CLIENT		3
@@ -753,11 +754,13 @@ static_assert(sizeof(struct nv0000_ctrl_client_set_inherited_share_policy_params
 struct nvos57_parameters {
 	u32 h_client;
 	u32 h_object;
-	struct nv0000_ctrl_client_set_inherited_share_policy_params policy;
+	struct rs_share_policy policy;
 	u32 status;
 };
+
 static_assert(sizeof(struct nvos57_parameters) == NVOS57_SIZE);
 static_assert(offsetof(struct nvos57_parameters, status) == NVOS57_STATUS);
+
 /* NVOS46 (MAP_MEMORY_DMA) and NVOS47 (UNMAP_MEMORY_DMA) moved: status is last */
 
 /* nvos.h: NVOS46_PARAMETERS before 580 (56 B) and from 580 (64 B) */

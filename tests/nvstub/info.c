@@ -539,7 +539,7 @@ const struct nvstub_ctrl nvstub_info_ctrls[] = {
 	CTRL(NV0000_CTRL_CMD_GPU_DETACH_IDS, NV01_ROOT_CLIENT,
 	     nv0000_ctrl_gpu_detach_ids_params, nvstub_ctrl_detach_ids),
 	CTRL(NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY, NV01_ROOT_CLIENT,
-	     nv0000_ctrl_client_set_inherited_share_policy_params,
+	     rs_share_policy,
 	     nvstub_ctrl_inherited_share),
 	CTRL(NV0000_CTRL_CMD_SYNC_GPU_BOOST_GROUP_INFO, NV01_ROOT_CLIENT,
 	     nv0000_sync_gpu_boost_group_info_params, nvstub_ctrl_boost_groups),

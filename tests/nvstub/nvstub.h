@@ -552,9 +552,9 @@ u32 nvstub_ctrl_export_info(struct nvstub_call *call,
 			    struct nvstub_object *obj, void *params);
 u32 nvstub_export_info_size(void);
 void nvstub_export_release(struct nvstub_file *nf);
-struct nv0000_ctrl_client_set_inherited_share_policy_params;
+struct rs_share_policy;
 u32 nvstub_share(struct nvstub_object *obj,
-		 const struct nv0000_ctrl_client_set_inherited_share_policy_params *p);
+		 const struct rs_share_policy *p);
 struct nvos57_parameters;
 u32 nvstub_rm_share(struct nvstub_call *call, struct nvos57_parameters *p);
 bool nvstub_may_dup_to_kernel(const struct nvstub_object *sobj);

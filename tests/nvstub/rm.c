@@ -1271,7 +1271,7 @@ static bool nvstub_may_dup(const struct nvstub_object *sobj,
  * the fabric manager) and REQUIRE policies are NV_ERR_NOT_SUPPORTED.
  */
 u32 nvstub_share(struct nvstub_object *obj,
-		 const struct nv0000_ctrl_client_set_inherited_share_policy_params *p)
+		 const struct rs_share_policy *p)
 {
 	const struct nvstub_shares *from;
 	struct nvstub_shares *l = obj->shares;
