@@ -1742,11 +1742,12 @@ p.paramsSize -= 4
 assert call() == 0 and p.status != abi.NV_OK, hex(p.status)
 report(alone=threads(), pages=len(pages()))
 want = (rm.handle, rm.handle, LET_BY, ctypes.sizeof(x))
-at = []
+at, over = [], []
 def race():
-    # a plain store, once xpu's page holds the next call's struct
+    # a plain store, once xpu's page holds the next call's struct; until
+    # the call is over (then the premise failed: no page held it)
     n = ctypes.sizeof(abi.NVOS54_PARAMETERS)
-    while True:
+    while not over:
         for a in pages():
             q = abi.NVOS54_PARAMETERS.from_buffer_copy(ctypes.string_at(a, n))
             if (q.hClient, q.hObject, q.cmd, q.paramsSize) == want:
@@ -1761,6 +1762,7 @@ th = threading.Thread(target=race)
 th.start()
 rc = call()
 elapsed = time.monotonic() - t0
+over.append(True)
 th.join()
 report(at=at, elapsed=elapsed, rc=rc, cmd=p.cmd, status=p.status)
 """
