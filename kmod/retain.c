@@ -278,6 +278,22 @@ static struct xpu_ret *xpu_ret_heir(const struct xpu_ret *ret, bool tsg)
 	return NULL;
 }
 
+/* RET off every table it is in.  Under the lock. */
+static void xpu_ret_unhash(struct xpu_ret *ret)
+{
+	hash_del(&ret->by_chan);
+	hash_del(&ret->by_vas);
+	if (!hlist_unhashed(&ret->by_tsg))
+		hash_del(&ret->by_tsg);
+	if (!hlist_unhashed(&ret->by_ptr))
+		hash_del(&ret->by_ptr);
+	if (!hlist_unhashed(&ret->by_task)) {
+		hash_del(&ret->by_task);
+		if (ret->unwatched)
+			xpu_ret_unwatched_nr--;
+	}
+}
+
 /*
  * RET goes (RM let go of it, or never retained): its pin of the channel
  * moves to another retention of that channel, its pin of the TSG to
@@ -290,17 +306,7 @@ static void xpu_ret_drop(struct xpu_ret *ret)
 	u64 back = 0;
 	u32 nchans = 0, ntsgs = 0;
 
-	hash_del(&ret->by_chan);
-	hash_del(&ret->by_vas);
-	if (!hlist_unhashed(&ret->by_tsg))
-		hash_del(&ret->by_tsg);
-	if (!hlist_unhashed(&ret->by_ptr))
-		hash_del(&ret->by_ptr);
-	if (!hlist_unhashed(&ret->by_task)) {
-		hash_del(&ret->by_task);
-		if (ret->unwatched)
-			xpu_ret_unwatched_nr--;
-	}
+	xpu_ret_unhash(ret);
 	WRITE_ONCE(xpu_ret_nr, xpu_ret_nr - 1);
 	if (!ret->slice) {
 		xpu_ret_free(ret);
@@ -798,14 +804,7 @@ void xpu_retain_exit(void)
 			xpu_ret_give_back(ret->slice,
 					  ret->chan_bytes + ret->tsg_bytes,
 					  ret->chans, ret->tsgs);
-		hash_del(&ret->by_chan);
-		hash_del(&ret->by_vas);
-		if (!hlist_unhashed(&ret->by_tsg))
-			hash_del(&ret->by_tsg);
-		if (!hlist_unhashed(&ret->by_ptr))
-			hash_del(&ret->by_ptr);
-		if (!hlist_unhashed(&ret->by_task))
-			hash_del(&ret->by_task);
+		xpu_ret_unhash(ret);
 		list_del(&ret->judge);
 		llist_add(&ret->put, &xpu_ret_puts);
 	}
