@@ -171,7 +171,16 @@ CONTROLS = [abi.NV0041_CTRL_CMD_GET_SURFACE_INFO,
             abi.NV0000_CTRL_CMD_IDLE_CHANNELS,
             abi.NV0080_CTRL_CMD_FIFO_IDLE_CHANNELS,
             0xD02,                  # NV0000 CLIENT_GET_HANDLE_INFO
-            abi.NV0002_CTRL_CMD_BIND_CONTEXTDMA]
+            abi.NV0002_CTRL_CMD_BIND_CONTEXTDMA,
+            # the rest of what kmod/mem.c's xpu_mem_rm_control looks at
+            abi.NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY,
+            0x214,                  # NV0000 GPU_GET_PROBED_IDS
+            0x2080110B,             # NV2080 FIFO_DISABLE_CHANNELS
+            0x27B]                  # NV0000 GPU_GET_MEMOP_ENABLE (passed)
+# the sizes RM takes for some of them: half the time a struct's size field
+# after one of these commands is its own, so the call gets past RM's check
+CONTROL_SIZES = {abi.NV0000_CTRL_CMD_CLIENT_SET_INHERITED_SHARE_POLICY: 12,
+                 0x2080110B: 536}
 
 # The escapes xpu.ko looks at (kmod/file.c, kmod/mem.c, kmod/events.c), and
 # two it passes on, with the struct each one's size comes from.
@@ -231,6 +240,7 @@ class NvFuzzer:
         self.abi = dev.abi
         self.gpu_ids = gpu_ids
         self.mem_params = dev.memory_params
+        self.cmd = None             # the command of the struct being filled
 
     def field(self, name, size):
         """A value for the field name, of size bytes."""
@@ -243,16 +253,19 @@ class NvFuzzer:
         if name.startswith("h"):
             return v.handle()
         if name == "cmd":
-            return r.choice(CONTROLS + [v.u32()])
+            self.cmd = r.choice(CONTROLS + [v.u32()])
+            return self.cmd
         if name in ("fd", "ctl_fd"):
             return r.choice(self.fds + [-1, 0, 1, 2, 1000])
         if name.startswith("p") and size == 8:
             return self.arena.inner_pointer(r)
         if name == "gpu_id" or (name == "" and size == 4):
             return r.choice(self.gpu_ids + [v.u32()])
+        if "size" in low and self.cmd in CONTROL_SIZES and r.random() < 0.5:
+            return CONTROL_SIZES[self.cmd]
         if "size" in low or low in ("length", "limit", "offset"):
             return v.size() if size == 8 else r.choice(
-                [0, 4, 8, 16, 20, 24, 64, 128, 184, 652, 2128, 4096,
+                [0, 4, 8, 12, 16, 20, 24, 64, 128, 184, 536, 652, 2128, 4096,
                  0x4000, v.u32()])
         if name == "function":     # VID_HEAP_CONTROL's: RM has 0-27
             return r.choice(list(range(12)) + [14, 15, 16, 18, 19, 20, 27,
@@ -264,6 +277,7 @@ class NvFuzzer:
     def struct(self, cls, nbytes):
         """nbytes of cls filled field by field (the rest random)."""
         buf = bytearray(self.rng.randbytes(nbytes))
+        self.cmd = None
         if self.rng.random() < 0.15:
             return buf      # pure noise
         for name, off, size in _int_fields(cls):

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -359,24 +360,56 @@ def make_uvm_nodes():
 
 class Child:
     """A child Python that lives until finish(): report() returns the dict
-    its next report() passed; finish() closes its stdin and waits."""
+    its next report() passed; finish() closes its stdin and waits.  A child
+    still there TIMEOUT seconds after its start is killed (a hung premise
+    fails the test, not the boot): report() and rest() then fail."""
 
-    def __init__(self, code):
+    def __init__(self, code, timeout=300):
         self.p = subprocess.Popen(
             [sys.executable, "-c", CHILD_PRELUDE + textwrap.dedent(code)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, close_fds=True, cwd="/")
+        self.timeout = timeout
+        self.expired = threading.Event()
+        self.watchdog = threading.Timer(timeout, self._expire)
+        self.watchdog.daemon = True
+        self.watchdog.start()
+
+    def _expire(self):
+        if self.p.poll() is None:
+            self.expired.set()
+            self.p.kill()
+
+    def _check(self):
+        if self.expired.is_set():
+            raise AssertionError(f"child killed after {self.timeout} s: "
+                                 f"{self.p.stderr.read()}")
 
     def report(self):
         line = self.p.stdout.readline()
+        self._check()
         if not line:
             raise AssertionError(f"child died ({self.p.wait()}): "
                                  f"{self.p.stderr.read()}")
         return json.loads(line)
 
+    def rest(self):
+        """What the child writes to stdout until it exits."""
+        out = self.p.stdout.read()
+        self._check()
+        return out
+
     def finish(self, timeout=60):
         self.p.stdin.close()
-        rc = self.p.wait(timeout)
+        try:
+            rc = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+            raise
+        finally:
+            self.watchdog.cancel()
+        self._check()
         self.p.stdout.close()
         self.p.stderr.close()
         return rc

@@ -1785,7 +1785,7 @@ def test_a_thread_made_after_a_call_cannot_rewrite_the_next(reload_stub,
         # the premise: the first call was made alone, on a page of xpu's
         first = child.report()
         assert first["alone"] == 1 and first["pages"] >= 1, first
-        rest = child.p.stdout.read()
+        rest = child.rest()
         assert child.finish() == -signal.SIGBUS, rest
 
 
@@ -1876,7 +1876,7 @@ def test_a_process_with_async_io_is_not_alone(sl, mode):
         assert child.report()["stored"] == 1
         assert child.finish() == 0
     else:
-        rest = child.p.stdout.read()
+        rest = child.rest()
         assert child.finish() == -signal.SIGBUS, rest
 
 
