@@ -319,14 +319,17 @@ long xpu_file_attach_gpus(struct xpu_file *xf, struct file *file,
  * IOCTL_XFER_CMD carries {cmd, size, ptr} for arguments too big for the
  * ioctl number.  For a sliced file xpu reads it once and hands the driver
  * the inner command directly, so that the driver cannot read a different
- * inner command than the one xpu acted on.
+ * inner command than the one xpu acted on.  So for an unsliced file while
+ * a GPU is guarded: its RM_ALLOC and RM_ALLOC_OBJECT are looked at then
+ * (mem.c, classes 2 and 34), and wrapped they would not be.
  */
 long xpu_file_xfer(struct xpu_file *xf, struct file *file,
 		   unsigned int cmd, unsigned long arg)
 {
 	struct nv_ioctl_xfer x;
 
-	if (!xf->slice || _IOC_SIZE(cmd) != sizeof(x))
+	if ((!xf->slice && !xpu_mem_device_guarded()) ||
+	    _IOC_SIZE(cmd) != sizeof(x))
 		return xpu_forward(file, cmd, arg);
 	if (copy_from_user(&x, (void __user *)arg, sizeof(x)))
 		return -EFAULT;

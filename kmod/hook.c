@@ -84,10 +84,17 @@ long xpu_dispatch(struct file *file, unsigned int cmd, unsigned long arg)
 	xpu_ioctl_fn fn = NULL;
 	struct xpu_file *xf;
 
-	if (_IOC_TYPE(cmd) == NV_IOCTL_MAGIC)
-		fn = xpu_ioctl_fns[_IOC_NR(cmd)];
+	/*
+	 * The driver reads only the number and the size of a command, not its
+	 * type nor its direction (nvidia_ioctl: _IOC_NR and _IOC_SIZE, 535 to
+	 * 595): 'G' or _IOC_NONE make the same escape, so they are looked up
+	 * by the number alone, and handed on as the driver's own encoding.
+	 */
+	fn = xpu_ioctl_fns[_IOC_NR(cmd)];
 	if (!fn)
 		return xpu_drv.unlocked_ioctl(file, cmd, arg);
+	cmd = _IOC(_IOC_READ | _IOC_WRITE, NV_IOCTL_MAGIC, _IOC_NR(cmd),
+		   _IOC_SIZE(cmd));
 	/*
 	 * The file is pinned for the call, and its record goes only in
 	 * release, so it outlives the call.  Files opened before xpu was

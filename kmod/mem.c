@@ -1363,7 +1363,7 @@ static u32 xpu_escape_device_id(const struct xpu_escape *e)
  * the locked answer -- and the capability last and unaudited, so that a
  * host with no exclusive GPU pays a loop and nothing is logged for it.
  */
-static bool xpu_mem_device_guarded(void)
+bool xpu_mem_device_guarded(void)
 {
 	unsigned int i;
 

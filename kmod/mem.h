@@ -9,6 +9,7 @@
 int xpu_mem_join(struct xpu_slice *slice);
 bool xpu_mem_is_member(struct xpu_slice *slice, struct pid *pid);
 bool xpu_mem_may_retain(struct xpu_slice *slice, struct pid *pid);
+bool xpu_mem_device_guarded(void);
 void xpu_mem_refresh_all(struct xpu_slice *slice);
 void xpu_mem_file_closed(struct xpu_slice *slice);
 long xpu_mem_charge(struct xpu_slice *slice, u64 bytes);

@@ -325,7 +325,10 @@ class NvFuzzer:
         else:
             size = r.randrange(1 << 14)
         direction = 3 if r.random() < 0.9 else r.randrange(4)
-        cmd = (direction << 30) | (size << 16) | (ord("F") << 8) | nr
+        # the driver reads neither the type nor the direction (nvidia_ioctl)
+        kind = ord("F") if r.random() < 0.85 else r.choice(
+            [ord("G"), 0, 0xFF, r.randrange(256)])
+        cmd = (direction << 30) | (size << 16) | (kind << 8) | nr
         data = self.struct(cls, max(size, right))[:4 * PAGE]
         if nr == abi.NV_ESC_IOCTL_XFER_CMD and r.random() < 0.8:
             inner_nr = r.choice(list(ESCAPES))

@@ -350,6 +350,107 @@ def test_a_class_turned_into_a_device_reaches_no_exclusive_gpu(
             a.destroy()
 
 
+# --- class 46: an escape in another encoding
+
+# Every escape of the tenant's is sent encoded as MODE says: the driver
+# reads only a command's number and size (nvidia_ioctl: _IOC_NR and
+# _IOC_SIZE), so another type byte, another direction or a wrapping in
+# IOCTL_XFER_CMD make the same call.
+ENCODED = """
+import ctypes
+MODE = "ENCODING"
+raw = client.ioctl_raw
+def encoded(fd, cmd, arg):
+    nr, size = cmd & 0xFF, (cmd >> 16) & 0x3FFF
+    if MODE == "type":
+        cmd = (3 << 30) | (size << 16) | (ord("G") << 8) | nr
+    elif MODE == "direction":
+        cmd = (size << 16) | (ord("F") << 8) | nr              # _IOC_NONE
+    elif nr != abi.NV_ESC_IOCTL_XFER_CMD:                       # xfer
+        x = abi.nv_ioctl_xfer_t(cmd=nr, size=size, ptr=ctypes.addressof(arg))
+        rc = raw(fd, abi.IOCTL_XFER_CMD, x)
+        calls.append(nr)
+        return rc
+    return raw(fd, cmd, arg)
+client.ioctl_raw = encoded
+calls = []
+def held_by(ctl_path, gpu_path, minor):
+    ctl = client.Ctl(ctl_path); gpu = client.GpuFile(minor, gpu_path)
+    rm = client.RmClient(ctl)
+    try:
+        dev = rm.device(minor, gpu_file=gpu)
+    except client.NvStatusError as e:
+        return {"device": e.status, "held": 0}
+    held = 0
+    for _ in range(8):                  # 128 MiB, past the slice's 64
+        try:
+            dev.alloc_vidmem(16 << 20)
+            held += 16 << 20
+        except client.NvStatusError as e:
+            return {"device": 0, "held": held, "refused": e.status}
+    return {"device": 0, "held": held}
+"""
+
+ENCODED_SLICE = ENCODED + """
+got = held_by(CTL_NODE, GPU_NODE, 0)
+report(wrapped=abi.NV_ESC_RM_ALLOC in calls, **got)
+"""
+
+ENCODED_EXCLUSIVE = ENCODED + """
+os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+got = held_by("/dev/nvidiactl", GPU_NODE, 0)
+report(wrapped=abi.NV_ESC_RM_ALLOC in calls, **got)
+"""
+
+
+@pytest.mark.parametrize("encoding", ["type", "direction"])
+def test_an_escape_of_another_type_or_direction_is_a_slice_s_too(
+        admin, nodedir, encoding):
+    """Class 46 (session 56, found by a review of hook.c): xpu.ko looked an
+    escape up only when its type byte was the driver's 'F', and passed any
+    other to the driver unseen; the driver reads neither the type nor the
+    direction (nvidia_ioctl, 535 to 595), so every hook -- the limit, the
+    records of channels and doorbells, every refusal -- was one byte away.
+    Now the number alone picks the hook.  Without it a tenant sending type
+    'G' held 128 MiB in its 64 MiB slice."""
+    sl = Slice(admin, nodedir, name="encoded")
+    heap0 = nvtest.heap_used(0)
+    try:
+        got = nvtest.run_child(ENCODED_SLICE.replace("ENCODING", encoding)
+                               .replace("CTL_NODE", repr(sl.ctl_node))
+                               .replace("GPU_NODE", repr(sl.gpu_node)))
+        assert got == {"wrapped": False, "device": 0, "held": LIMIT,
+                       "refused": abi.NV_ERR_NO_MEMORY}, got
+        assert nvtest.heap_used(0) == heap0
+    finally:
+        sl.destroy()
+
+
+@pytest.mark.parametrize("encoding", ["type", "direction", "xfer"])
+def test_an_escape_in_another_encoding_reaches_no_exclusive_gpu(
+        admin, nodedir, encoding):
+    """Class 46, and class 2 through IOCTL_XFER_CMD (session 56, found by a
+    review of file.c): an unprivileged process on the unsliced control
+    node, holding an exclusive GPU's slice node, makes no device there
+    whatever the encoding of its RM_ALLOC.  xpu.ko read a wrapped call only
+    for a slice's files, so an unsliced file's RM_ALLOC in IOCTL_XFER_CMD
+    reached the driver unchecked: a device on the exclusive GPU and 128 MiB
+    on it."""
+    sl = Slice(admin, nodedir, name="excl0", gpu=0)
+    admin.gpu_set(0, mode=uapi.XPU_MODE_EXCLUSIVE)
+    heap0 = nvtest.heap_used(0)
+    try:
+        got = nvtest.run_child(ENCODED_EXCLUSIVE.replace("ENCODING", encoding)
+                               .replace("GPU_NODE", repr(sl.gpu_node)))
+        assert got == {"wrapped": encoding == "xfer",
+                       "device": abi.NV_ERR_INSUFFICIENT_PERMISSIONS,
+                       "held": 0}, got
+        assert nvtest.heap_used(0) == heap0
+    finally:
+        admin.gpu_set(0, mode=uapi.XPU_MODE_SHARED)
+        sl.destroy()
+
+
 # --- review finding: a tiled allocation's size is height x pitch
 
 
