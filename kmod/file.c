@@ -157,18 +157,20 @@ int xpu_file_release(struct inode *inode, struct file *file)
 /*
  * destroy --force: SIGKILL the processes that opened the slice's files still
  * open.  (A process handed such a file over a socket keeps using it, still
- * counted against the destroyed slice, until it closes it.)
+ * counted against the destroyed slice, until it closes it.)  Under the
+ * files' lock, not RCU's: a release puts its opener's pid once its record
+ * is off the table, and the last put frees the pid at once.
  */
 void xpu_file_kill_openers(struct xpu_slice *slice)
 {
 	struct xpu_file *xf;
 	int bkt;
 
-	rcu_read_lock();
-	hash_for_each_rcu(xpu_files, bkt, xf, hash)
+	spin_lock(&xpu_files_lock);
+	hash_for_each(xpu_files, bkt, xf, hash)
 		if (xf->slice == slice)
 			kill_pid(xf->opener, SIGKILL, 1);
-	rcu_read_unlock();
+	spin_unlock(&xpu_files_lock);
 }
 
 void xpu_file_exit(void)

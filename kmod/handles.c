@@ -56,6 +56,8 @@ struct xpu_hnd {
 	struct rhash_head node;		/* in slice->handles, by key */
 	u64 key;			/* client << 32 | handle */
 	struct xpu_hnd *parent;		/* NULL for a client */
+	/* a client's: the control file it was made through (compared only) */
+	const struct xpu_file *owner;
 	/* a client's: in its control file's clients; else in parent->kids */
 	struct list_head sib;
 	struct list_head kids;
@@ -205,6 +207,7 @@ void xpu_handles_add(struct xpu_file *xf, struct list_head *spare, u32 hc,
 	if (h == hc) {
 		/* a client: its control file's, freed with it by RM */
 		list_add(&r->sib, &xf->hnd_clients);
+		r->owner = xf;
 	} else {
 		client = xpu_hnd_find(slice, hc, hc);
 		if (!client)
@@ -217,6 +220,8 @@ void xpu_handles_add(struct xpu_file *xf, struct list_head *spare, u32 hc,
 	/* a record whose hashing fails (memory) goes with its client */
 	r->hashed = !rhashtable_insert_fast(&slice->handles, &r->node,
 					    xpu_hnd_params);
+	if (!r->hashed && h == hc)
+		slice->hnd_unhashed = true;	/* xpu_handles_file_client */
 	mutex_unlock(&slice->handles_lock);
 	return;
 drop:
@@ -289,6 +294,33 @@ bool xpu_handles_is_client(struct xpu_slice *slice, u32 hc)
 
 	mutex_lock(&slice->handles_lock);
 	ours = hc && xpu_hnd_find(slice, hc, hc);
+	mutex_unlock(&slice->handles_lock);
+	return ours;
+}
+
+/*
+ * RM takes a call that names a client only through the file the client was
+ * made through, or a file registered to that one (strict client validation,
+ * on by default: rmclientValidate with the caller's file, or its REGISTER_FD
+ * target, as OS info; NV_ERR_INVALID_CLIENT, 535 to 595).  A slice's control
+ * file is registered to no other, and its GPU files only to a control file
+ * of the slice.  So a call through XF naming another client makes nothing,
+ * and what xpu asks of RM after it -- with its own privilege, which passes
+ * that check -- would be about another tenant's objects (class 47).  A
+ * control file's client must be its own, a GPU file's one of the slice's
+ * (xpu does not keep which control file it is registered to).  Where a
+ * client of the slice has no hashed record (memory), a client not found is
+ * let through, as before.
+ */
+bool xpu_handles_file_client(struct xpu_file *xf, u32 hc)
+{
+	struct xpu_slice *slice = xf->slice;
+	struct xpu_hnd *r;
+	bool ours;
+
+	mutex_lock(&slice->handles_lock);
+	r = hc ? xpu_hnd_find(slice, hc, hc) : NULL;
+	ours = r ? xf->gpu || r->owner == xf : slice->hnd_unhashed;
 	mutex_unlock(&slice->handles_lock);
 	return ours;
 }

@@ -42,6 +42,11 @@ u32 xpu_osevents_count(struct xpu_slice *slice);
 /* Whether HC is a client made through SLICE's control files. */
 bool xpu_handles_is_client(struct xpu_slice *slice, u32 hc);
 /*
+ * Whether a call through XF, a file of a slice, may name client HC: one made
+ * through XF if it is a control file, through one of the slice's else.
+ */
+bool xpu_handles_file_client(struct xpu_file *xf, u32 hc);
+/*
  * OS events (NV_ESC_ALLOC_OS_EVENT, FREE_OS_EVENT) through a slice's files,
  * under its mem_lock.  Whether the call may go to RM: HC must be a client
  * of the slice's, and an allocation (REC not NULL: its record, made here,

@@ -978,7 +978,11 @@ static void xpu_mem_page_lost(struct xpu_file *xf, bool rewrote)
  * until the driver had read it, the caller made RM free what it chose: what
  * went from XF's records unseen is charged until the slice is destroyed,
  * and the caller killed.  Under the slice's mem_lock.  Returns RM's status,
- * as the driver wrote it back.
+ * as the driver wrote it back.  For a caller not alone in its address
+ * space that is a claim (class 42), taken at its word: RM refuses a free
+ * through the file the client was made through only when the client is
+ * missing (resserv's compatibility mode: a missing object is NV_OK), and
+ * a call naming a client not the file's is refused before RM (class 47).
  */
 u32 xpu_free_as_caller(struct xpu_file *xf, struct file *file,
 		       u32 hc, u32 hp, u32 ho)
@@ -1794,6 +1798,9 @@ long xpu_mem_rm_alloc(struct xpu_file *xf, struct file *file,
 		return ret;
 	h_class = e.u.p21.h_class;
 	st = xpu_slice_class_refused(xf->slice, h_class);
+	if (!st && !xpu_is_client_class(h_class) &&
+	    !xpu_handles_file_client(xf, e.u.p21.h_root))
+		st = NV_ERR_INVALID_CLIENT;	/* RM's answer: class 47 */
 	if (st)
 		return xpu_escape_status(&e, &site, st);
 	/*
@@ -1928,6 +1935,9 @@ static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
 	u64 gone;
 	u32 st;
 
+	/* the ledger would duplicate another tenant's memory: class 47 */
+	if (!xpu_handles_file_client(xf, hc))
+		return xpu_put_status(status, NV_ERR_INVALID_CLIENT);
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
 	st = xpu_ledger_free(xf, file, hc, hp, ho, &settled, &gone);
@@ -2087,6 +2097,8 @@ long xpu_mem_vid_heap(struct xpu_file *xf, struct file *file,
 	if (ret)
 		return ret;
 	q = &e.u.p32;
+	if (!xpu_handles_file_client(xf, q->h_root))
+		return xpu_escape_status(&e, &site, NV_ERR_INVALID_CLIENT);
 	switch (q->function) {
 	case NVOS32_FUNCTION_ALLOC_SIZE:
 	case NVOS32_FUNCTION_ALLOC_SIZE_RANGE:
@@ -2236,6 +2248,8 @@ long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
 	if (ret)
 		return ret;
 	q = &e.u.p55;
+	if (!xpu_handles_file_client(xf, q->h_client))
+		return xpu_escape_status(&e, &site, NV_ERR_INVALID_CLIENT);
 	/* RM writes the status of every dup it is asked for */
 	e.u.p55.status = NV_ERR_GENERIC;
 	if (mutex_lock_killable(&slice->mem_lock))
@@ -2474,6 +2488,12 @@ static long xpu_mem_xport(struct xpu_file *xf, struct file *file,
 	u32 *h;
 	long ret;
 
+	/*
+	 * RM checks the client first, the size after; xpu asks RM about the
+	 * handles it names with its own privilege (class 47)
+	 */
+	if (!xpu_handles_file_client(xf, p.h_client))
+		return xpu_put_status(&up->status, NV_ERR_INVALID_CLIENT);
 	/* a size RM refuses is refused here, the struct unread */
 	if (p.params_size != x->psize || !p.params)
 		return xpu_put_status(&up->status, NV_ERR_INVALID_ARGUMENT);
@@ -2569,6 +2589,8 @@ long xpu_mem_alloc_context_dma(struct xpu_file *xf, struct file *file,
 		return ret;
 	if (e.u.p39.h_class != NV01_CONTEXT_DMA)
 		return xpu_put_status(&up->status, NV_ERR_NOT_SUPPORTED);
+	if (!xpu_handles_file_client(xf, e.u.p39.h_object_parent))
+		return xpu_put_status(&up->status, NV_ERR_INVALID_CLIENT);
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
 	st = xpu_handles_reserve(slice, &spare, 1);
@@ -2809,6 +2831,8 @@ long xpu_mem_alloc_memory(struct xpu_file *xf, struct file *file,
 	if (ret)
 		return ret;
 	q = &e.u.p02.params;
+	if (!xpu_handles_file_client(xf, q->h_root))
+		return xpu_escape_status(&e, &site, NV_ERR_INVALID_CLIENT);
 	/* every class makes a handle, which xpu names when the caller does not */
 	site.record = true;
 	/* RM writes the status of every call it is asked for; a refusal not */

@@ -159,6 +159,7 @@ struct xpu_rec {
 	 */
 	bool dep_any;
 	struct file *ctl;		/* the control file it was made through */
+	u32 gate_pass;			/* a channel's: the last gating pass */
 };
 
 /* Which records to drop (xpu_recs_drop). */
@@ -274,6 +275,7 @@ struct xpu_sched {
 	struct list_head slices;
 	u64 period_start;
 	bool held;			/* the last step gave a slice a turn */
+	u32 gate_pass;			/* xpu_gate_channels', under lock */
 };
 
 static struct xpu_sched *xpu_scheds[XPU_MAX_GPUS];
@@ -513,7 +515,15 @@ void xpu_sched_forget_stale(struct xpu_slice *slice)
 	xpu_forget_stale(slice->gpu->sched, slice);
 }
 
-/* Enable or disable every channel of SLICE, 64 to an RM call. */
+/*
+ * Enable or disable every channel of SLICE, 64 to an RM call.  The list is
+ * let go of during each call, and a free of the slice's (or a control
+ * file's close) may take records from it meanwhile: the records a pass
+ * took are marked with it, not counted by their place in the list, which
+ * would skip as many of the rest as went before them (found by a review in
+ * session 56: a free timed with the first call of a switch to waiting left
+ * channels beyond the first 64 enabled for the whole wait).
+ */
 static void xpu_gate_channels(struct xpu_sched *s, struct xpu_slice *slice,
 			      bool disable)
 {
@@ -521,16 +531,18 @@ static void xpu_gate_channels(struct xpu_sched *s, struct xpu_slice *slice,
 	u32 chans[NV2080_CTRL_FIFO_DISABLE_CHANNELS_MAX_ENTRIES];
 	struct xpu_rec *c;
 	bool stale = false;
-	u32 n, done = 0, i;
+	u32 n, pass;
 
 	lockdep_assert_held(&s->lock);
+	/* never 0, which a new record has */
+	pass = ++s->gate_pass ?: ++s->gate_pass;
 	for (;;) {
 		n = 0;
-		i = 0;
 		spin_lock(&s->list_lock);
 		list_for_each_entry(c, &slice->recs[XPU_REC_CHAN], link) {
-			if (i++ < done)
+			if (c->gate_pass == pass)
 				continue;
+			c->gate_pass = pass;
 			clients[n] = c->h_client;
 			chans[n] = c->h_object;
 			if (++n == ARRAY_SIZE(chans))
@@ -541,7 +553,6 @@ static void xpu_gate_channels(struct xpu_sched *s, struct xpu_slice *slice,
 			break;
 		if (xpu_rm_disable_channels(s->gpu, disable, clients, chans, n))
 			stale = true;
-		done += n;
 	}
 	if (stale)
 		xpu_forget_stale(s, slice);
@@ -832,7 +843,14 @@ void xpu_sched_mmap(struct file *file, struct vm_area_struct *vma)
 		return;
 	}
 
-	__module_get(THIS_MODULE);
+	/*
+	 * The wrapped operations are xpu's until the mapping goes.  While
+	 * xpu.ko is being unloaded (its hooks still in place until its exit
+	 * takes them back) no reference can be taken: the mapping stays the
+	 * driver's, as every mapping is once xpu.ko is gone.
+	 */
+	if (!try_module_get(THIS_MODULE))
+		return;
 	vma->vm_ops = &xpu_vm_ops;
 	/* marked after xpu_sched_mmap_prepare() looked: list it here */
 	spin_lock(&s->list_lock);

@@ -175,6 +175,7 @@ struct xpu_slice {
 	struct rhashtable handles;
 	struct mutex handles_lock;	/* the trees; taken under mem_lock */
 	atomic_t nr_handles;
+	bool hnd_unhashed;		/* a client's record is not hashed */
 	/* the OS events of its clients (handles.c), under handles_lock */
 	struct list_head osevents;
 	u32 nr_osevents;

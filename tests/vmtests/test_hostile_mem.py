@@ -1310,10 +1310,12 @@ LIE_ON_PAGE = ALLOC_RACE + """
 lfd = os.memfd_create("lie")
 os.write(lfd, bytes(ctypes.c_uint32(abi.NV_ERR_GENERIC)))
 
-def lie_on_page(nr, p, made):
+def lie_on_page(nr, p, made, seen=abi.NV_OK, lie=abi.NV_ERR_GENERIC):
+    # (SEEN: the status RM gave, LIE: the one stored over it)
     T = type(p)
     field = "status" if hasattr(T, "status") else "Status"
     off = getattr(T, field).offset
+    os.pwrite(lfd, bytes(ctypes.c_uint32(lie)), 0)
     stored, done = [], []
     def race():
         while not done:
@@ -1321,11 +1323,10 @@ def lie_on_page(nr, p, made):
             if not addr:
                 continue
             cur = T.from_buffer_copy(ctypes.string_at(addr, ctypes.sizeof(p)))
-            if getattr(cur, field) != abi.NV_OK or not made(cur):
+            if getattr(cur, field) != seen or not made(cur):
                 continue
             if libc.pread(lfd, addr + off, 4, 0) == 4 and \\
-                    ctypes.c_uint32.from_address(addr + off).value == \\
-                    abi.NV_ERR_GENERIC:
+                    ctypes.c_uint32.from_address(addr + off).value == lie:
                 stored.append(True)
                 return
     t = threading.Thread(target=race, daemon=True)
@@ -2242,3 +2243,110 @@ def test_memory_exported_by_fd_is_charged_while_anything_holds_it(
         for c in (rm, ctl, gpu):
             c.close()
         sl.destroy()
+
+
+# --- class 47: a call naming a client the file did not make
+
+# Another slice's tenant names the victim's client, device, TSG, channel and
+# memory in RM_ALLOCs of its own, with a second thread alive (so xpu asks RM
+# what the call made, with its own privilege).
+FOREIGN_CLIENT = """
+import threading
+ctl = client.Ctl(CTL_NODE); gpu = client.GpuFile(0, GPU_NODE)
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+ev = threading.Event()
+t = threading.Thread(target=ev.wait, daemon=True); t.start()
+mp = dev.memory_params(64 << 10)
+got = {"memory": ctl.rm_alloc(@CLIENT@, @DEVICE@, abi.NV01_MEMORY_LOCAL_USER,
+                              mp, hnew=@MEMORY@, check=False).status}
+cp = dev.abi.NV_CHANNEL_ALLOC_PARAMS()
+got["channel"] = ctl.rm_alloc(@CLIENT@, @TSG@, abi.HOPPER_CHANNEL_GPFIFO_A,
+                              cp, hnew=@CHANNEL@, check=False).status
+ev.set(); t.join()
+report(**got)
+sys.stdin.readline()
+"""
+
+
+def test_a_call_naming_another_tenant_s_client_makes_xpu_act_on_nothing(
+        admin, nodedir):
+    """Class 47 (session 56, found by a review of ledger.c and sched.c): RM
+    refuses a call naming a client its file did not make
+    (NV_ERR_INVALID_CLIENT), but xpu then asked RM, with its own privilege,
+    what the call had made under the handles it named -- and found another
+    tenant's objects there.  Its channel became a record of the attacker's
+    slice (disabled whenever that slice waits), its memory one of the
+    attacker's ledger records, held by the ledger for the attacker after
+    the attacker's file closed, so the victim's free gave nothing back to
+    the GPU.  Now a call naming a client not made through the calling file
+    is refused before RM.  Without that, the attacker's slice counted the
+    victim's channel (1, and 4096 bytes)."""
+    att = Slice(admin, nodedir, name="attacker")
+    vic = Slice(admin, nodedir, name="victim")
+    ctl, gpu, rm, dev = vic.open()
+    ch = client.Channel(dev, schedule=False)
+    try:
+        heap1 = nvtest.heap_used(0)
+        mem = dev.alloc_vidmem(16 * MiB)
+        child = nvtest.spawn_child(
+            FOREIGN_CLIENT.replace("CTL_NODE", repr(att.ctl_node))
+            .replace("GPU_NODE", repr(att.gpu_node))
+            .replace("@CLIENT@", str(rm.handle))
+            .replace("@DEVICE@", str(dev.hdevice))
+            .replace("@MEMORY@", str(mem.handle))
+            .replace("@TSG@", str(ch.htsg))
+            .replace("@CHANNEL@", str(ch.hchannel)))
+        got = child.report()
+        assert got == {"memory": abi.NV_ERR_INVALID_CLIENT,
+                       "channel": abi.NV_ERR_INVALID_CLIENT}, got
+        info = att.get()
+        assert (info.channels, info.memory_used) == (0, 0), info
+        assert child.finish() == 0
+        # the attacker's files are closed; the victim's free gives it back
+        rm.free(mem.handle)
+        assert nvtest.heap_used(0) == heap1
+        assert vic.get().channels == 1
+    finally:
+        for o in (ch, dev, rm, gpu, ctl):
+            o.close()
+        att.destroy()
+        vic.destroy()
+
+
+# A client made through a second control file of the slice, freed through
+# the first: RM refuses, and a thread stores NV_OK over the refusal on
+# xpu's page while the driver waits after its copy-back.
+RACE_STATUS_FREE = nvtest.RAW_PRELUDE + LIE_ON_PAGE + """
+other = client.Ctl(CTL)
+oc = client.RmClient(other); od = oc.device(0, gpu_file=gpu)
+report(client=oc.handle)
+sys.stdin.readline()
+p = abi.NVOS00_PARAMETERS(hRoot=oc.handle, hObjectParent=oc.handle,
+                          hObjectOld=oc.handle)
+rc, stored = lie_on_page(abi.NV_ESC_RM_FREE, p,
+                         lambda cur: cur.hObjectOld == oc.handle,
+                         seen=abi.NV_ERR_INVALID_CLIENT, lie=abi.NV_OK)
+report(rc=rc, status=p.status, stored=stored)
+sys.stdin.readline()
+"""
+
+
+def test_a_free_of_a_client_another_file_made_takes_no_record(
+        nodedir, reload_stub):
+    """Class 47, through the free (session 56, found by a review of
+    handles.c): xpu took the status of its free made as the caller at its
+    word, and a thread's NV_OK stored over RM's refusal -- a client made
+    through another control file of the slice -- took the records of that
+    live client and all in it: its handles and OS events out of the
+    slice's bounds, its channels past class 37's check.  Now the free is
+    refused before RM, with RM's answer.  Without that: the store landed
+    and `rm_handles` fell by the client, its device and subdevice."""
+    with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
+            sl, _heap0):
+        child = nvtest.spawn_child(in_slice(RACE_STATUS_FREE, sl))
+        child.report()
+        before = sl.get().rm_handles
+        r = let_go_on(child)
+        assert (r["rc"], r["status"]) == (0, abi.NV_ERR_INVALID_CLIENT), r
+        assert sl.get().rm_handles == before
+        assert let_go(child) == 0
