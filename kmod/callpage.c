@@ -75,6 +75,7 @@
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/gfp.h>
+#include <linux/hash.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/moduleparam.h>
@@ -103,23 +104,91 @@ struct xpu_callpage {
 };
 
 /*
- * Calls waiting for a page (every slot of their process's held), and a
- * count bumped, with the queue woken, when a page may have come free while
- * one waits.  A call's end only reads WAITERS: no store to a shared line
- * on the ioctl's path.
+ * Calls waiting for a page (every slot of their process's held), by
+ * address space: a queue of a few, a count of the waiters on it, and a
+ * count bumped when a page of one of their address spaces may have come
+ * free, with only that address space's waiters woken (the key).  Until
+ * session 56 one queue served the host, so a tenant's threads parked
+ * behind its own stalled calls were woken, at the expense of whoever made
+ * it, by the end of every call on the host.  A call's end only reads
+ * WAITERS: no store to a shared line on the ioctl's path.
  */
-static DECLARE_WAIT_QUEUE_HEAD(xpu_callpage_wq);
-static atomic_t xpu_callpage_waiters = ATOMIC_INIT(0);
-static atomic_t xpu_callpage_seq = ATOMIC_INIT(0);
+#define XPU_CALLPAGE_WAIT_BITS	6
 
-static void xpu_callpage_freed(void)
+static struct xpu_callpage_waits {
+	wait_queue_head_t wq;
+	atomic_t waiters;
+	atomic_t seq;
+} xpu_callpage_waits[1 << XPU_CALLPAGE_WAIT_BITS];
+
+struct xpu_callpage_waiter {
+	struct wait_queue_entry entry;
+	struct mm_struct *mm;
+};
+
+void xpu_callpage_init(void)
 {
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(xpu_callpage_waits); i++)
+		init_waitqueue_head(&xpu_callpage_waits[i].wq);
+}
+
+static struct xpu_callpage_waits *xpu_callpage_waits_of(struct mm_struct *mm)
+{
+	return &xpu_callpage_waits[hash_ptr(mm, XPU_CALLPAGE_WAIT_BITS)];
+}
+
+/* A waiter is woken by its own address space's pages only. */
+static int xpu_callpage_wake(struct wait_queue_entry *entry,
+			     unsigned int mode, int sync, void *key)
+{
+	struct xpu_callpage_waiter *w =
+		container_of(entry, struct xpu_callpage_waiter, entry);
+
+	if (key != w->mm)
+		return 0;
+	return default_wake_function(entry, mode, sync, key);
+}
+
+static void xpu_callpage_freed(struct mm_struct *mm)
+{
+	struct xpu_callpage_waits *w = xpu_callpage_waits_of(mm);
+
 	/* the page let go of before the look at the waiters (their order) */
 	smp_mb();
-	if (!atomic_read(&xpu_callpage_waiters))
+	if (!atomic_read(&w->waiters))
 		return;
-	atomic_inc(&xpu_callpage_seq);
-	wake_up_all(&xpu_callpage_wq);
+	atomic_inc(&w->seq);
+	__wake_up(&w->wq, TASK_NORMAL, 0, mm);
+}
+
+/*
+ * Until W's count moved from SEQ (a page of its queue's address spaces
+ * may have come free), or a fatal signal: -EINTR.
+ */
+static int xpu_callpage_wait(struct xpu_callpage_waits *w,
+			     struct mm_struct *mm, int seq)
+{
+	struct xpu_callpage_waiter waiter = { .mm = mm };
+	int ret = 0;
+
+	init_waitqueue_func_entry(&waiter.entry, xpu_callpage_wake);
+	waiter.entry.private = current;
+	add_wait_queue(&w->wq, &waiter.entry);
+	for (;;) {
+		set_current_state(TASK_KILLABLE);
+		if (atomic_read(&w->seq) != seq)
+			break;
+		if (fatal_signal_pending(current)) {
+			ret = -EINTR;
+			break;
+		}
+		schedule();
+	}
+	__set_current_state(TASK_RUNNING);
+	remove_wait_queue(&w->wq, &waiter.entry);
+	return ret;
 }
 
 /*
@@ -160,7 +229,7 @@ static void xpu_callpage_close(struct vm_area_struct *vma)
 	struct xpu_callpage *cp = vma->vm_private_data;
 
 	WRITE_ONCE(cp->gone, true);
-	xpu_callpage_freed();		/* its slot */
+	xpu_callpage_freed(vma->vm_mm);		/* its slot */
 }
 
 static vm_fault_t xpu_callpage_fault(struct vm_fault *vmf)
@@ -384,6 +453,7 @@ static unsigned long xpu_callpage_slot(int i)
 static struct xpu_callpage *xpu_callpage_get(void)
 {
 	struct mm_struct *mm = current->mm;
+	struct xpu_callpage_waits *w = xpu_callpage_waits_of(mm);
 	struct xpu_callpage *cp;
 	bool waiting = false;
 	unsigned long free;
@@ -431,21 +501,20 @@ static struct xpu_callpage *xpu_callpage_get(void)
 			goto out;
 		}
 		if (!waiting) {
-			atomic_inc(&xpu_callpage_waiters);
+			atomic_inc(&w->waiters);
 			/* counted before the pages are looked again at */
 			smp_mb__after_atomic();
 			waiting = true;
-		} else if (wait_event_killable(xpu_callpage_wq,
-				atomic_read(&xpu_callpage_seq) != seq)) {
+		} else if (xpu_callpage_wait(w, mm, seq)) {
 			cp = ERR_PTR(-EINTR);
 			goto out;
 		}
 		/* before the look at the pages (xpu_callpage_freed's order) */
-		seq = atomic_read_acquire(&xpu_callpage_seq);
+		seq = atomic_read_acquire(&w->seq);
 	}
 out:
 	if (waiting)
-		atomic_dec(&xpu_callpage_waiters);
+		atomic_dec(&w->waiters);
 	return cp;
 }
 
@@ -510,7 +579,7 @@ bool xpu_callpage_done(struct xpu_callpage *cp, void *data, size_t len,
 	} else {
 		/* after the copy out of it */
 		clear_bit_unlock(0, &cp->busy);
-		xpu_callpage_freed();
+		xpu_callpage_freed(current->mm);
 	}
 	xpu_callpage_put(cp);
 	return kept;

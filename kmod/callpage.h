@@ -6,6 +6,9 @@
 
 struct xpu_callpage;
 
+/* At load, before any call. */
+void xpu_callpage_init(void);
+
 /*
  * The pages of calls are an address space's, at the bottom of it, below
  * mmap_min_addr (callpage.c): at most XPU_CALL_SLOTS, one for each call in

@@ -103,16 +103,33 @@ int xpu_file_open(struct inode *inode, struct file *file)
 	xf->slice = slice;
 	xf->gpu = gpu;
 	xf->opener = get_pid(task_tgid(current));
-	if (slice)
-		atomic_inc(&slice->open_files);
 	spin_lock(&xpu_files_lock);
 	hash_add_rcu(xpu_files, &xf->hash, (unsigned long)file);
 	spin_unlock(&xpu_files_lock);
+	/*
+	 * A destroy --force marks the slice dead, then signals the openers of
+	 * the files it finds: one that did not find this file (not yet on the
+	 * table) marked the slice first, which is seen here, after the file
+	 * went on.  The file would live on, its doorbells ungated: it goes.
+	 */
+	if (slice && READ_ONCE(slice->dead)) {
+		spin_lock(&xpu_files_lock);
+		hash_del_rcu(&xf->hash);
+		spin_unlock(&xpu_files_lock);
+		xpu_drv.release(inode, file);
+		put_pid(xf->opener);
+		atomic_dec(&slice->open_files);
+		xpu_slice_put(slice);
+		kfree_rcu(xf, rcu);
+		return -ENXIO;
+	}
 	return 0;
 
 err_put:
-	if (slice)
+	if (slice) {
+		atomic_dec(&slice->open_files);
 		xpu_slice_put(slice);
+	}
 err_free:
 	kfree(xf);
 	return ret;

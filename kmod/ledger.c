@@ -695,29 +695,39 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 }
 
 /*
- * Let go of every held duplicate of SLICE whose memory nothing else holds
- * any more: the slice stops paying for it.  Under the slice's mem_lock.
- * Returns whether any went.
+ * Let go of the held duplicates of SLICE whose memory nothing else holds
+ * any more, at most MAX of them looked at (from where the last call that
+ * stopped short left off): the slice stops paying for them.  The ledger's
+ * lock is taken for one duplicate at a time, so that a slice with thousands
+ * held keeps no other slice's free or close waiting for all of them (found
+ * by a review in session 56).  Only this slice's calls, which hold its
+ * mem_lock, take from its list.  Returns whether any went.
  */
-bool xpu_ledger_reprobe(struct xpu_slice *slice)
+bool xpu_ledger_reprobe(struct xpu_slice *slice, unsigned int max)
 {
 	struct xpu_held *held, *tmp;
 	bool any = false;
 
 	lockdep_assert_held(&slice->mem_lock);
-	if (list_empty(&slice->held))
-		return false;
-	mutex_lock(&xpu_ledger_lock);
 	list_for_each_entry_safe(held, tmp, &slice->held, link) {
 		u64 size = held->size;	/* measured when it was held */
+		bool alone;
 
-		if (!xpu_ledger_alone(slice->gpu, held->subdevice, held->h_dup,
-				      &size))
-			continue;
-		xpu_ledger_unhold(slice, held);
-		any = true;
+		if (!max--) {
+			/* the next call starts with the first not looked at */
+			mutex_lock(&xpu_ledger_lock);
+			list_rotate_to_front(&held->link, &slice->held);
+			mutex_unlock(&xpu_ledger_lock);
+			break;
+		}
+		mutex_lock(&xpu_ledger_lock);
+		alone = xpu_ledger_alone(slice->gpu, held->subdevice,
+					 held->h_dup, &size);
+		if (alone)
+			xpu_ledger_unhold(slice, held);
+		mutex_unlock(&xpu_ledger_lock);
+		any |= alone;
 	}
-	mutex_unlock(&xpu_ledger_lock);
 	return any;
 }
 

@@ -24,7 +24,9 @@ int xpu_ledger_release(struct xpu_file *xf, int (*release)(struct inode *,
 							   struct file *),
 		       struct inode *inode, struct file *file);
 void xpu_ledger_file_exit(struct xpu_file *xf);
-bool xpu_ledger_reprobe(struct xpu_slice *slice);
+bool xpu_ledger_reprobe(struct xpu_slice *slice, unsigned int max);
+/* what an admin's read of a slice looks at, at most */
+#define XPU_LEDGER_REPROBE_STEP	16
 void xpu_ledger_slice_release(struct xpu_slice *slice);
 
 #endif /* XPU_LEDGER_H */

@@ -8,6 +8,7 @@
 #include <linux/init.h>
 #include <linux/module.h>
 
+#include "callpage.h"
 #include "ctl.h"
 #include "events.h"
 #include "file.h"
@@ -54,6 +55,7 @@ static int __init xpu_init(void)
 {
 	int ret;
 
+	xpu_callpage_init();
 	ret = xpu_handles_module_init();
 	if (ret)
 		return ret;

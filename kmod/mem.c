@@ -315,7 +315,8 @@ void xpu_mem_file_closed(struct xpu_slice *slice)
 void xpu_mem_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 {
 	if (mutex_trylock(&slice->mem_lock)) {
-		xpu_ledger_reprobe(slice);
+		/* under xpu_lock, which every open needs: a few at a time */
+		xpu_ledger_reprobe(slice, XPU_LEDGER_REPROBE_STEP);
 		xpu_refresh_locked(slice);
 		xpu_hostmem_sweep(slice);
 		mutex_unlock(&slice->mem_lock);
@@ -899,7 +900,7 @@ static bool xpu_mem_fits(struct xpu_slice *slice, u64 want)
 		xpu_refresh_locked(slice);
 	/* memory the slice freed and UVM kept may have gone since */
 	if (READ_ONCE(slice->held_bytes) && slice->used + want > limit &&
-	    xpu_ledger_reprobe(slice))
+	    xpu_ledger_reprobe(slice, UINT_MAX))
 		xpu_refresh_locked(slice);
 	/*
 	 * channels and TSGs RM freed with a grandparent are still charged:

@@ -965,34 +965,59 @@ static bool xpu_chan_share_room(struct xpu_sched *s, struct xpu_slice *slice,
 	return room;
 }
 
-/* A channel allocation SLICE was admitted for is recorded or failed. */
-static void xpu_chan_pending_done(struct xpu_sched *s, struct xpu_slice *slice)
+/*
+ * An allocation SLICE was admitted for, of KIND, is recorded or failed: its
+ * place under max_records, and a channel's id, are a record's or free.
+ */
+static void xpu_recs_pending_done(struct xpu_sched *s, struct xpu_slice *slice,
+				  int kind)
 {
 	spin_lock(&s->list_lock);
-	slice->chans_pending--;
+	slice->recs_pending[kind]--;
+	if (kind == XPU_REC_CHAN)
+		slice->chans_pending--;
 	spin_unlock(&s->list_lock);
+}
+
+/*
+ * Whether SLICE holds fewer than max_records of KIND, with the allocations
+ * admitted and in flight (TAKE: this one is, from now on).  Channels and
+ * TSGs UVM may retain count as the slice's (uvm.c).  Counted and taken under
+ * one lock: threads queued behind a stalled call of the slice's each passed
+ * a look without it (found by a review in session 56).
+ */
+static bool xpu_recs_below(struct xpu_sched *s, struct xpu_slice *slice,
+			   int kind, bool take)
+{
+	unsigned int bound = READ_ONCE(max_records);
+	bool room;
+
+	spin_lock(&s->list_lock);
+	room = slice->nr_recs[kind] + slice->recs_pending[kind] +
+	       xpu_uvm_kept(slice, kind) < bound;
+	if (room && take)
+		slice->recs_pending[kind]++;
+	spin_unlock(&s->list_lock);
+	return room;
 }
 
 /*
  * Whether SLICE has room for one more record of KIND (of class CLS, for the
  * log): at the bound, after the records RM no longer has are forgotten.  A
- * channel also needs a channel id of the GPU's share: with PENDING, one is
- * taken until xpu_chan_pending_done().
+ * channel also needs a channel id of the GPU's share.  With PENDING, the
+ * place (and the channel id) is taken until xpu_recs_pending_done().
  */
 static bool xpu_recs_room(struct xpu_sched *s, struct xpu_slice *slice,
 			  int kind, u32 cls, bool pending)
 {
-	unsigned int bound = READ_ONCE(max_records);
 	bool room;
 
-	/* channels and TSGs UVM may retain count as the slice's (uvm.c) */
-	if (READ_ONCE(slice->nr_recs[kind]) + xpu_uvm_kept(slice, kind) >= bound) {
+	if (!xpu_recs_below(s, slice, kind, pending)) {
 		xpu_forget_stale(s, slice);
-		if (READ_ONCE(slice->nr_recs[kind]) +
-		    xpu_uvm_kept(slice, kind) >= bound) {
+		if (!xpu_recs_below(s, slice, kind, pending)) {
 			pr_warn_ratelimited("slice %u: pid %d has %u objects of class 0x%x; refused\n",
 					    slice->id, task_tgid_nr(current),
-					    bound, cls);
+					    READ_ONCE(max_records), cls);
 			return false;
 		}
 	}
@@ -1006,6 +1031,9 @@ static bool xpu_recs_room(struct xpu_sched *s, struct xpu_slice *slice,
 	xpu_forget_stale(s, slice);
 	spin_lock(&s->list_lock);
 	room = xpu_chan_share_room(s, slice, pending);
+	/* the place under max_records goes back with the refusal */
+	if (!room && pending)
+		slice->recs_pending[kind]--;
 	spin_unlock(&s->list_lock);
 	if (!room)
 		pr_warn_ratelimited("slice %u: pid %d: its share of the GPU's %u channel ids is taken; refused\n",
@@ -1065,7 +1093,7 @@ static bool xpu_rec_add(struct xpu_slice *slice, struct xpu_rec *r, int kind,
 static long __xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 				 unsigned int cmd, struct xpu_escape *e,
 				 u32 h_class, u64 pinned, u32 h_vas,
-				 bool *pending)
+				 int *pending)
 {
 	struct xpu_slice *slice = xf->slice;
 	struct xpu_sched *s = slice->gpu->sched;
@@ -1104,7 +1132,7 @@ static long __xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	}
 	if (!xpu_recs_room(s, slice, kind, h_class, true))
 		return xpu_escape_alloc_status(e, NV_ERR_INSUFFICIENT_RESOURCES);
-	*pending = kind == XPU_REC_CHAN;
+	*pending = kind;
 	/* its handle, within the slice's bound (handles.c) */
 	st = xpu_handles_reserve(slice, &spare, 1);
 	if (st)
@@ -1204,14 +1232,14 @@ long xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 			u64 pinned, u32 h_vas)
 {
 	struct xpu_slice *slice = xf->slice;
-	bool pending = false;
+	int pending = -1;
 	long ret;
 
 	ret = __xpu_sched_rm_alloc(xf, file, cmd, e, h_class, pinned, h_vas,
 				   &pending);
-	/* the channel id it took is a record's now, or free again */
-	if (pending)
-		xpu_chan_pending_done(slice->gpu->sched, slice);
+	/* the place (and channel id) it took is a record's now, or free */
+	if (pending >= 0)
+		xpu_recs_pending_done(slice->gpu->sched, slice, pending);
 	return ret;
 }
 

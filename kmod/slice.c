@@ -652,6 +652,11 @@ struct xpu_slice *xpu_slice_for_open(struct inode *inode, struct xpu_gpu *gpu)
 	}
 	if (slice) {
 		xpu_slice_get(slice);
+		/*
+		 * counted from here, under the lock a destroy takes: one
+		 * without --force refuses while a file is opening too
+		 */
+		atomic_inc(&slice->open_files);
 	} else if (gpu && gpu->mode == XPU_MODE_EXCLUSIVE && gpu->nr_slices &&
 		   !capable(CAP_SYS_ADMIN)) {
 		slice = ERR_PTR(-EPERM);

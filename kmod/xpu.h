@@ -197,6 +197,11 @@ struct xpu_slice {
 	 */
 	u32 chans_pending;
 	/*
+	 * Allocations admitted under max_records and not yet recorded or
+	 * failed, by the kind their class claims (sched.c).  Under list_lock.
+	 */
+	u32 recs_pending[XPU_REC_KINDS];
+	/*
 	 * Video memory RM takes for the recorded channels and TSGs and
 	 * charges to no process (issue 18, rule 5): xpu's estimate, charged
 	 * on top of the members' figure (mem.c).  Added under mem_lock,

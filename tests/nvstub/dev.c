@@ -92,6 +92,8 @@ static int nvidia_open(struct inode *inode, struct file *filp)
 
 	if (minor != NV_MINOR_CONTROL && minor >= nvstub_ngpus)
 		return -ENODEV;
+	if (minor != NV_MINOR_CONTROL && READ_ONCE(nvstub_open_delay_us))
+		fsleep(READ_ONCE(nvstub_open_delay_us));
 	nf = kzalloc(sizeof(*nf), GFP_KERNEL);
 	if (!nf)
 		return -ENOMEM;

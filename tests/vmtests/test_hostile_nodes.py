@@ -155,3 +155,60 @@ def test_lazy_umount_then_unload_leaves_the_kernel_clean(tmpfs):
     with xpu_ctl.Ctl() as admin:
         assert admin.slice_list() == []
         assert admin.gpu_list()
+
+
+# --- a destroy racing an open (session 56, found by a review of slice.c)
+
+# Opens a slice's GPU node (the stub waits 300 ms in the driver's open) and
+# reports how it went; holds the file until told to go on.
+OPENING = """
+try:
+    f = client.GpuFile(0, GPU_NODE)
+    rc = 0
+except OSError as e:
+    rc = -e.errno
+report(rc=rc)
+sys.stdin.readline()
+"""
+
+
+def in_the_driver_s_open(pid):
+    """Whether PID sleeps in the stub's open (its open_delay_us)."""
+    with open(f"/proc/{pid}/wchan") as f:
+        where = f.read()
+    return "sleep" in where or "nvidia_open" in where
+
+
+def test_a_destroy_does_not_miss_a_file_being_opened(reload_stub, tmpfs):
+    """A slice's file was counted (`open_files`) and put on xpu's table of
+    files only after the driver's open returned, so a destroy during that
+    open missed it: one without --force succeeded and left the file on a
+    destroyed slice (its doorbells outside every schedule), one with
+    --force signalled every opener but this one.  Now an opening file
+    counts from xpu's look at the slice, under the lock a destroy takes,
+    and one that finds its slice destroyed once on the table fails with
+    ENXIO.  The stub waits 300 ms in the open (open_delay_us); before, the
+    destroy without --force returned at once and the open succeeded."""
+    reload_stub(open_delay_us=300000)
+    nvtest.insmod_xpu()
+    with xpu_ctl.Ctl() as admin:
+        sid, gpu, _ctl = nodes_on(admin, tmpfs, "opening")
+        for force in (False, True):
+            child = nvtest.spawn_child(OPENING.replace("GPU_NODE", repr(gpu)))
+            try:
+                pid = child.p.pid
+                nvtest.wait_for(lambda pid=pid: in_the_driver_s_open(pid),
+                                60, "the open in the driver")
+                if force:
+                    admin.slice_destroy(sid, force=True)
+                    assert child.report()["rc"] == -errno.ENXIO
+                else:
+                    with pytest.raises(xpu_ctl.Busy):
+                        admin.slice_destroy(sid)
+                    assert child.report()["rc"] == 0
+                    assert admin.slice_get(sid).open_files == 1
+            finally:
+                child.p.stdin.write("\n")
+                child.p.stdin.flush()
+                assert child.finish() == 0
+        assert sid not in admin.slice_list()
