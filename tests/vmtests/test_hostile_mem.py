@@ -134,10 +134,11 @@ def test_a_forked_child_s_client_is_counted(admin, nodedir):
 # --- class 2: exclusive mode and the control node
 
 
-EXCLUSIVE = """
-import ctypes
-os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
-def attempt(ctl_path, gpu_path, minor):
+# held_by(ctl, gpu, minor, n): a device of GPU MINOR made through those
+# nodes (or RM's refusal), and the video memory it then holds, 16 MiB at a
+# time, at most N times.
+HELD_BY = """
+def held_by(ctl_path, gpu_path, minor, n):
     ctl = client.Ctl(ctl_path); gpu = client.GpuFile(minor, gpu_path)
     rm = client.RmClient(ctl)
     try:
@@ -145,15 +146,21 @@ def attempt(ctl_path, gpu_path, minor):
     except client.NvStatusError as e:
         return {"device": e.status, "held": 0}
     held = 0
-    for _ in range(16):                 # 256 MiB, past either slice's 64
+    for _ in range(n):
         try:
             dev.alloc_vidmem(16 << 20)
             held += 16 << 20
-        except client.NvStatusError:
-            break
+        except client.NvStatusError as e:
+            return {"device": 0, "held": held, "refused": e.status}
     return {"device": 0, "held": held}
-out = {"unsliced": attempt("/dev/nvidiactl", GPU0, 0),
-       "other_slice": attempt(CTL0, GPU1, 1)}
+"""
+
+EXCLUSIVE = HELD_BY + """
+import ctypes
+os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+# 256 MiB, past either slice's 64
+out = {"unsliced": held_by("/dev/nvidiactl", GPU0, 0, 16),
+       "other_slice": held_by(CTL0, GPU1, 1, 16)}
 # RM_ALLOC_OBJECT (no parameters) through a slice's control file
 class NVOS05(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint32) for n in
@@ -374,31 +381,16 @@ def encoded(fd, cmd, arg):
     return raw(fd, cmd, arg)
 client.ioctl_raw = encoded
 calls = []
-def held_by(ctl_path, gpu_path, minor):
-    ctl = client.Ctl(ctl_path); gpu = client.GpuFile(minor, gpu_path)
-    rm = client.RmClient(ctl)
-    try:
-        dev = rm.device(minor, gpu_file=gpu)
-    except client.NvStatusError as e:
-        return {"device": e.status, "held": 0}
-    held = 0
-    for _ in range(8):                  # 128 MiB, past the slice's 64
-        try:
-            dev.alloc_vidmem(16 << 20)
-            held += 16 << 20
-        except client.NvStatusError as e:
-            return {"device": 0, "held": held, "refused": e.status}
-    return {"device": 0, "held": held}
-"""
+""" + HELD_BY
 
 ENCODED_SLICE = ENCODED + """
-got = held_by(CTL_NODE, GPU_NODE, 0)
+got = held_by(CTL_NODE, GPU_NODE, 0, 8)      # 128 MiB, past the 64
 report(wrapped=abi.NV_ESC_RM_ALLOC in calls, **got)
 """
 
 ENCODED_EXCLUSIVE = ENCODED + """
 os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
-got = held_by("/dev/nvidiactl", GPU_NODE, 0)
+got = held_by("/dev/nvidiactl", GPU_NODE, 0, 8)
 report(wrapped=abi.NV_ESC_RM_ALLOC in calls, **got)
 """
 
@@ -1527,7 +1519,9 @@ def test_a_client_handle_rm_writes_back_is_no_rewrite(admin, nodedir):
 # --- class 5: a stalled tenant
 
 
-STALL = """
+# Two pages at BASE, the second one userfaultfd's (UFFD): a fault there
+# waits until UFFD is closed.
+UFFD_PAGE = """
 import ctypes, mmap, select, sys, threading
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -1546,7 +1540,9 @@ base = libc.mmap(None, 2 * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
                  mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
 reg = (ctypes.c_uint64 * 4)(base + PAGE, PAGE, 1, 0)   # MODE_MISSING
 assert libc.ioctl(uffd, UFFDIO_REGISTER, ctypes.addressof(reg)) == 0, ctypes.get_errno()
+"""
 
+STALL = UFFD_PAGE + """
 ctl = client.Ctl(CTL); gpu = client.GpuFile(0, GPU)
 rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
 # A context share: xpu.ko reads no params of this class, and holds the
@@ -1709,23 +1705,8 @@ def where_it_sleeps(pid):
 # (RM copies their controls' params from a page userfaultfd keeps); a
 # sixteenth waits for one.  Its voluntary context switches, before and
 # after another process's calls.
-PARKED = """
-import ctypes, mmap, select, sys, threading, time
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-                      ctypes.c_int, ctypes.c_int, ctypes.c_long]
-PAGE = mmap.PAGESIZE
-uffd = libc.syscall(323, os.O_CLOEXEC | os.O_NONBLOCK)     # userfaultfd
-assert uffd >= 0, ctypes.get_errno()
-api = (ctypes.c_uint64 * 3)(0xAA, 0, 0)
-assert libc.ioctl(uffd, 0xc018aa3f, ctypes.addressof(api)) == 0
-base = libc.mmap(None, 2 * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
-                 mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
-reg = (ctypes.c_uint64 * 4)(base + PAGE, PAGE, 1, 0)   # MODE_MISSING
-assert libc.ioctl(uffd, 0xc020aa00, ctypes.addressof(reg)) == 0
+PARKED = UFFD_PAGE + """
+import time
 ctl = client.Ctl(CTL); rm = client.RmClient(ctl)
 UNKNOWN = 0x5c5c    # no one's command: RM copies its params in, then refuses
 
