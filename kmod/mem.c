@@ -1936,9 +1936,6 @@ static long xpu_mem_free_through_ledger(struct xpu_file *xf, struct file *file,
 	u64 gone;
 	u32 st;
 
-	/* the ledger would duplicate another tenant's memory: class 47 */
-	if (!xpu_handles_file_client(xf, hc))
-		return xpu_put_status(status, NV_ERR_INVALID_CLIENT);
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
 	st = xpu_ledger_free(xf, file, hc, hp, ho, &settled, &gone);
@@ -2207,6 +2204,9 @@ long xpu_mem_rm_free(struct xpu_file *xf, struct file *file,
 	/* read once: what xpu frees is what RM frees */
 	if (copy_from_user(&p, up, sizeof(p)))
 		return -EFAULT;
+	/* the ledger would duplicate another tenant's memory: class 47 */
+	if (!xpu_handles_file_client(xf, p.h_root))
+		return xpu_put_status(&up->status, NV_ERR_INVALID_CLIENT);
 	return xpu_mem_free_through_ledger(xf, file, p.h_root,
 					   p.h_object_parent, p.h_object_old,
 					   true, &up->status);
