@@ -1804,11 +1804,15 @@ ds = [threading.Thread(target=device, args=(i,)) for i in range(8)]
 for d in ds:
     d.start()
 def waits(d):
-    # in xpu.ko: by wchan, or the stack where wchan reads 0 (5.10)
+    # in xpu.ko: by wchan, or the stack where wchan reads 0 (5.10); a
+    # thread refused may end between is_alive() and the read
     where = ""
     for field in ("wchan", "stack"):
-        with open(f"/proc/self/task/{d.native_id}/{field}") as f:
-            where += f.read()
+        try:
+            with open(f"/proc/self/task/{d.native_id}/{field}") as f:
+                where += f.read()
+        except FileNotFoundError:
+            return not d.is_alive()
     return "xpu" in where
 deadline = time.monotonic() + 60
 while not all(not d.is_alive() or waits(d) for d in ds):
