@@ -1281,9 +1281,9 @@ out:
 
 /*
  * Charge BYTES of RM's own video memory (a channel's or TSG's, sched.c) to
- * SLICE before the call that makes it: NV_OK, NV_ERR_NO_MEMORY past the
- * limit, or -EINTR.  Taken back with xpu_recs_uncharge() (sched.c),
- * without this lock.
+ * SLICE before the call that makes it, under mem_lock: NV_OK, or
+ * NV_ERR_NO_MEMORY past the limit.  Taken back with xpu_recs_uncharge()
+ * (sched.c), without this lock.
  */
 u32 xpu_mem_charge_locked(struct xpu_slice *slice, u64 bytes)
 {
@@ -1293,17 +1293,6 @@ u32 xpu_mem_charge_locked(struct xpu_slice *slice, u64 bytes)
 	atomic64_add(bytes, &slice->rec_bytes);
 	xpu_mem_set_used(slice, slice->used + bytes);
 	return NV_OK;
-}
-
-long xpu_mem_charge(struct xpu_slice *slice, u64 bytes)
-{
-	u32 st;
-
-	if (mutex_lock_killable(&slice->mem_lock))
-		return -EINTR;
-	st = xpu_mem_charge_locked(slice, bytes);
-	mutex_unlock(&slice->mem_lock);
-	return st;
 }
 
 /* After a call that can only lower usage (free, dup, close): read anew. */
@@ -1515,10 +1504,9 @@ long xpu_mem_tracked_call(struct xpu_file *xf, struct file *file,
 	long ret;
 	u32 st;
 
+	lockdep_assert_held(&xf->slice->mem_lock);
 	xpu_rm_alloc_site(&site, e->size, true);
 	memset(r, 0, sizeof(*r));
-	if (mutex_lock_killable(&xf->slice->mem_lock))
-		return -EINTR;
 	st = xpu_channel_memory_check(xf, e);
 	if (st) {
 		mutex_unlock(&xf->slice->mem_lock);

@@ -12,7 +12,6 @@ bool xpu_mem_may_retain(struct xpu_slice *slice, struct pid *pid);
 bool xpu_mem_device_guarded(void);
 void xpu_mem_refresh_all(struct xpu_slice *slice);
 void xpu_mem_file_closed(struct xpu_slice *slice);
-long xpu_mem_charge(struct xpu_slice *slice, u64 bytes);
 u32 xpu_mem_charge_locked(struct xpu_slice *slice, u64 bytes);
 void xpu_mem_fill(struct xpu_slice *slice, struct xpu_slice_info *out);
 int xpu_mem_lock_admin(struct xpu_slice *slice);
@@ -53,11 +52,12 @@ struct xpu_alloc_result {
 };
 
 /*
- * The driver's RM_ALLOC CMD on E, under the slice's mem_lock as every call
- * on xpu's page; a handle the caller left to RM xpu names (mem.c).  The
- * caller's struct gets the results.  Returns what the ioctl returns.  When
- * R->made, mem_lock is still held: the caller records what RM made before
- * any other call of the slice can free or make a handle, then unlocks.
+ * The driver's RM_ALLOC CMD on E, under the slice's mem_lock, which the
+ * caller took, as every call on xpu's page; a handle the caller left to RM
+ * xpu names (mem.c).  The caller's struct gets the results.  Returns what
+ * the ioctl returns.  When R->made, mem_lock is still held: the caller
+ * records what RM made before any other call of the slice can free or make
+ * a handle, then unlocks; otherwise it is dropped.
  */
 long xpu_mem_tracked_call(struct xpu_file *xf, struct file *file,
 			  unsigned int cmd, struct xpu_escape *e,

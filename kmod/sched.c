@@ -160,12 +160,14 @@ struct xpu_rec {
 	bool dep_any;
 	struct file *ctl;		/* the control file it was made through */
 	u32 gate_pass;			/* a channel's: the last gating pass */
+	u64 seq;			/* this record, never another's */
 };
 
 /* Which records to drop (xpu_recs_drop). */
 enum xpu_rec_key {
 	XPU_REC_ALL,		/* every record */
 	XPU_REC_OBJECT,		/* one object (h_client, h_object) */
+	XPU_REC_ONE,		/* one record (seq), not a later one's handle */
 	XPU_REC_FREED,		/* what RM_FREE of (h_client, h_object) may take */
 	XPU_REC_CTL,		/* those made through the control file ctl */
 };
@@ -174,6 +176,7 @@ struct xpu_rec_match {
 	enum xpu_rec_key key;
 	u32 h_client, h_object;
 	struct file *ctl;
+	u64 seq;
 };
 
 static bool xpu_rec_matches(const struct xpu_rec *r,
@@ -184,6 +187,8 @@ static bool xpu_rec_matches(const struct xpu_rec *r,
 		return true;
 	case XPU_REC_OBJECT:
 		return r->h_client == m->h_client && r->h_object == m->h_object;
+	case XPU_REC_ONE:
+		return r->seq == m->seq;
 	case XPU_REC_FREED:	/* a client, a parent or what it depends on */
 		return r->h_client == m->h_client &&
 		       (m->h_object == m->h_client || r->h_object == m->h_object ||
@@ -276,6 +281,7 @@ struct xpu_sched {
 	u64 period_start;
 	bool held;			/* the last step gave a slice a turn */
 	u32 gate_pass;			/* xpu_gate_channels', under lock */
+	u64 rec_seq;			/* the last record's, under list_lock */
 };
 
 static struct xpu_sched *xpu_scheds[XPU_MAX_GPUS];
@@ -450,7 +456,7 @@ static void xpu_recs_forget_gone(struct xpu_sched *s, struct xpu_slice *slice,
 		XPU_REC_DEV, XPU_REC_VAS, XPU_REC_VIRT, XPU_REC_TSG,
 		XPU_REC_CHAN, XPU_REC_UOBJ,
 	};
-	struct xpu_rec_match one = { .key = XPU_REC_OBJECT };
+	struct xpu_rec_match one = { .key = XPU_REC_ONE };
 	unsigned int n, want, i, j, ngone = 0;
 	struct xpu_rec *r, *pairs;
 	struct list_head *list;
@@ -485,8 +491,13 @@ static void xpu_recs_forget_gone(struct xpu_sched *s, struct xpu_slice *slice,
 				continue;
 			if (gone && k == XPU_REC_TSG)
 				gone[ngone++] = pairs[i].h_object;
-			one.h_client = pairs[i].h_client;
-			one.h_object = pairs[i].h_object;
+			/*
+			 * the record asked about, not the handle: this sweep
+			 * holds no mem_lock, and another thread may have made
+			 * the handle again and recorded it since RM's answer
+			 * (found by a review of sched.c in session 56)
+			 */
+			one.seq = pairs[i].seq;
 			spin_lock(&s->list_lock);
 			xpu_recs_drop(slice, k, &one);
 			spin_unlock(&s->list_lock);
@@ -1067,6 +1078,7 @@ static bool xpu_rec_add(struct xpu_slice *slice, struct xpu_rec *r, int kind,
 			xpu_recs_uncharge(slice, reserved - charge);
 		}
 		r->charge = charge;
+		r->seq = ++s->rec_seq;
 		list_add_tail(&r->link, &slice->recs[kind]);
 		slice->nr_recs[kind]++;
 	}
@@ -1137,22 +1149,37 @@ static long __xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 	st = xpu_handles_reserve(slice, &spare, 1);
 	if (st)
 		return xpu_escape_alloc_status(e, st);
-	/* the parent is a claim: RM's decides the charge after the call */
+	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
+	if (!r) {
+		xpu_handles_cancel(slice, &spare);
+		return -ENOMEM;
+	}
+	/*
+	 * The parent is a claim, looked up under mem_lock, which every call
+	 * that makes a handle in the slice's clients takes, and held until
+	 * RM's call: the parent RM finds is the one looked up, or none.  It
+	 * was looked up before the lock, so a TSG freed and its handle made a
+	 * device meanwhile (by a thread queued first) put a channel under a
+	 * device charged as one in a TSG, 2 MiB past the limit per race won
+	 * (found by a review of sched.c in session 56).  RM's parent decides
+	 * the charge after the call.
+	 */
+	if (mutex_lock_killable(&slice->mem_lock)) {
+		kfree(r);
+		xpu_handles_cancel(slice, &spare);
+		return -EINTR;
+	}
 	spin_lock(&s->list_lock);
 	in_tsg = kind == XPU_REC_CHAN &&
 		 xpu_recs_hold_kind(slice, XPU_REC_TSG, hc_pre, hp_pre);
 	spin_unlock(&s->list_lock);
 	reserved = xpu_rec_charge(kind, in_tsg, pinned);
-	ret = reserved ? xpu_mem_charge(slice, reserved) : 0;
-	if (ret) {
+	st = reserved ? xpu_mem_charge_locked(slice, reserved) : NV_OK;
+	if (st) {
+		mutex_unlock(&slice->mem_lock);
+		kfree(r);
 		xpu_handles_cancel(slice, &spare);
-		return ret > 0 ? xpu_escape_alloc_status(e, ret) : ret;
-	}
-	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
-	if (!r) {
-		xpu_handles_cancel(slice, &spare);
-		xpu_recs_uncharge(slice, reserved);
-		return -ENOMEM;
+		return xpu_escape_alloc_status(e, st);
 	}
 
 	/*
@@ -1483,16 +1510,24 @@ void xpu_sched_slice_remove(struct xpu_slice *slice)
 	xpu_sched_kick(slice->gpu);
 }
 
+/*
+ * Under xpu_lock, which every open takes: the counters are read without
+ * the scheduler's lock, which is held across RM calls (the gating of a
+ * slice's channels, 64 to a call), so that a tenant whose reassertions keep
+ * it busy does not make xpud's reads, and every open behind them, wait
+ * (found by a review of sched.c in session 56).  The step writes runnable
+ * time before run and gated time, which are read first.
+ */
 void xpu_sched_fill(struct xpu_slice *slice, struct xpu_slice_info *out)
 {
 	struct xpu_sched *s = slice->gpu->sched;
 
-	mutex_lock(&s->lock);
-	out->run_ns = slice->run_ns;
-	out->gated_ns = slice->gated_ns;
-	out->runnable_ns = slice->runnable_ns;
-	out->share_obtained = slice->share_obtained;
-	mutex_unlock(&s->lock);
+	out->run_ns = READ_ONCE(slice->run_ns);
+	out->gated_ns = READ_ONCE(slice->gated_ns);
+	/* pairs with xpu_step_account's smp_wmb() */
+	smp_rmb();
+	out->runnable_ns = READ_ONCE(slice->runnable_ns);
+	out->share_obtained = READ_ONCE(slice->share_obtained);
 	/* the records' counts, and the doorbell files', change under it */
 	spin_lock(&s->list_lock);
 	out->channels = slice->nr_recs[XPU_REC_CHAN];
@@ -1630,18 +1665,24 @@ static void xpu_step_account(struct xpu_sched *s, u64 dt, u64 now,
 	s64 cap;
 
 	list_for_each_entry(slice, &s->slices, sched_link) {
+		/*
+		 * read without this lock (xpu_sched_fill): runnable_ns first,
+		 * so that a reader never sees run or gated time above it
+		 */
+		if (slice->wants) {
+			WRITE_ONCE(slice->runnable_ns, slice->runnable_ns + dt);
+			/* pairs with xpu_sched_fill's smp_rmb() */
+			smp_wmb();
+			if (slice->state == XPU_GATE_WAIT)
+				WRITE_ONCE(slice->gated_ns, slice->gated_ns + dt);
+		}
 		if (slice->state == XPU_GATE_RUN) {
 			slice->budget_ns -= dt;
 			/* holding the GPU counts when there is work to hold it for */
 			if (slice->wants) {
-				slice->run_ns += dt;
+				WRITE_ONCE(slice->run_ns, slice->run_ns + dt);
 				slice->win_run += dt;
 			}
-		}
-		if (slice->wants) {
-			slice->runnable_ns += dt;
-			if (slice->state == XPU_GATE_WAIT)
-				slice->gated_ns += dt;
 		}
 		slice->budget_ns += (s64)div64_u64(dt * slice->rate, XPU_SHARE_MAX);
 		/* at most two turns saved up; debts of a few periods */
@@ -1669,9 +1710,9 @@ static void xpu_step_account(struct xpu_sched *s, u64 dt, u64 now,
 			slice->drain_ns = 0;
 		}
 		if (now - slice->win_start >= XPU_SHARE_WINDOW_NS) {
-			slice->share_obtained =
-				div64_u64(slice->win_run * 1000,
-					  now - slice->win_start);
+			WRITE_ONCE(slice->share_obtained,
+				   div64_u64(slice->win_run * 1000,
+					     now - slice->win_start));
 			slice->win_run = 0;
 			slice->win_start = now;
 		}

@@ -1859,6 +1859,140 @@ def test_bounds_on_records_hold_against_calls_queued_behind_a_stall(
         a.destroy()
 
 
+
+# A second client of the tenant's holds a device and a TSG, P, and the slice
+# is filled to its limit; behind a call that holds the slice's mem_lock
+# (STALL's) queue, in this order: the device's free (which takes P with it,
+# and gives back P's charge), a device made under P's handle, system memory
+# U on that device, and a channel under P using U -- its parent a TSG when
+# it was looked up before the lock, a device by the time RM makes it.
+STALL_PARENT = STALL.replace(
+    "t = threading.Thread(target=alloc); t.start()",
+    """from xpu import ctl as xpu_ctl
+rm2 = client.RmClient(ctl); d2 = rm2.device(0, gpu_file=gpu)
+P = rm2.alloc(d2.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+              abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                  engineType=abi.NV2080_ENGINE_TYPE_GR0))
+U = 0x5c00f00d
+# the slice filled to its limit: video memory, then channels (4 KiB each)
+t3 = rm.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+              abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                  engineType=abi.NV2080_ENGINE_TYPE_GR0))
+def chan_params(userd):
+    c = dev.abi.NV_CHANNEL_ALLOC_PARAMS()
+    c.hObjectBuffer = c.hUserdMemory[0] = userd
+    c.gpFifoEntries = 64
+    c.userdOffset[0] = 4096
+    c.engineType = abi.NV2080_ENGINE_TYPE_GR0
+    return c
+for chunk in (2 << 20, 64 << 10):
+    while True:
+        try:
+            dev.alloc_vidmem(chunk)
+        except client.NvStatusError as e:
+            assert e.status == abi.NV_ERR_NO_MEMORY, e
+            break
+while True:
+    c = rm.alloc_raw(t3, abi.HOPPER_CHANNEL_GPFIFO_A,
+                     chan_params(dev.alloc_sysmem(2 * 4096).handle))
+    if c.status != abi.NV_OK:
+        assert c.status == abi.NV_ERR_NO_MEMORY, c.status
+        break
+with xpu_ctl.Ctl() as a:
+    info = a.slice_get(@SLICE@)
+room = info.memory_limit - info.memory_used
+t = threading.Thread(target=alloc); t.start()""").replace(
+    """report(stalled=True)
+sys.stdin.readline()
+""", """import time
+got = {}
+def b1():
+    got["free"] = ctl.rm_free(rm2.handle, rm2.handle, d2.hdevice,
+                              check=False).status
+def b2():
+    got["device"] = ctl.rm_alloc(
+        rm2.handle, rm2.handle, abi.NV01_DEVICE_0,
+        abi.NV0080_ALLOC_PARAMETERS(
+            deviceId=0,
+            vaMode=abi.NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES),
+        hnew=P,
+        check=False).status
+def b3():
+    got["userd"] = ctl.rm_alloc(
+        rm2.handle, P, abi.NV01_MEMORY_SYSTEM,
+        dev.memory_params(2 * 4096, location=abi.NVOS32_ATTR_LOCATION_PCI),
+        hnew=U, check=False).status
+def chan():
+    got["channel"] = ctl.rm_alloc(rm2.handle, P, abi.HOPPER_CHANNEL_GPFIFO_A,
+                                  chan_params(U), hnew=0x5c00c4a1,
+                                  check=False).status
+def asleep_in_xpu(d):
+    # its state, and where: wchan, or the stack where wchan reads 0 (5.10);
+    # neither names the mutex's own functions (__sched)
+    task = f"/proc/self/task/{d.native_id}/"
+    with open(task + "stat") as f:
+        state = f.read().rsplit(")", 1)[1].split()[0]
+    where = ""
+    for field in ("wchan", "stack"):
+        with open(task + field) as f:
+            where += f.read()
+    return state in "SD" and "[xpu]" in where
+ts = []
+try:
+    for fn in (b1, b2, b3, chan):
+        d = threading.Thread(target=fn); d.start(); ts.append(d)
+        deadline = time.monotonic() + 20
+        while not asleep_in_xpu(d):
+            assert d.is_alive(), f"{fn.__name__} did not wait: {got}"
+            assert time.monotonic() < deadline, f"{fn.__name__} never waited"
+except BaseException:
+    os.close(uffd)          # the threads go on, and the child ends
+    raise
+report(room=room)
+""") + """
+for d in ts:
+    d.join()
+with xpu_ctl.Ctl() as a:
+    info = a.slice_get(@SLICE@)
+report(got=got, used=info.memory_used, peak=info.memory_peak,
+       limit=info.memory_limit)
+"""
+
+
+def test_a_channel_s_parent_is_looked_up_where_it_cannot_change(
+        admin, nodedir):
+    """A channel in a TSG is charged its instance block (4 KiB); under a
+    device, also the TSG RM makes for it (2 MiB).  xpu chose the charge by
+    the parent's record before taking the slice's mem_lock, which the calls
+    that free and make handles hold, so a channel that waited there behind
+    the tenant's own calls -- the TSG's device freed, a device made under
+    the TSG's handle -- was charged as one in a TSG and made under a device:
+    past the limit of a full slice by 4 KiB (the freed TSG's 2 MiB came
+    back; by 2 MiB where that charge stays, a TSG UVM retains), found by a
+    review of sched.c in session 56.  The stall holds the lock (class 5).
+    Now the parent is looked up under the lock: the channel is refused
+    NV_ERR_NO_MEMORY, and the slice stays within its limit."""
+    if not have_userfaultfd():
+        pytest.skip("this kernel has no userfaultfd(2) to stall a page with")
+    a = Slice(admin, nodedir, name="parent")
+    try:
+        child = nvtest.spawn_child(in_slice(STALL_PARENT, a,
+                                            **{"@SLICE@": str(a.id)}))
+        room = child.report()["room"]
+        # the premise: the slice is full
+        assert room < 4096, room
+        assert child.report()["status"] == abi.NV_OK   # the stalled call
+        r = child.report()
+        got = r["got"]
+        # the calls ran in their order: the device went, and came back as P
+        assert got["free"] == got["device"] == got["userd"] == abi.NV_OK, got
+        assert got["channel"] == abi.NV_ERR_NO_MEMORY, r
+        assert r["peak"] <= r["limit"], r
+        assert child.finish() == 0
+    finally:
+        a.destroy()
+
+
 # --- class 15: a stalled tenant holds the admin's daemon
 
 
