@@ -648,6 +648,24 @@ static void xpu_escape_set_u32(struct xpu_escape *e, size_t off, u32 v)
 	memcpy(e->u.raw + off, &v, sizeof(v));
 }
 
+/*
+ * The handle of the client a call of SITE made (after xpu_escape_call):
+ * RM takes it from hRoot and writes it into hObjectNew, which a thread of
+ * the caller's may rewrite after the driver's copy-back, so it is taken
+ * from what xpu checked -- hRoot as the caller named it, unchanged on the
+ * page -- or, when xpu named it, from xpu's own write.  (Until session 57
+ * a caller's own hRoot was taken from hObjectNew: a thread's store there
+ * kept the new client out of the slice's records, or -- another tenant's
+ * client handle -- made that client pass as the caller's file's, class
+ * 47's check.)
+ */
+static u32 xpu_client_made(const struct xpu_escape *e,
+			   const struct xpu_alloc_site *site)
+{
+	return xpu_escape_u32(e, site->h_client) ?:
+	       xpu_escape_u32(e, site->h_object);
+}
+
 /* Whether the caller names the new object of SITE, not RM. */
 static bool xpu_site_named(const struct xpu_escape *e,
 			   const struct xpu_alloc_site *site)
@@ -725,16 +743,24 @@ static long xpu_escape_ioctl(struct xpu_file *xf, struct file *file,
 /*
  * The caller's struct gets E: -EFAULT if it cannot, as the driver's
  * copy-back.  Params xpu copied go back first, when RM says the call
- * succeeded, as RM copies them (serverAllocApiCopyOut): params
- * that cannot be copied out make the call fail, the object made all the same.
+ * succeeded, as RM copies them (serverAllocApiCopyOut): params that cannot
+ * be copied out make the call fail, the object made all the same.  That
+ * status is the caller's only: E keeps RM's, which says what RM made.
+ * (Until session 57 it was written into E, where the callers took it for
+ * RM's word that nothing was made: params on a read-only page made a TSG,
+ * a channel or system memory no slice counted.)
  */
 static long xpu_escape_return(struct xpu_escape *e, long ret)
 {
+	u8 out[sizeof(e->u)];
+	u32 st = NV_ERR_INVALID_ADDRESS;
+
+	memcpy(out, e->u.raw, e->size);
 	if (e->params_size && xpu_escape_u32(e, e->status) == NV_OK &&
 	    copy_to_user(u64_to_user_ptr(e->uparams), e->params,
 			 e->params_size))
-		xpu_escape_set_u32(e, e->status, NV_ERR_INVALID_ADDRESS);
-	if (copy_to_user(e->uarg, e->u.raw, e->size))
+		memcpy(out + e->status, &st, sizeof(st));
+	if (copy_to_user(e->uarg, out, e->size))
 		return -EFAULT;
 	return ret;
 }
@@ -880,6 +906,12 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 			xpu_escape_set_u32(e, site->h_object, h);
 	}
 out:
+	/* the caller named its client: RM wrote that handle, not a thread */
+	if (site && site->client && !ret && !*cheated &&
+	    xpu_escape_u32(e, site->h_client) &&
+	    xpu_escape_u32(e, site->status) == NV_OK)
+		xpu_escape_set_u32(e, site->h_object,
+				   xpu_escape_u32(e, site->h_client));
 	if (drv_ret)
 		*drv_ret = ret;
 	return xpu_escape_return(e, ret);
@@ -1093,8 +1125,8 @@ static u32 xpu_mem_host_record(struct xpu_file *xf, struct file *file,
 
 /*
  * RM made the object of SITE on E (its status NV_OK on xpu's copy): its
- * handle goes on record (handles.c), from SPARE.  A client's handle is the
- * one RM wrote into hObjectNew.
+ * handle goes on record (handles.c), from SPARE.  A client's handle is
+ * xpu_client_made()'s.
  */
 static void xpu_mem_handle_made(struct xpu_file *xf, struct list_head *spare,
 				const struct xpu_escape *e,
@@ -1103,10 +1135,12 @@ static void xpu_mem_handle_made(struct xpu_file *xf, struct list_head *spare,
 	u32 hc, hp, ho;
 
 	xpu_escape_handles(e, site, &hc, &hp, &ho);
-	if (site->client)
+	if (site->client) {
+		ho = xpu_client_made(e, site);
 		xpu_handles_add(xf, spare, ho, 0, ho);
-	else if (ho)
+	} else if (ho) {
 		xpu_handles_add(xf, spare, hc, hp, ho);
+	}
 }
 
 /*
@@ -1134,8 +1168,10 @@ static bool xpu_mem_rm_made(struct xpu_file *xf, const struct xpu_escape *e,
 	if (e->sealed && !drv_ret)
 		return xpu_escape_u32(e, site->status) == NV_OK;
 	xpu_escape_handles(e, site, &hc, &hp, &ho);
-	if (site->client)
+	if (site->client) {
+		ho = xpu_client_made(e, site);
 		hc = ho;
+	}
 	if (!ho || xpu_handles_known(xf->slice, hc, ho))
 		return false;
 	return xpu_escape_u32(e, site->status) == NV_OK ||

@@ -1476,6 +1476,35 @@ def test_a_client_handle_rewritten_on_xpu_s_page_hides_no_client(
         assert let_go(child) == 0
 
 
+
+def test_a_client_handle_the_caller_named_and_a_thread_rewrote_is_recorded(
+        nodedir, reload_stub):
+    """As above, with the client's handle the caller's (hRoot 0xc1d0beef):
+    RM makes that client and writes its handle into hObjectNew, where a
+    thread stores the handle of a client the slice knows.  xpu took the new
+    client's handle from there (found by a review of mem.c in session 57):
+    the new client went unrecorded -- rm_handles did not grow -- and a
+    stored handle of another tenant's client would have passed as one the
+    caller's file made (class 47).  Now the handle is hRoot's, which xpu
+    checked: recorded, and the caller's struct names it."""
+    code = RACE_CLIENT_HANDLE.replace(
+        "p = abi.NVOS21_PARAMETERS(hClass=abi.NV01_ROOT_CLIENT,",
+        "p = abi.NVOS21_PARAMETERS(hRoot=0xc1d0beef, "
+        "hClass=abi.NV01_ROOT_CLIENT,")
+    assert code != RACE_CLIENT_HANDLE
+    with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
+            sl, _heap0):
+        child = nvtest.spawn_child(in_slice(code, sl))
+        child.report()
+        handles0 = sl.get().rm_handles
+        r = let_go_on(child)
+        # the premise: the store landed over RM's write-back
+        assert r["stored"] == [0xc1d0beef], r
+        assert sl.get().rm_handles == handles0 + 1, sl.get()
+        assert (r["rc"], r["status"], r["hroot"], r["h"]) == (
+            0, abi.NV_OK, 0xc1d0beef, 0xc1d0beef), r
+        assert let_go(child) == 0
+
 # A client's handle is never the caller's to name in hObjectNew: RM takes it
 # from hRoot (0: its own choice) and writes it there whatever it held
 # (serverAllocClient).  xpu checks on its page only the handles RM never

@@ -583,6 +583,50 @@ assert p.status == abi.NV_ERR_INSUFFICIENT_RESOURCES, hex(p.status)
 """)
 
 
+
+def test_objects_whose_params_cannot_be_copied_back_are_counted(sl):
+    """The params of a TSG and of system memory on a page made read-only:
+    xpu copies them onto the page of the call, RM makes the object and
+    writes its results there, and xpu's copy back to the caller's params
+    fails, which fails the call with NV_ERR_INVALID_ADDRESS, the object
+    made all the same (serverAllocApiCopyOut).  xpu wrote that status
+    into its own copy of the struct, where it then read it as RM's word
+    that nothing was made (found by a review of mem.c in session 57): the
+    slice counted neither the TSG (2 MiB of GR context) nor the pinned
+    system memory, each time.  Now the caller alone gets that status: both
+    are counted, and go with their free."""
+    run_in(sl, """
+from xpu import ctl as xpu_ctl
+def readonly(params):
+    page = mmap.mmap(-1, mmap.PAGESIZE)
+    ro = type(params).from_buffer(page)
+    ctypes.memmove(ctypes.addressof(ro), ctypes.addressof(params),
+                   ctypes.sizeof(params))
+    assert libc.mprotect(ctypes.addressof(ro), mmap.PAGESIZE,
+                         mmap.PROT_READ) == 0
+    return ro, page
+info0 = slice_info()
+gp, _p1 = readonly(abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+    engineType=abi.NV2080_ENGINE_TYPE_GR0))
+t = rm.alloc_raw(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A, gp, hnew=0x5c0c0100)
+assert t.status == abi.NV_ERR_INVALID_ADDRESS, hex(t.status)
+size = 2 << 20
+mp, _p2 = readonly(dev.memory_params(size,
+                                     location=abi.NVOS32_ATTR_LOCATION_PCI))
+m = rm.alloc_raw(dev.hdevice, abi.NV01_MEMORY_SYSTEM, mp, hnew=0x5c0c0101)
+assert m.status == abi.NV_ERR_INVALID_ADDRESS, hex(m.status)
+info = slice_info()
+assert info.tsgs == info0.tsgs + 1, (info0, info)
+assert info.memory_used > info0.memory_used, (info0, info)
+assert info.host_memory_used >= info0.host_memory_used + size, (info0, info)
+# they are RM's: freed by their handles, and the counts go with them
+ctl.rm_free(rm.handle, dev.hdevice, 0x5c0c0100)
+ctl.rm_free(rm.handle, dev.hdevice, 0x5c0c0101)
+info = slice_info()
+assert (info.tsgs, info.memory_used, info.host_memory_used) == \
+    (info0.tsgs, info0.memory_used, info0.host_memory_used), (info0, info)
+""")
+
 # The channel's context share, rewritten by a thread once xpu.ko has read
 # it and before RM reads it (the stub waits 300 ms before reading params).
 RACE_SHARE = """
