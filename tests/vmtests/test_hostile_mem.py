@@ -1449,47 +1449,26 @@ sys.stdin.readline()
 """
 
 
+@pytest.mark.parametrize("hroot", [0, 0xc1d0beef], ids=["rm", "caller"])
 def test_a_client_handle_rewritten_on_xpu_s_page_hides_no_client(
-        nodedir, reload_stub):
-    """RM chooses a new client's handle when the caller leaves hRoot 0, and
-    writes it into hObjectNew on xpu's page, which the driver's copy-back
-    makes writable for the whole process (the driver waits 300 ms after
-    it).  A thread stored there the handle of a client the slice already
-    knows.  Before, xpu read that as the new client's: the new client (and
-    every object made in it) went unrecorded -- rm_handles did not grow --
-    and the caller's struct named the old client.  Now xpu names the
-    client itself in hRoot, from RM's range (RM takes a client's handle
-    from hRoot), and records and returns that: the caller's struct reads
-    as RM leaves it (hRoot 0, the new handle in hObjectNew)."""
-    with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
-            sl, _heap0):
-        child = nvtest.spawn_child(in_slice(RACE_CLIENT_HANDLE, sl))
-        child.report()
-        handles0 = sl.get().rm_handles
-        r = let_go_on(child)
-        # the premise: the store landed over RM's write-back
-        assert len(r["stored"]) == 1, r
-        assert (r["rc"], r["status"], r["hroot"]) == (0, abi.NV_OK, 0), r
-        assert r["h"] == r["stored"][0], r
-        assert r["h"] >> 20 == 0xC1D, hex(r["h"])   # RM's range for clients
-        assert sl.get().rm_handles == handles0 + 1, sl.get()
-        assert let_go(child) == 0
-
-
-
-def test_a_client_handle_the_caller_named_and_a_thread_rewrote_is_recorded(
-        nodedir, reload_stub):
-    """As above, with the client's handle the caller's (hRoot 0xc1d0beef):
-    RM makes that client and writes its handle into hObjectNew, where a
-    thread stores the handle of a client the slice knows.  xpu took the new
-    client's handle from there (found by a review of mem.c in session 57):
-    the new client went unrecorded -- rm_handles did not grow -- and a
-    stored handle of another tenant's client would have passed as one the
-    caller's file made (class 47).  Now the handle is hRoot's, which xpu
-    checked: recorded, and the caller's struct names it."""
+        nodedir, reload_stub, hroot):
+    """RM takes a new client's handle from hRoot -- its own choice when the
+    caller leaves it 0 -- and writes it into hObjectNew on xpu's page,
+    which the driver's copy-back makes writable for the whole process (the
+    driver waits 300 ms after it).  A thread stored there the handle of a
+    client the slice already knows.  Before, xpu read that as the new
+    client's: the new client (and every object made in it) went unrecorded
+    -- rm_handles did not grow -- and the caller's struct named the old
+    client.  [rm] Since session 53 (class 42) xpu names the client itself
+    in hRoot, from RM's range, and records and returns that: the caller's
+    struct reads as RM leaves it (hRoot 0, the new handle in hObjectNew).
+    [caller] With the handle the caller's, xpu still took it from
+    hObjectNew until session 57 (class 49): a stored handle of another
+    tenant's client would have passed as one the caller's file made (class
+    47).  Now it is hRoot's, which xpu checked unchanged."""
     code = RACE_CLIENT_HANDLE.replace(
         "p = abi.NVOS21_PARAMETERS(hClass=abi.NV01_ROOT_CLIENT,",
-        "p = abi.NVOS21_PARAMETERS(hRoot=0xc1d0beef, "
+        f"p = abi.NVOS21_PARAMETERS(hRoot={hroot}, "
         "hClass=abi.NV01_ROOT_CLIENT,")
     assert code != RACE_CLIENT_HANDLE
     with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
@@ -1499,11 +1478,16 @@ def test_a_client_handle_the_caller_named_and_a_thread_rewrote_is_recorded(
         handles0 = sl.get().rm_handles
         r = let_go_on(child)
         # the premise: the store landed over RM's write-back
-        assert r["stored"] == [0xc1d0beef], r
+        assert len(r["stored"]) == 1, r
         assert sl.get().rm_handles == handles0 + 1, sl.get()
-        assert (r["rc"], r["status"], r["hroot"], r["h"]) == (
-            0, abi.NV_OK, 0xc1d0beef, 0xc1d0beef), r
+        assert (r["rc"], r["status"], r["hroot"]) == (0, abi.NV_OK, hroot), r
+        assert r["h"] == r["stored"][0], r
+        if hroot:
+            assert r["h"] == hroot, hex(r["h"])
+        else:
+            assert r["h"] >> 20 == 0xC1D, hex(r["h"])   # RM's range for clients
         assert let_go(child) == 0
+
 
 # A client's handle is never the caller's to name in hObjectNew: RM takes it
 # from hRoot (0: its own choice) and writes it there whatever it held
