@@ -219,8 +219,17 @@ class Server:
             return
         with self._open_lock:
             self._open.add(conn)
-        threading.Thread(target=self._serve, args=(conn,),
-                         name="xpud-conn", daemon=True).start()
+        try:
+            threading.Thread(target=self._serve, args=(conn,),
+                             name="xpud-conn", daemon=True).start()
+        except RuntimeError as e:
+            # no thread to be had (the host's limit): this connection is
+            # not served, and the accept loop goes on
+            log.error("cannot serve a connection: %s", e)
+            with self._open_lock:
+                self._open.discard(conn)
+            self._slots.release()
+            conn.close()
 
     def _serve(self, conn: socket.socket) -> None:
         try:

@@ -132,6 +132,77 @@ def test_filter_unreachable_node_and_bad_input(cluster):
         "container main: '1.5' is not a whole quantity")
 
 
+
+def test_names_that_are_not_names_are_refused_before_any_url(cluster):
+    """A node's name goes into its agent's URL, with the agents' bearer
+    token: "host:port/?" names another host, which got the token (found
+    by a review in session 57).  A pod's name and namespace go into the API
+    server's path.  Neither is formatted into a URL unless it is a DNS-1123
+    name, and the request says which one was not."""
+    _, _, make = cluster
+    url = make()
+    seen = []
+    import http.server
+
+    class Catch(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+    trap = http.server.HTTPServer(("127.0.0.1", 0), Catch)
+    t = threading.Thread(target=trap.serve_forever, args=(0.05,), daemon=True)
+    t.start()
+    try:
+        evil = f"127.0.0.1:{trap.server_address[1]}/?"
+        for verb in ("filter", "prioritize"):
+            req = urllib.request.Request(
+                f"{url}/{verb}",
+                json.dumps(args(pod("a", 10), ["node0", evil])).encode(),
+                {"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=20) as r:
+                    out = json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                out = json.loads(e.read())
+            err = out["Error"] if isinstance(out, dict) else out
+            assert "is not a node's name" in err, out
+        for field, value in (("Node", evil), ("PodNamespace", "../x?"),
+                             ("PodName", "a/b"), ("PodUID", "u/1")):
+            b = {"PodName": "a", "PodNamespace": "default",
+                 "PodUID": "uid-a", "Node": "node0"}
+            b[field] = value
+            assert field in post(url, "bind", b)["Error"]
+    finally:
+        trap.shutdown()
+        trap.server_close()
+    assert seen == []
+
+
+@pytest.mark.parametrize("length", ["-1", "x", None])
+def test_a_body_without_a_length_is_refused_not_read_to_the_end(
+        cluster, length):
+    """Content-Length -1 read the body to the end of the stream (the
+    client's to make endless); none, or not a number, failed the request
+    with a traceback.  Each is refused, 411, at once."""
+    import socket
+    _, _, make = cluster
+    url = make()
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as c:
+        head = "POST /filter HTTP/1.1\r\nHost: x\r\n"
+        if length is not None:
+            head += f"Content-Length: {length}\r\n"
+        c.sendall((head + "\r\n{").encode())   # the body never ends
+        reply = b""
+        while chunk := c.recv(4096):            # it closes the connection
+            reply += chunk
+        reply = reply.decode()
+    assert reply.startswith(("HTTP/1.0 411", "HTTP/1.1 411")), reply
+    assert "Content-Length" in reply.split("\r\n\r\n", 1)[1], reply
+
 def test_prioritize_binpack_and_spread(cluster):
     _, nodes, make = cluster
     nodes["node0"][0].service.op_create("x", 0, 1 * GIB)

@@ -16,6 +16,7 @@ import logging
 import re
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -499,6 +500,60 @@ def test_only_metrics_is_served_and_scrapes_are_bounded(exporter):
     assert len(results) == metrics.server.MAX_SCRAPES
     assert all("xpu_up 0.0" in r for r in results)
 
+
+
+def test_connections_that_never_finish_a_request_hold_few_threads(exporter):
+    """Each connection got a thread of its own, and one that sends a byte
+    of its request line now and then (each read waits TIMEOUT_S at most,
+    the request as long as bytes come) held it: any local user's 400 such
+    connections were 400 threads (found by a review in session 57).  Now
+    MAX_CONNECTIONS are served at once, one more is closed as it comes,
+    and a scrape is served again once they go."""
+    class Down:
+        def usage(self):
+            raise BackendError("down")
+
+        def health(self):
+            from xpu.service import Health
+            return Health()
+
+    m = exporter(Down())
+    bound = metrics.server.MAX_CONNECTIONS
+    threads0 = threading.active_count()
+    held = []
+    try:
+        for _ in range(bound):
+            c = socket.create_connection(m.address, timeout=WAIT)
+            c.sendall(b"GET /metr")          # a request line never ended
+            held.append(c)
+        deadline = time.monotonic() + WAIT
+        while threading.active_count() < threads0 + bound:
+            assert time.monotonic() < deadline, threading.active_count()
+            time.sleep(0.01)
+        extra = []
+        for _ in range(4 * bound):
+            c = socket.create_connection(m.address, timeout=WAIT)
+            c.sendall(b"GET /metr")
+            extra.append(c)
+        # each is closed as it comes (well before the server's read would
+        # time out), no thread made for it
+        assert threading.active_count() <= threads0 + bound
+        for c in extra:
+            c.settimeout(metrics.server.TIMEOUT_S / 4)
+            assert c.recv(1) == b""
+            c.close()
+    finally:
+        for c in held:
+            c.close()
+    deadline = time.monotonic() + WAIT
+    while True:
+        try:
+            assert "xpu_up 0.0" in scrape_text(m.address)
+            break
+        except (urllib.error.URLError, ConnectionError):
+            # the held connections' threads end as they see the close
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
 
 def test_a_taken_port_costs_the_metrics_only(two_slices, caplog):
     taken = socket.socket()

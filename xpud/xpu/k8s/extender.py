@@ -35,6 +35,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import re
 import threading
 import urllib.error
 import urllib.request
@@ -47,6 +48,23 @@ from .apiserver import ApiServer, ApiServerError
 log = logging.getLogger(__name__)
 
 MAX_BODY = 16 * 1024 * 1024
+# A request's socket reads wait this long at most (a client that stalls
+# holds a thread: ThreadingHTTPServer makes one per connection).
+REQUEST_TIMEOUT_S = 30
+# Node, pod and namespace names are DNS-1123 subdomains (namespaces are
+# labels, a subset), 253 characters at most; a pod's UID is a UUID.  They
+# go into URLs (the node's agent's, the API server's paths): anything else
+# in a request is refused, never formatted into one -- a "node" named
+# "attacker:80/?" sent the agents' bearer token there.
+_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+                      r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_UID_RE = re.compile(r"[0-9A-Za-z-]{1,64}\Z")
+
+
+def _is_name(s) -> bool:
+    return isinstance(s, str) and len(s) <= 253 and bool(_NAME_RE.match(s))
+
+
 MAX_PRIORITY = 10
 
 
@@ -188,6 +206,10 @@ class Extender:
                      for n in (nodes.get("items") or [])]
         if not isinstance(names, list):
             raise BadRequest("NodeNames must be a list")
+        for n in names:
+            if not _is_name(n):
+                raise BadRequest(f"{n!r} is not a node's name (a DNS-1123 "
+                                 "subdomain)")
         return Request(pod, self.names, self.unit), names
 
     def filter(self, body: dict) -> dict:
@@ -237,6 +259,12 @@ class Extender:
         if not all(isinstance(x, str) and x for x in (name, ns, uid, target)):
             return {"Error": "ExtenderBindingArgs needs PodName, "
                     "PodNamespace, PodUID and Node"}
+        for what, x in (("PodName", name), ("PodNamespace", ns),
+                        ("Node", target)):
+            if not _is_name(x):
+                return {"Error": f"{what} {x!r} is not a DNS-1123 name"}
+        if not _UID_RE.match(uid):
+            return {"Error": f"PodUID {uid!r} is not a UID"}
         where = f"pod {ns}/{name}"
         path = f"/api/v1/namespaces/{ns}/pods/{name}"
         try:
@@ -310,10 +338,23 @@ class Extender:
         ext = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = REQUEST_TIMEOUT_S
+
             def do_POST(self):
-                n = int(self.headers.get("Content-Length") or 0)
-                if n > MAX_BODY:
+                length = self.headers.get("Content-Length")
+                try:
+                    n = int(length)
+                except (TypeError, ValueError):
+                    n = -1
+                if n < 0:
+                    # read(-1) would read to the end of the stream
+                    status, obj = 411, {"Error": "a request needs its "
+                                        "Content-Length (a whole number "
+                                        f"of bytes), not {length!r}"}
+                    self.close_connection = True
+                elif n > MAX_BODY:
                     status, obj = 413, {"Error": "request too large"}
+                    self.close_connection = True
                 else:
                     status, obj = ext.handle(self.path, self.rfile.read(n))
                 data = json.dumps(obj).encode()

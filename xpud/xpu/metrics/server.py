@@ -35,6 +35,13 @@ log = logging.getLogger(__name__)
 PATH = "/metrics"
 MAX_SCRAPES = 4
 TIMEOUT_S = 10.0
+# Connections served at once, each in a thread of its own: the rest are
+# closed as they come.  The scrape bound (MAX_SCRAPES) is taken only once
+# a request's line and headers are read, and TIMEOUT_S bounds each read,
+# not the request, so without this any local user's connections that
+# trickle a byte every few seconds made a thread each, without end (found
+# by a review in session 57).
+MAX_CONNECTIONS = 16
 
 
 def node_name(environ: Mapping[str, str] = os.environ) -> str:
@@ -52,6 +59,30 @@ class _Handler(WSGIRequestHandler):
 
 class _HTTPServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self._connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request, client_address) -> None:
+        if not self._connections.acquire(blocking=False):
+            log.debug("metrics: %s: more than %d connections; closed",
+                      client_address, MAX_CONNECTIONS)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            # no thread (RuntimeError: the host's limit): not served
+            self._connections.release()
+            self.shutdown_request(request)
+            log.exception("metrics: cannot serve %s", client_address)
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._connections.release()
 
     def server_bind(self) -> None:
         # HTTPServer's asks the resolver for the address's name (getfqdn),
