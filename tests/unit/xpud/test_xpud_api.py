@@ -15,6 +15,7 @@ import os
 import re
 import socket
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -340,6 +341,37 @@ def test_connections_are_bounded(serve):
         assert first.recv(1) == b""  # the server has let go of it
     assert raw(path, b'{"op": "version"}\n')[0]["ok"]  # the slot is free
 
+
+
+def test_a_connection_without_a_thread_stops_neither_xpud_nor_its_slot(
+        serve, monkeypatch, caplog):
+    """A thread xpud cannot start for a connection (RuntimeError: the
+    host's limit on threads, which a flood elsewhere can reach) raised out
+    of the accept loop, which ended -- xpud's API gone, its slot and the
+    connection held (found by a review in session 57).  Now that
+    connection is closed, its slot freed, and the next one served."""
+    import xpu.server
+    path = serve(Handler(), max_connections=1)
+    real = threading.Thread
+    refused = []
+
+    class NoThread(real):
+        def start(self):
+            if self.name == "xpud-conn" and not refused:
+                refused.append(self.name)
+                raise RuntimeError("can't start new thread")
+            super().start()
+
+    monkeypatch.setattr(xpu.server.threading, "Thread", NoThread)
+    with caplog.at_level(logging.ERROR, logger="xpu"):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            s.connect(path)
+            assert s.recv(1) == b""       # closed, not left hanging
+    assert refused == ["xpud-conn"]
+    assert "cannot serve a connection" in caplog.text
+    # the loop goes on, and the one slot is free again
+    assert raw(path, b'{"op": "version"}\n')[0]["ok"]
 
 def test_a_failing_op_is_an_internal_error(serve, caplog):
     h = Handler()
