@@ -363,11 +363,11 @@ def test_a_connection_without_a_thread_stops_neither_xpud_nor_its_slot(
             super().start()
 
     monkeypatch.setattr(xpu.server.threading, "Thread", NoThread)
-    with caplog.at_level(logging.ERROR, logger="xpu"):
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(5)
-            s.connect(path)
-            assert s.recv(1) == b""       # closed, not left hanging
+    with caplog.at_level(logging.ERROR, logger="xpu"), \
+            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(path)
+        assert s.recv(1) == b""           # closed, not left hanging
     assert refused == ["xpud-conn"]
     assert "cannot serve a connection" in caplog.text
     # the loop goes on, and the one slot is free again
