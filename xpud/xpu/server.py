@@ -2,7 +2,9 @@
 """The socket xpuctl talks to: /run/xpu/xpud.sock.
 
 An accept loop in one thread, a thread per connection, at most
-max_connections at once; requests of at most api.MAX_REQUEST_BYTES; a
+max_connections at once, and ROOT_SLOTS more for root's alone (a member of
+group `xpu`, which may only read, could otherwise hold every slot -- event
+streams, or a byte every timeout_s -- and keep root's changes out); requests of at most api.MAX_REQUEST_BYTES; a
 connection idle for `timeout_s` seconds is closed.  Every request is
 authorised with the peer's credentials (auth.py) before anything else is done
 with it, and an op that is refused gets a `permission` error, never an empty
@@ -82,6 +84,10 @@ class Dispatcher:
         return api.encode_result(result), None
 
 
+# Connections kept for root once max_connections are taken (session 57).
+ROOT_SLOTS = 8
+
+
 class Server:
     """Serves DISPATCHER on the UNIX socket PATH."""
 
@@ -93,6 +99,7 @@ class Server:
         self.group = group
         self.timeout_s = timeout_s
         self._slots = threading.BoundedSemaphore(max_connections)
+        self._root_slots = threading.BoundedSemaphore(ROOT_SLOTS)
         # The open connections, so that stop() can end them.
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
@@ -208,7 +215,12 @@ class Server:
         except OSError as e:  # out of file descriptors, say
             log.error("cannot accept a connection: %s", e)
             return
-        if not self._slots.acquire(blocking=False):
+        slots = self._slots
+        if not slots.acquire(blocking=False):
+            slots = self._root_slots
+            if not (self._is_root(conn) and slots.acquire(blocking=False)):
+                slots = None
+        if slots is None:
             try:
                 conn.settimeout(1.0)
                 conn.sendall(api.encode_error(ApiError(
@@ -220,7 +232,7 @@ class Server:
         with self._open_lock:
             self._open.add(conn)
         try:
-            threading.Thread(target=self._serve, args=(conn,),
+            threading.Thread(target=self._serve, args=(conn, slots),
                              name="xpud-conn", daemon=True).start()
         except RuntimeError as e:
             # no thread to be had (the host's limit): this connection is
@@ -228,10 +240,18 @@ class Server:
             log.error("cannot serve a connection: %s", e)
             with self._open_lock:
                 self._open.discard(conn)
-            self._slots.release()
+            slots.release()
             conn.close()
 
-    def _serve(self, conn: socket.socket) -> None:
+    @staticmethod
+    def _is_root(conn: socket.socket) -> bool:
+        try:
+            return peer_credentials(conn).uid == 0
+        except OSError:
+            return False
+
+    def _serve(self, conn: socket.socket,
+               slots: threading.BoundedSemaphore) -> None:
         try:
             self._converse(conn)
         except Exception:  # a bug in one connection must not stop xpud
@@ -240,7 +260,7 @@ class Server:
             # Free the slot before the client can see the connection end.
             with self._open_lock:
                 self._open.discard(conn)
-            self._slots.release()
+            slots.release()
             conn.close()
 
     def _converse(self, conn: socket.socket) -> None:

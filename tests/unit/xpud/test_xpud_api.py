@@ -322,7 +322,11 @@ def test_idle_connections_are_closed(serve):
         assert s.recv(1) == b""  # closed by the server, well before 10 s
 
 
-def test_connections_are_bounded(serve):
+def test_connections_are_bounded(serve, monkeypatch):
+    import xpu.server
+    # a peer that is not root (root has slots of its own: below)
+    monkeypatch.setattr(xpu.server.Server, "_is_root",
+                        staticmethod(lambda conn: False))
     path = serve(Handler(), max_connections=1)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as first:
         first.settimeout(5)
@@ -342,6 +346,39 @@ def test_connections_are_bounded(serve):
     assert raw(path, b'{"op": "version"}\n')[0]["ok"]  # the slot is free
 
 
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root's connection is needed")
+def test_root_has_slots_of_its_own(serve):
+    """A member of group `xpu` (reads only) could hold every connection
+    -- event streams, or a byte now and then -- and root's `xpuctl`, the
+    container runtime and the device plugin got `busy` (found by a review
+    in session 57).  Past max_connections root still gets ROOT_SLOTS; then
+    it is busy too."""
+    import xpu.server
+    path = serve(Handler(), max_connections=1)
+    held = []
+    try:
+        for _ in range(1 + getattr(xpu.server, "ROOT_SLOTS", 8)):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            held.append(s)
+            s.settimeout(5)
+            s.connect(path)
+            s.sendall(b'{"op": "version"}\n')
+            reply = json.loads(s.makefile("rb").readline())
+            assert reply.get("ok"), reply
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            s.connect(path)
+            assert json.loads(s.makefile("rb").readline())["error"][
+                "code"] == "busy"
+        for s in held:
+            s.shutdown(socket.SHUT_WR)
+            assert s.recv(1) == b""       # the server has let go of it
+    finally:
+        for s in held:
+            s.close()
+    assert raw(path, b'{"op": "version"}\n')[0]["ok"]
 
 def test_a_connection_without_a_thread_stops_neither_xpud_nor_its_slot(
         serve, monkeypatch, caplog):
