@@ -32,6 +32,7 @@
 #include <linux/memory.h>
 #include <linux/mman.h>
 #include <linux/pid.h>
+#include <linux/random.h>
 #include <linux/sched/signal.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
@@ -592,6 +593,13 @@ struct xpu_escape {
 	 * of the caller's could store into the page (xpu_callpage_done).
 	 */
 	bool sealed;
+	/*
+	 * A slice's client allocation: the handle it asked RM for (the
+	 * caller's hRoot, or xpu's), and whether no client had it just
+	 * before the call (xpu_escape_call).
+	 */
+	u32 client_h;
+	bool client_new;
 	u8 params[XPU_ESCAPE_PARAMS_MAX];
 };
 
@@ -640,6 +648,9 @@ static int xpu_escape_copy(struct xpu_escape *e, unsigned long arg,
 	e->uarg = (void __user *)arg;
 	e->size = size;
 	e->params_size = 0;
+	e->sealed = false;
+	e->client_h = 0;
+	e->client_new = false;
 	return copy_from_user(e->u.raw, e->uarg, size) ? -EFAULT : 0;
 }
 
@@ -662,8 +673,7 @@ static void xpu_escape_set_u32(struct xpu_escape *e, size_t off, u32 v)
 static u32 xpu_client_made(const struct xpu_escape *e,
 			   const struct xpu_alloc_site *site)
 {
-	return xpu_escape_u32(e, site->h_client) ?:
-	       xpu_escape_u32(e, site->h_object);
+	return e->client_h;
 }
 
 /* Whether the caller names the new object of SITE, not RM. */
@@ -840,17 +850,17 @@ static u32 xpu_next_handle(struct xpu_file *xf)
 }
 
 /*
- * The next handle xpu names for a new client, as RM would choose one: RM's
- * range for user clients (RS_CLIENT_HANDLE_BASE), from its top down, one
- * count for every file (a client's handle is RM's, not a client's, to
- * keep unique).
+ * A handle xpu names for a new client, as RM would choose one: in RM's
+ * range for user clients (RS_CLIENT_HANDLE_BASE), at random (a client's
+ * handle is the host's, not a client's, to keep unique).  A count down
+ * the range, as before session 57, let a tenant make the next handles
+ * first, so that every other slice's client allocation found its tries
+ * taken and failed (a review of rmapi.c); at random a tenant within its
+ * max_handles holds an eighth of the range at most.
  */
 static u32 xpu_next_client_handle(void)
 {
-	static atomic_t gen = ATOMIC_INIT(0);
-
-	return RS_CLIENT_HANDLE_BASE + RS_CLIENT_HANDLE_MAX - 1 -
-	       (u32)atomic_inc_return(&gen) % RS_CLIENT_HANDLE_MAX;
+	return RS_CLIENT_HANDLE_BASE + get_random_u32() % RS_CLIENT_HANDLE_MAX;
 }
 
 /*
@@ -878,6 +888,25 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 	long ret;
 	u32 h;
 
+	/*
+	 * A client's handle is the host's, not the slice's: one that exists
+	 * after the call may be another tenant's, so xpu asks before it
+	 * whether it is free (xpu_mem_rm_made).  One the caller names that is
+	 * taken gets RM's own refusal, RM not called.  (Until session 57 a
+	 * threaded caller naming another tenant's client had it recorded as
+	 * its own file's from RM's refusal: class 50.)
+	 */
+	if (site && site->client && xf->slice && !client) {
+		e->client_h = xpu_escape_u32(e, site->h_client);
+		if (xpu_rm_client_exists(e->client_h)) {
+			*cheated = false;
+			ret = 0;
+			xpu_escape_set_u32(e, site->status,
+					   NV_ERR_INSERT_DUPLICATE_NAME);
+			goto out;
+		}
+		e->client_new = true;
+	}
 	if (!client && (!site || !site->record || named)) {
 		ret = xpu_escape_ioctl(xf, file, cmd, e, site, named, cheated);
 		goto out;
@@ -887,6 +916,17 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 	memcpy(orig, e->u.raw, e->size);
 	for (tries = 0; ; tries++) {
 		h = client ? xpu_next_client_handle() : xpu_next_handle(xf);
+		/* a client's handle taken: the next, RM not asked */
+		if (client && xpu_rm_client_exists(h)) {
+			if (tries < XPU_HANDLE_TRIES - 1)
+				continue;
+			*cheated = false;
+			ret = 0;
+			h = 0;
+			xpu_escape_set_u32(e, site->status,
+					   NV_ERR_INSERT_DUPLICATE_NAME);
+			break;
+		}
 		xpu_escape_set_u32(e, at, h);
 		if (fl)
 			xpu_escape_set_u32(e, fl, xpu_escape_u32(e, fl) | provided);
@@ -901,8 +941,11 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 		memcpy(e->u.raw, orig, e->size);
 	}
 	if (client) {
+		e->client_h = h;
+		e->client_new = h != 0;
 		xpu_escape_set_u32(e, site->h_client, 0);
-		if (!ret && !*cheated)
+		if (!ret && !*cheated && h &&
+		    xpu_escape_u32(e, site->status) == NV_OK)
 			xpu_escape_set_u32(e, site->h_object, h);
 	}
 out:
@@ -1167,11 +1210,16 @@ static bool xpu_mem_rm_made(struct xpu_file *xf, const struct xpu_escape *e,
 
 	if (e->sealed && !drv_ret)
 		return xpu_escape_u32(e, site->status) == NV_OK;
-	xpu_escape_handles(e, site, &hc, &hp, &ho);
+	/*
+	 * A client: made by this call if it exists now and did not just
+	 * before it (class 50), whatever the status says.
+	 */
 	if (site->client) {
 		ho = xpu_client_made(e, site);
-		hc = ho;
+		return e->client_new && !xpu_handles_known(xf->slice, ho, ho) &&
+		       xpu_rm_client_exists(ho);
 	}
+	xpu_escape_handles(e, site, &hc, &hp, &ho);
 	if (!ho || xpu_handles_known(xf->slice, hc, ho))
 		return false;
 	return xpu_escape_u32(e, site->status) == NV_OK ||

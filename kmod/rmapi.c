@@ -473,6 +473,18 @@ u32 xpu_rm_object_class(u32 h_client, u32 h_object)
 				  NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_CLASSID);
 }
 
+/* Whether RM has a client of handle H: its CLIENT_GET_HANDLE_INFO answers. */
+bool xpu_rm_client_exists(u32 h)
+{
+	struct nv0000_ctrl_client_get_handle_info_params p = {
+		.h_object = h,
+		.index = NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO_INDEX_CLASSID,
+	};
+
+	return h && xpu_rm_ask(h, h, NV0000_CTRL_CMD_CLIENT_GET_HANDLE_INFO,
+			       &p, sizeof(p)) == NV_OK;
+}
+
 /* The handle of H_OBJECT's parent in H_CLIENT, as RM says; 0 if none. */
 u32 xpu_rm_object_parent(u32 h_client, u32 h_object)
 {

@@ -42,6 +42,7 @@ u32 xpu_rm_object_parent(u32 h_client, u32 h_object);
 u32 xpu_rm_disable_channels(struct xpu_gpu *gpu, bool disable,
 			    const u32 *clients, const u32 *channels, u32 n);
 u32 xpu_rm_object_class(u32 h_client, u32 h_object);
+bool xpu_rm_client_exists(u32 h);
 u32 xpu_rm_sysmem_npages(u32 h_client, u32 h_object, u32 *n);
 struct page;
 u32 xpu_rm_sysmem_pages(u32 h_client, u32 h_object, struct page **pages,

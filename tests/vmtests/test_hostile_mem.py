@@ -1489,6 +1489,7 @@ def test_a_client_handle_rewritten_on_xpu_s_page_hides_no_client(
         assert let_go(child) == 0
 
 
+
 # A client's handle is never the caller's to name in hObjectNew: RM takes it
 # from hRoot (0: its own choice) and writes it there whatever it held
 # (serverAllocClient).  xpu checks on its page only the handles RM never
@@ -2613,6 +2614,60 @@ def test_a_call_naming_another_tenant_s_client_makes_xpu_act_on_nothing(
         att.destroy()
         vic.destroy()
 
+
+
+def test_a_client_allocation_naming_another_tenant_s_client_records_nothing(
+        admin, nodedir):
+    """Class 50 (session 57, found by a review of rmapi.c): a threaded
+    tenant's RM_ALLOC of a client whose handle (hRoot) is another tenant's
+    client: RM refuses it (NV_ERR_INSERT_DUPLICATE_NAME), and xpu, taking
+    the status for a claim, asked RM whether a client of that handle
+    existed -- it did, the victim's -- and recorded it as made through the
+    attacker's file.  Class 47's check then let the attacker name it: its
+    calls naming the victim's client, device, memory and channel reached
+    RM, and what xpu found there with its own privilege became the
+    attacker's (the victim's channel counted in the attacker's slice).
+    Now xpu asks before the call whether the handle is free: a taken one
+    gets RM's refusal, RM not called, and only a client that did not exist
+    before the call is recorded."""
+    att = Slice(admin, nodedir, name="attacker")
+    vic = Slice(admin, nodedir, name="victim")
+    ctl, gpu, rm, dev = vic.open()
+    ch = client.Channel(dev, schedule=False)
+    try:
+        mem = dev.alloc_vidmem(16 * MiB)
+        code = FOREIGN_CLIENT.replace("mp = dev.memory_params(64 << 10)", """
+from xpu import ctl as xpu_ctl
+def handles():
+    with xpu_ctl.Ctl() as a:
+        return a.slice_get(@SLICE@).rm_handles
+h0 = handles()
+squat = ctl.rm_alloc(@CLIENT@, 0, abi.NV01_ROOT_CLIENT, check=False)
+squat = (squat.status, handles() - h0)
+mp = dev.memory_params(64 << 10)""").replace(
+            "report(**got)", "report(squat=squat, **got)")
+        child = nvtest.spawn_child(
+            code.replace("CTL_NODE", repr(att.ctl_node))
+            .replace("GPU_NODE", repr(att.gpu_node))
+            .replace("@SLICE@", str(att.id))
+            .replace("@CLIENT@", str(rm.handle))
+            .replace("@DEVICE@", str(dev.hdevice))
+            .replace("@MEMORY@", str(mem.handle))
+            .replace("@TSG@", str(ch.htsg))
+            .replace("@CHANNEL@", str(ch.hchannel)))
+        got = child.report()
+        assert got["squat"] == [abi.NV_ERR_INSERT_DUPLICATE_NAME, 0], got
+        assert (got["memory"], got["channel"]) == (
+            abi.NV_ERR_INVALID_CLIENT, abi.NV_ERR_INVALID_CLIENT), got
+        info = att.get()
+        assert (info.channels, info.memory_used) == (0, 0), info
+        assert child.finish() == 0
+        assert vic.get().channels == 1
+    finally:
+        for o in (ch, dev, rm, gpu, ctl):
+            o.close()
+        att.destroy()
+        vic.destroy()
 
 # A client made through a second control file of the slice, freed through
 # the first: RM refuses, and a thread stores NV_OK over the refusal on
