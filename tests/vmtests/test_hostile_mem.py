@@ -2570,6 +2570,20 @@ sys.stdin.readline()
 """
 
 
+def spawn_foreign(code, att, rm, dev, mem, ch):
+    """CODE (FOREIGN_CLIENT's kind) in a child of slice ATT, naming the
+    victim's client RM, device DEV, memory MEM and channel CH."""
+    return nvtest.spawn_child(
+        code.replace("CTL_NODE", repr(att.ctl_node))
+        .replace("GPU_NODE", repr(att.gpu_node))
+        .replace("@SLICE@", str(att.id))
+        .replace("@CLIENT@", str(rm.handle))
+        .replace("@DEVICE@", str(dev.hdevice))
+        .replace("@MEMORY@", str(mem.handle))
+        .replace("@TSG@", str(ch.htsg))
+        .replace("@CHANNEL@", str(ch.hchannel)))
+
+
 def test_a_call_naming_another_tenant_s_client_makes_xpu_act_on_nothing(
         admin, nodedir):
     """Class 47 (session 56, found by a review of ledger.c and sched.c): RM
@@ -2590,14 +2604,7 @@ def test_a_call_naming_another_tenant_s_client_makes_xpu_act_on_nothing(
     try:
         heap1 = nvtest.heap_used(0)
         mem = dev.alloc_vidmem(16 * MiB)
-        child = nvtest.spawn_child(
-            FOREIGN_CLIENT.replace("CTL_NODE", repr(att.ctl_node))
-            .replace("GPU_NODE", repr(att.gpu_node))
-            .replace("@CLIENT@", str(rm.handle))
-            .replace("@DEVICE@", str(dev.hdevice))
-            .replace("@MEMORY@", str(mem.handle))
-            .replace("@TSG@", str(ch.htsg))
-            .replace("@CHANNEL@", str(ch.hchannel)))
+        child = spawn_foreign(FOREIGN_CLIENT, att, rm, dev, mem, ch)
         got = child.report()
         assert got == {"memory": abi.NV_ERR_INVALID_CLIENT,
                        "channel": abi.NV_ERR_INVALID_CLIENT}, got
@@ -2646,15 +2653,7 @@ squat = ctl.rm_alloc(@CLIENT@, 0, abi.NV01_ROOT_CLIENT, check=False)
 squat = (squat.status, handles() - h0)
 mp = dev.memory_params(64 << 10)""").replace(
             "report(**got)", "report(squat=squat, **got)")
-        child = nvtest.spawn_child(
-            code.replace("CTL_NODE", repr(att.ctl_node))
-            .replace("GPU_NODE", repr(att.gpu_node))
-            .replace("@SLICE@", str(att.id))
-            .replace("@CLIENT@", str(rm.handle))
-            .replace("@DEVICE@", str(dev.hdevice))
-            .replace("@MEMORY@", str(mem.handle))
-            .replace("@TSG@", str(ch.htsg))
-            .replace("@CHANNEL@", str(ch.hchannel)))
+        child = spawn_foreign(code, att, rm, dev, mem, ch)
         got = child.report()
         assert got["squat"] == [abi.NV_ERR_INSERT_DUPLICATE_NAME, 0], got
         assert (got["memory"], got["channel"]) == (
