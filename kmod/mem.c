@@ -762,15 +762,13 @@ static long xpu_escape_ioctl(struct xpu_file *xf, struct file *file,
  */
 static long xpu_escape_return(struct xpu_escape *e, long ret)
 {
-	u8 out[sizeof(e->u)];
-	u32 st = NV_ERR_INVALID_ADDRESS;
+	bool lost = e->params_size && xpu_escape_u32(e, e->status) == NV_OK &&
+		    copy_to_user(u64_to_user_ptr(e->uparams), e->params,
+				 e->params_size);
 
-	memcpy(out, e->u.raw, e->size);
-	if (e->params_size && xpu_escape_u32(e, e->status) == NV_OK &&
-	    copy_to_user(u64_to_user_ptr(e->uparams), e->params,
-			 e->params_size))
-		memcpy(out + e->status, &st, sizeof(st));
-	if (copy_to_user(e->uarg, out, e->size))
+	if (copy_to_user(e->uarg, e->u.raw, e->size) ||
+	    (lost && xpu_put_status(e->uarg + e->status,
+				    NV_ERR_INVALID_ADDRESS)))
 		return -EFAULT;
 	return ret;
 }

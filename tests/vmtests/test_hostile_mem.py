@@ -2570,6 +2570,23 @@ sys.stdin.readline()
 """
 
 
+@contextmanager
+def foreign_tenants(admin, nodedir):
+    """An attacker's slice, and a victim's with its client RM, device DEV
+    and an unscheduled channel CH: (att, vic, rm, dev, ch)."""
+    att = Slice(admin, nodedir, name="attacker")
+    vic = Slice(admin, nodedir, name="victim")
+    ctl, gpu, rm, dev = vic.open()
+    ch = client.Channel(dev, schedule=False)
+    try:
+        yield att, vic, rm, dev, ch
+    finally:
+        for o in (ch, dev, rm, gpu, ctl):
+            o.close()
+        att.destroy()
+        vic.destroy()
+
+
 def spawn_foreign(code, att, rm, dev, mem, ch):
     """CODE (FOREIGN_CLIENT's kind) in a child of slice ATT, naming the
     victim's client RM, device DEV, memory MEM and channel CH."""
@@ -2597,11 +2614,7 @@ def test_a_call_naming_another_tenant_s_client_makes_xpu_act_on_nothing(
     the GPU.  Now a call naming a client not made through the calling file
     is refused before RM.  Without that, the attacker's slice counted the
     victim's channel (1, and 4096 bytes)."""
-    att = Slice(admin, nodedir, name="attacker")
-    vic = Slice(admin, nodedir, name="victim")
-    ctl, gpu, rm, dev = vic.open()
-    ch = client.Channel(dev, schedule=False)
-    try:
+    with foreign_tenants(admin, nodedir) as (att, vic, rm, dev, ch):
         heap1 = nvtest.heap_used(0)
         mem = dev.alloc_vidmem(16 * MiB)
         child = spawn_foreign(FOREIGN_CLIENT, att, rm, dev, mem, ch)
@@ -2615,11 +2628,6 @@ def test_a_call_naming_another_tenant_s_client_makes_xpu_act_on_nothing(
         rm.free(mem.handle)
         assert nvtest.heap_used(0) == heap1
         assert vic.get().channels == 1
-    finally:
-        for o in (ch, dev, rm, gpu, ctl):
-            o.close()
-        att.destroy()
-        vic.destroy()
 
 
 
@@ -2637,11 +2645,7 @@ def test_a_client_allocation_naming_another_tenant_s_client_records_nothing(
     Now xpu asks before the call whether the handle is free: a taken one
     gets RM's refusal, RM not called, and only a client that did not exist
     before the call is recorded."""
-    att = Slice(admin, nodedir, name="attacker")
-    vic = Slice(admin, nodedir, name="victim")
-    ctl, gpu, rm, dev = vic.open()
-    ch = client.Channel(dev, schedule=False)
-    try:
+    with foreign_tenants(admin, nodedir) as (att, vic, rm, dev, ch):
         mem = dev.alloc_vidmem(16 * MiB)
         code = FOREIGN_CLIENT.replace("mp = dev.memory_params(64 << 10)", """
 from xpu import ctl as xpu_ctl
@@ -2662,11 +2666,7 @@ mp = dev.memory_params(64 << 10)""").replace(
         assert (info.channels, info.memory_used) == (0, 0), info
         assert child.finish() == 0
         assert vic.get().channels == 1
-    finally:
-        for o in (ch, dev, rm, gpu, ctl):
-            o.close()
-        att.destroy()
-        vic.destroy()
+
 
 # A client made through a second control file of the slice, freed through
 # the first: RM refuses, and a thread stores NV_OK over the refusal on
