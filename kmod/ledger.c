@@ -53,6 +53,7 @@
 
 #include <linux/completion.h>
 #include <linux/kthread.h>
+#include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
@@ -334,6 +335,31 @@ static bool xpu_ledger_holds(struct xpu_slice *slice, u32 h)
 	return false;
 }
 
+/*
+ * The video-memory objects one slice may have on record (below), at most
+ * XPU_MAX_MEMRECS.  Lowered, records past it stay; allocations are
+ * refused until the slice is under it again.
+ */
+static unsigned int max_memrecs = XPU_MAX_MEMRECS;
+static struct xpu_uint_range max_memrecs_range =
+	XPU_UINT_RANGE(max_memrecs, 1, XPU_MAX_MEMRECS);
+module_param_cb(max_memrecs, &xpu_uint_range_ops, &max_memrecs_range, 0644);
+MODULE_PARM_DESC(max_memrecs,
+		 "video-memory objects one slice may hold (1..65536)");
+
+/*
+ * Whether SLICE may record one more video-memory object: asked before an
+ * allocation reaches RM, under the slice's mem_lock, under which alone
+ * records are made.  An allocation RM made that xpu then undoes can be
+ * held meanwhile by a thread's UVM mapping of its handle, so the bound is
+ * met before the call, not after it (found by a review in session 57).
+ */
+bool xpu_ledger_room(struct xpu_slice *slice)
+{
+	lockdep_assert_held(&slice->mem_lock);
+	return atomic_read(&slice->nr_memrecs) < READ_ONCE(max_memrecs);
+}
+
 /* A video-memory object made through a slice's control file, and its size. */
 struct xpu_memrec {
 	struct hlist_node node;		/* in xf->memrecs */
@@ -385,7 +411,8 @@ static void xpu_memrec_forget(struct xpu_file *xf, u32 hc, u32 ho)
  * clients takes.  MADE says the names are no claim: RM said, on a copy
  * nobody else could write, that it made HO as video memory (mem.c,
  * xpu_admit_call), so RM is not asked again.  0, -ESRCH for a claim that
- * does not hold, -ENOSPC past XPU_MAX_MEMRECS, -ENOMEM.
+ * does not hold, -ENOSPC past max_memrecs (lowered since xpu_ledger_room
+ * said yes, or a call xpu did not take for video memory), -ENOMEM.
  */
 int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 hp, u32 ho, u64 size,
 		      bool made)
@@ -398,7 +425,7 @@ int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 hp, u32 ho, u64 size,
 	     xpu_rm_object_class(hc, ho) != NV01_MEMORY_LOCAL_USER) ||
 	    xpu_memrec_find(xf, hc, ho))
 		return -ESRCH;
-	if (atomic_inc_return(&slice->nr_memrecs) > XPU_MAX_MEMRECS) {
+	if (atomic_inc_return(&slice->nr_memrecs) > READ_ONCE(max_memrecs)) {
 		atomic_dec(&slice->nr_memrecs);
 		return -ENOSPC;
 	}

@@ -17,6 +17,7 @@ int xpu_ledger_init(void);
 void xpu_ledger_exit(void);
 u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 		    u32 hc, u32 hp, u32 ho, bool *settled, u64 *gone);
+bool xpu_ledger_room(struct xpu_slice *slice);
 int xpu_ledger_record(struct xpu_file *xf, u32 hc, u32 hp, u32 ho, u64 size,
 		      bool made);
 u64 xpu_ledger_unseen(struct xpu_file *xf);

@@ -1084,6 +1084,60 @@ u32 xpu_free_as_caller(struct xpu_file *xf, struct file *file,
 }
 
 /*
+ * A free through XF settled by the ledger took GONE bytes from the figures
+ * of XF's creators, by RM's count (ledger.c).  With one creator, whose
+ * figure xpu knows, that figure drops by as much without a reading: every
+ * client reached through XF was made by it, so RM charged it for that
+ * memory, and the reading after the allocation that made it counted it.
+ * Else (several creators, a stale figure, no record: GONE is U64_MAX) RM
+ * is asked for the creators' figures.  A figure that is off all the same
+ * (a member's own unsliced calls meanwhile) is read anew after the next
+ * allocation through XF, which is undone if that reading is over the limit.
+ */
+static void xpu_mem_freed(struct xpu_slice *slice, struct xpu_file *xf,
+			  u64 gone)
+{
+	struct xpu_member *m;
+
+	lockdep_assert_held(&slice->mem_lock);
+	if (!gone)
+		return;				/* RM freed nothing */
+	m = gone == U64_MAX ? NULL : xpu_mem_sole_creator(slice, xf);
+	if (!m || m->usage < gone || slice->used < gone) {
+		xpu_refresh_creators(slice, xf);
+		return;
+	}
+	m->usage -= gone;
+	WRITE_ONCE(slice->used, slice->used - gone);
+}
+
+/*
+ * Undo (hc, hp, ho), which RM made for XF's caller and xpu will not keep
+ * (past a bound, or past the limit), through the ledger, as a slice's free
+ * is made (xpu_mem_free_through_ledger): between RM's call and this one a
+ * thread of the caller's can have mapped the new handle into UVM
+ * (UVM_MAP_EXTERNAL_ALLOCATION takes no lock of xpu's), which keeps the
+ * memory past its free; freed as the caller alone, it was then charged to
+ * no slice (found by a review in session 57).  The ledger's duplicate
+ * stands by, and memory something else still holds stays charged to the
+ * slice while it does.  The slice's figure follows.  Under mem_lock.
+ * Returns whether the memory went with the free (or RM did not free it).
+ */
+static bool xpu_mem_undo(struct xpu_file *xf, struct file *file,
+			 u32 hc, u32 hp, u32 ho)
+{
+	bool settled;
+	u64 gone;
+
+	xpu_ledger_free(xf, file, hc, hp, ho, &settled, &gone);
+	if (settled)
+		xpu_mem_freed(xf->slice, xf, gone);
+	else
+		xpu_refresh_locked(xf->slice);
+	return settled;
+}
+
+/*
  * What a video-memory allocation through XF made goes on record for the
  * ledger (ledger.c) by the handles RM wrote back into xpu's copy of the
  * struct, E, and RM confirms, at GROWN bytes (what RM's figure grew by) or
@@ -1094,7 +1148,9 @@ u32 xpu_free_as_caller(struct xpu_file *xf, struct file *file,
  * not hold (RM made memory it did not name) leaves xpu unable to follow
  * that memory through a free that takes it with its client: so the caller
  * is killed (its control file refused from now on), and the slice pays for
- * the memory until it goes.  Past XPU_MAX_MEMRECS the allocation is undone.
+ * the memory until it goes.  One xpu cannot record (past max_memrecs, met
+ * before the call for video memory, or a record it could not allocate) is
+ * undone through the ledger.
  * A call of another class is recorded if RM says it made video memory, and
  * else left to RM's figure (which a member's call through another file may
  * have grown meanwhile).  MADE: RM said it made the video memory, on a copy
@@ -1106,7 +1162,6 @@ static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 			  const struct xpu_alloc_site *site, u64 grown, u64 want,
 			  bool made)
 {
-	struct xpu_slice *slice = xf->slice;
 	u64 size = max(grown, want);
 	u32 hc, hp, ho;
 	int err;
@@ -1117,8 +1172,7 @@ static u32 xpu_mem_record(struct xpu_file *xf, struct file *file,
 	if (!err || (err == -ESRCH && (!site->vidmem || !grown)))
 		return NV_OK;
 	if (err != -ESRCH) {
-		xpu_free_as_caller(xf, file, hc, hp, ho);
-		xpu_refresh_creators(slice, xf);
+		xpu_mem_undo(xf, file, hc, hp, ho);
 		return err == -ENOSPC ? NV_ERR_INSUFFICIENT_RESOURCES :
 					NV_ERR_NO_MEMORY;
 	}
@@ -1284,7 +1338,7 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	u32 hc, hp, ho, st;
 	u64 grown, before;
 	LIST_HEAD(spare);
-	bool cheated, made, rm_made;
+	bool cheated, made, rm_made, settled;
 	long ret, drv_ret;
 
 	ret = xpu_mem_join(slice);
@@ -1298,7 +1352,15 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 		/* The driver's own failure: the call succeeds, status says why. */
 		return xpu_escape_status(e, site, NV_ERR_NO_MEMORY);
 	}
-	/* a handle it may make: past the slice's bound, RM is not called */
+	/*
+	 * a video-memory record it may need, and a handle it may make: past
+	 * the slice's bounds, RM is not called
+	 */
+	if ((site->vidmem || want) && !xpu_ledger_room(slice)) {
+		mutex_unlock(&slice->mem_lock);
+		return xpu_escape_status(e, site,
+					 NV_ERR_INSUFFICIENT_RESOURCES);
+	}
 	st = xpu_handles_reserve(slice, &spare, 1);
 	if (st) {
 		mutex_unlock(&slice->mem_lock);
@@ -1340,15 +1402,25 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 	/*
 	 * Over the limit: RM gave more than was asked for (rounding xpu did
 	 * not foresee, or a size changed under us).  Undo it by the handles
-	 * RM wrote back, as the caller; an honest caller sees
-	 * NV_ERR_NO_MEMORY.
+	 * RM wrote back, as the caller, through the ledger; an honest caller
+	 * sees NV_ERR_NO_MEMORY.
 	 */
 	xpu_escape_handles(e, site, &hc, &hp, &ho);
-	xpu_free_as_caller(xf, file, hc, hp, ho);
-	xpu_refresh_creators(slice, xf);
+	settled = xpu_mem_undo(xf, file, hc, hp, ho);
 	if (slice->used <= READ_ONCE(slice->memory_limit)) {
 		slice->denied++;
 		xpu_event_denied(slice, want);
+		ret = xpu_escape_status(e, site, NV_ERR_NO_MEMORY);
+		goto out;
+	}
+	/*
+	 * held past its free by another handle (a thread's UVM mapping of
+	 * it), and charged while it is: the caller goes, and with it the
+	 * mapping that keeps the slice past its limit
+	 */
+	if (!settled) {
+		xpu_mem_kill_caller(xf, "kept memory past the limit through another handle",
+				    0);
 		ret = xpu_escape_status(e, site, NV_ERR_NO_MEMORY);
 		goto out;
 	}
@@ -1959,34 +2031,6 @@ long xpu_mem_alloc_object(struct xpu_file *xf, struct file *file,
 	if (cheated)
 		xpu_unsliced_cheated(xf);
 	return ret;
-}
-
-/*
- * A free through XF settled by the ledger took GONE bytes from the figures
- * of XF's creators, by RM's count (ledger.c).  With one creator, whose
- * figure xpu knows, that figure drops by as much without a reading: every
- * client reached through XF was made by it, so RM charged it for that
- * memory, and the reading after the allocation that made it counted it.
- * Else (several creators, a stale figure, no record: GONE is U64_MAX) RM
- * is asked for the creators' figures.  A figure that is off all the same
- * (a member's own unsliced calls meanwhile) is read anew after the next
- * allocation through XF, which is undone if that reading is over the limit.
- */
-static void xpu_mem_freed(struct xpu_slice *slice, struct xpu_file *xf,
-			  u64 gone)
-{
-	struct xpu_member *m;
-
-	lockdep_assert_held(&slice->mem_lock);
-	if (!gone)
-		return;				/* RM freed nothing */
-	m = gone == U64_MAX ? NULL : xpu_mem_sole_creator(slice, xf);
-	if (!m || m->usage < gone || slice->used < gone) {
-		xpu_refresh_creators(slice, xf);
-		return;
-	}
-	m->usage -= gone;
-	WRITE_ONCE(slice->used, slice->used - gone);
 }
 
 /*

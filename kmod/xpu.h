@@ -23,9 +23,10 @@
 /* Processes that may make RM clients through one control file of a slice. */
 #define XPU_MAX_CREATORS	16
 /*
- * Video-memory objects xpu records for one slice (ledger.c): an allocation
- * past it is refused (NV_ERR_INSUFFICIENT_RESOURCES).  CUDA sub-allocates
- * from 2 MiB chunks; 65536 of them are 128 GiB.
+ * Video-memory objects xpu records for one slice (ledger.c; the module
+ * parameter max_memrecs lowers it): an allocation past it is refused
+ * before RM (NV_ERR_INSUFFICIENT_RESOURCES).  CUDA sub-allocates from
+ * 2 MiB chunks; 65536 of them are 128 GiB.
  */
 #define XPU_MAX_MEMRECS		65536
 #define XPU_MEMREC_BITS		6	/* buckets per control file, log2 */

@@ -1152,6 +1152,83 @@ def test_the_results_of_an_allocation_on_xpu_s_page_cannot_be_rewritten(
         assert sl.used() >= 32 * MiB
 
 
+RACE_BOUND = nvtest.RAW_PRELUDE + ALLOC_RACE + """
+from nvclient.cudalike import CudaContext
+from nvclient.uvm import Uvm
+uvm = Uvm(ctl.abi.version)
+ctx = CudaContext(dev, uvm)
+kept = [dev.alloc_vidmem(2 << 20) for _ in range(KEPT)]
+va = ctx.va(32 << 20)
+uvm.create_external_range(va, 32 << 20)
+p, mp = vidmem_alloc(rm, dev, 0x5c00beef)
+mapped = []
+report(ready=True)
+sys.stdin.readline()
+
+def store(addr, cur):
+    # UVM maps the handle as soon as RM has made it: before the call returns
+    st = uvm.map_external(va, 32 << 20, ctl.fileno(), rm.handle, 0x5c00beef,
+                          [ctx.uuid], check=False)
+    mapped.append(st == abi.NV_OK)
+    if mapped[-1] and LOWER:
+        # the bound lowered while RM's call runs: xpu cannot record it
+        with open("/sys/module/xpu/parameters/max_memrecs", "w") as f:
+            f.write(str(LOWER))
+    return mapped[-1]
+
+rc = raced_alloc(p, store)
+report(rc=rc, status=p.status, mapped=any(mapped))
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("met", ["before", "after"])
+def test_an_allocation_past_the_records_bound_is_charged_whoever_holds_it(
+        nodedir, reload_stub, uvm_nodes, met):
+    """A slice holds at most `max_memrecs` video-memory objects on record.
+    Before, the bound was met after RM's call: an allocation past it was
+    made, then freed as the caller -- and a thread of the caller's that
+    mapped the new handle into UVM in between (the driver waits 300 ms
+    after its copy-back here; UVM takes no lock of xpu's) kept its 32 MiB
+    held by UVM, charged to no slice (found by a review in session 57).
+    Now the bound is met before the call ("before": RM is never asked, so
+    there is nothing to map), and an allocation xpu cannot record after
+    RM made it ("after": the bound lowered by the thread once its mapping
+    took) is undone through the ledger, which keeps the memory charged to
+    the slice while UVM holds it."""
+    kept = 3
+    path = "/sys/module/xpu/parameters/max_memrecs"
+    with racer_slice(reload_stub, nodedir, copyout_delay_us=300000) as (
+            sl, _heap0):
+        with open(path) as f:
+            old = f.read().strip()
+        with open(path, "w") as f:
+            f.write(str(kept if met == "before" else kept + 1))
+        try:
+            child = nvtest.spawn_child(in_slice(
+                RACE_BOUND, sl, KEPT=str(kept),
+                LOWER=str(kept if met == "after" else 0)))
+            assert child.report()["ready"]
+            used, heap = sl.used(), nvtest.heap_used(0)
+            assert used >= kept * 2 * MiB
+            r = let_go_on(child)
+            assert (r["rc"], r["status"]) == (
+                0, abi.NV_ERR_INSUFFICIENT_RESOURCES), r
+            # the premise: RM made it and UVM mapped it, or RM never did
+            assert r["mapped"] == (met == "after"), r
+            # the 32 MiB RM's heap holds since, for UVM, the slice is
+            # charged for (the heap has UVM's page tables for the mapping
+            # beside it)
+            held = 32 * MiB if met == "after" else 0
+            grown = nvtest.heap_used(0) - heap
+            assert sl.used() - used == held, (r, sl.used(), grown)
+            assert held <= grown < held + MiB, (r, grown)
+            assert let_go(child) == 0
+        finally:
+            with open(path, "w") as f:
+                f.write(old)
+
+
 RACE_SIZE = nvtest.RAW_PRELUDE + ALLOC_RACE + """
 p, mp = vidmem_alloc(rm, dev, 0x5c00beef)
 sfd = os.memfd_create("small")
