@@ -464,7 +464,9 @@ BinaryName: a container whose environment sets XPU_MEMORY=SIZE (with
 XPU_COMPUTE=PCT, XPU_GPU=UUID|INDEX, XPU_PRIORITY=low|normal|high,
 XPU_HOST_MEMORY=SIZE), or XPU_SLICE=NAME, gets that slice; everything
 else passes to the real runtime (crun, else runc; [container_runtime]
-oci_runtime in /etc/xpu/xpud.toml or the file $XPU_CONFIG names).  See
+oci_runtime in /etc/xpu/xpud.toml or the file $XPU_CONFIG names).  A
+Kubernetes pod's container (its CRI's annotations, or kubernetes = true)
+gets no new slice, and joins only a slice whose devices it was given.  See
 containers.md.
 """
 
