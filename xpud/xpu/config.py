@@ -37,6 +37,9 @@
     host_memory = "0"       # the bound on system memory of the slices it
                             # makes, and the most XPU_HOST_MEMORY may ask;
                             # "0" (the default): none
+    kubernetes = false      # true: every container is a Kubernetes pod's
+                            # (a slice only from its devices); false: those
+                            # whose CRI annotations say so
 
 Every error names the file, the line and the field: ``PATH:LINE: FIELD: what
 is wrong``.  Unknown tables and keys are errors too, so that a misspelt key
@@ -71,7 +74,7 @@ _METRICS_KEYS = ("enabled", "listen")
 DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_METRICS_PORT = 9400
 _CDI_KEYS = ("vendor", "spec_dir", "hook", "nvidia_spec")
-_RUNTIME_KEYS = ("oci_runtime", "socket", "host_memory")
+_RUNTIME_KEYS = ("oci_runtime", "socket", "host_memory", "kubernetes")
 _TOP_KEYS = ("defaults", "gpu", "slice", "metrics", "cdi",
              "container_runtime")
 
@@ -139,11 +142,15 @@ class CdiConfig:
 class RuntimeConfig:
     """The [container_runtime] table, read by xpu-container-runtime:
     oci_runtime "" is crun when found, else runc; host_memory_limit_bytes
-    the host bound of the slices it makes (0: none)."""
+    the host bound of the slices it makes (0: none); kubernetes True holds
+    every container to what a Kubernetes pod may ask (a slice only from
+    the devices kubelet gave it), False only those whose CRI annotations
+    say they are a pod's."""
 
     oci_runtime: str = ""
     socket: str = DEFAULT_SOCKET
     host_memory_limit_bytes: int = model.NO_HOST_MEMORY_LIMIT
+    kubernetes: bool = False
 
 
 @dataclass(frozen=True)
@@ -350,7 +357,8 @@ class _Checker:
             host_memory_limit_bytes=self.value(
                 doc, "container_runtime", None, "container_runtime",
                 "host_memory", lambda v: model.check_host_memory(_size(v)),
-                base.host_memory_limit_bytes))
+                base.host_memory_limit_bytes),
+            kubernetes=get("kubernetes", _bool))
 
     def array(self, doc: dict, name: str) -> list:
         value = doc.get(name, [])

@@ -18,8 +18,9 @@ import sys
 import pytest
 from xpu import config
 from xpu.auth import Authorizer
-from xpu.cdi import hook, oci, runtime
+from xpu.cdi import hook, oci, runtime, spec
 from xpu.cdi.refresh import Refresher
+from xpu.client import Client
 from xpu.daemon import Ops
 from xpu.errors import XpuError
 from xpu.server import Dispatcher, Server
@@ -465,6 +466,220 @@ def test_without_xpud_a_container_that_asks_does_not_start(tmp_path,
     assert (b / "config.json").read_text() == text
 
 
+# -- Kubernetes pods: a slice only from what the pod cannot forge ----------------
+
+# What containerd's CRI puts on a pod's container (CRI-O's keys are
+# io.kubernetes.cri-o.ContainerType and io.kubernetes.cri-o.SandboxID).
+CRI = {"io.kubernetes.cri.container-type": "container",
+       "io.kubernetes.cri.sandbox-id": "5ab0" * 16}
+CRIO = {"io.kubernetes.cri-o.ContainerType": "container",
+        "io.kubernetes.cri-o.SandboxID": "77aa" * 16}
+
+
+def node_stat(svc):
+    """os.stat of the slices' nodes as xpu.ko makes them: the driver's
+    numbers (the GPU's minor, the control node's 255), whichever slice."""
+    def lstat(path):
+        for s in svc.op_list():
+            numbers = {s["gpu_node"]: s["gpu_minor"], s["ctl_node"]: 255}
+            if path in numbers:
+                class St:
+                    st_mode = stat.S_IFCHR | 0o600
+                    st_rdev = os.makedev(195, numbers[path])
+                return St()
+        raise FileNotFoundError(2, "No such file or directory", path)
+    return lstat
+
+
+def plugin_env(svc, name):
+    """The env xpu's device plugin's Allocate gives slice NAME's container
+    (deviceplugin.py, slice_response)."""
+    s = svc.op_show(name=name)
+    return [f"XPU_SLICE={name}",
+            f"XPU_MEMORY_LIMIT_BYTES={s['memory_limit_bytes']}",
+            f"XPU_GPU_UUID={s['gpu_uuid']}"]
+
+
+def plugin_devices(svc, name):
+    """linux.devices as containerd makes them of the device specs the
+    device plugin gives slice NAME: the host nodes' numbers at NVIDIA's
+    names."""
+    s = svc.op_show(name=name)
+    return [{"path": f"/dev/nvidia{s['gpu_minor']}", "type": "c",
+             "major": 195, "minor": s["gpu_minor"]},
+            {"path": "/dev/nvidiactl", "type": "c", "major": 195,
+             "minor": 255}]
+
+
+def pod_bundle(tmp_path, env, devices=(), annotations=CRI, cdi=None,
+               socket=""):
+    """A pod's container's bundle: ENV after what kubelet put, DEVICES in
+    linux.devices, and, with CDI naming a slice, the edits of that CDI
+    device of xpud's spec applied as containerd applies them."""
+    b = bundle(tmp_path, env)
+    cfg = json.loads((b / "config.json").read_text())
+    cfg["annotations"] = dict(annotations)
+    cfg["linux"]["devices"] = [dict(d) for d in devices]
+    if cdi is not None:
+        with Client(socket) as c:
+            doc = c.call("cdi_spec", slice=cdi)
+        cfg = oci.apply_edits(cfg, [doc.get("containerEdits") or {},
+                                    spec.device(doc, cdi)["containerEdits"]])
+        # the pod's own env comes after, as kubelet writes it
+        cfg["process"]["env"] += env
+    (b / "config.json").write_text(json.dumps(cfg, indent=4))
+    return b
+
+
+def run_pod(socket, svc, b, kubernetes=False):
+    argv = ["--root", "/run/crun", "create", "--bundle", str(b),
+            "0123456789abcdef" * 4]
+    rt = runtime.Runtime(runtime.parse(argv),
+                         config.RuntimeConfig(socket=socket,
+                                              kubernetes=kubernetes),
+                         "/x/me", lstat=node_stat(svc))
+    rt.create()
+
+
+def test_the_kubernetes_annotations_and_hooks_are_read():
+    assert oci.kubernetes({"annotations": CRI})
+    assert oci.kubernetes({"annotations": CRIO})
+    assert not oci.kubernetes(CONFIG)
+    assert not oci.kubernetes({"annotations": None})
+    assert oci.bound_slices(oci.apply_edits(CONFIG, EDITS, lstat=uvm_stat)) \
+        == ["train"]
+    assert oci.bound_slices(CONFIG) == []
+    assert oci.devices({"linux": {"devices": [
+        {"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0},
+        {"path": "/dev/x", "type": "c", "major": "195", "minor": 0},
+        "junk"]}}) == [("/dev/nvidia0", "c", 195, 0)]
+
+
+@pytest.mark.parametrize("annotations, kubernetes", [
+    (CRI, False), (CRIO, False), ({}, True)])
+@pytest.mark.parametrize("env", [
+    ["XPU_MEMORY=8GiB"],
+    ["XPU_MEMORY=1GiB", "XPU_COMPUTE=50", "XPU_GPU=1", "XPU_PRIORITY=high",
+     "XPU_HOST_MEMORY=1GiB"]])
+def test_a_pod_asking_a_new_slice_by_its_env_is_refused(
+        xpud, tmp_path, backend, env, annotations, kubernetes):
+    socket, svc = xpud
+    b = pod_bundle(tmp_path, env, annotations=annotations)
+    text = (b / "config.json").read_text()
+    with pytest.raises(XpuError) as e:
+        run_pod(socket, svc, b, kubernetes=kubernetes)
+    assert str(e.value) == (
+        "XPU_MEMORY asks for a new slice, which a Kubernetes pod gets by "
+        "asking for xpu.dev/xpu-memory (and xpu.dev/xpu-shares) in its "
+        "resources, not by its environment (the container is not started)")
+    # no create reached xpud, and nothing was left
+    assert not [c for c in backend.calls if c[0] == "create_slice"]
+    assert svc.op_list() == [] and backend.slices == {}
+    assert (b / "config.json").read_text() == text
+    assert sorted(os.listdir(b)) == ["config.json"]
+
+
+def test_a_pod_naming_another_pods_slice_by_its_env_is_refused(
+        xpud, tmp_path, backend):
+    """Device specs only (a kubelet without CDI): the pod holds its own
+    slice's nodes, on GPU 0, and names a slice on GPU 1."""
+    socket, svc = xpud
+    svc.op_create(name="k8s-mine", gpu=0, memory_limit_bytes=GIB)
+    svc.op_create(name="k8s-theirs", gpu=1, memory_limit_bytes=8 * GIB)
+    env = plugin_env(svc, "k8s-mine") + ["XPU_SLICE=k8s-theirs"]
+    b = pod_bundle(tmp_path, env, plugin_devices(svc, "k8s-mine"))
+    text = (b / "config.json").read_text()
+    before = svc.op_list()
+    with pytest.raises(XpuError) as e:
+        run_pod(socket, svc, b)
+    assert str(e.value) == (
+        "XPU_SLICE=k8s-theirs names a slice whose devices this Kubernetes "
+        "container was not given (/dev/xpu1 is 195:1; its GPU devices: "
+        "/dev/nvidia0 (195:0), /dev/nvidiactl (195:255)): a pod's slice "
+        "comes from its resources (xpu.dev/xpu-memory, xpu.dev/slice) or its "
+        "resource claims, not from its environment (the container is not "
+        "started)")
+    assert (b / "config.json").read_text() == text
+    assert svc.op_list() == before
+    assert [c for c in backend.changes()
+            if c[0] not in ("create_slice", "make_nodes", "set_gpu")] == []
+    # A pod with no xpu device at all is refused the same way.
+    b = pod_bundle(tmp_path, ["XPU_SLICE=k8s-theirs"])
+    with pytest.raises(XpuError) as e:
+        run_pod(socket, svc, b)
+    assert "(/dev/xpu1 is 195:1; its GPU devices: none)" in str(e.value)
+
+
+def test_a_pod_naming_another_slice_than_its_cdi_device_is_refused(
+        xpud, tmp_path, backend):
+    """With CDI: the two slices on one GPU have nodes of the same numbers,
+    and the hook of the pod's CDI device names its own."""
+    socket, svc = xpud
+    svc.op_create(name="k8s-mine", gpu=0, memory_limit_bytes=GIB)
+    svc.op_create(name="k8s-theirs", gpu=0, memory_limit_bytes=8 * GIB)
+    b = pod_bundle(tmp_path, ["XPU_SLICE=k8s-theirs"],
+                   plugin_devices(svc, "k8s-mine"), cdi="k8s-mine",
+                   socket=socket)
+    text = (b / "config.json").read_text()
+    before = svc.op_list()
+    with pytest.raises(XpuError) as e:
+        run_pod(socket, svc, b)
+    assert str(e.value) == (
+        "XPU_SLICE=k8s-theirs names another slice than the one Kubernetes "
+        "gave this container, k8s-mine (its CDI device): a pod's slice comes "
+        "from its resources (xpu.dev/xpu-memory, xpu.dev/slice) or its "
+        "resource claims, not from its environment (the container is not "
+        "started)")
+    assert (b / "config.json").read_text() == text
+    assert svc.op_list() == before
+
+
+@pytest.mark.parametrize("cdi", [False, True])
+def test_a_pod_joins_the_slice_kubelet_gave_it(xpud, tmp_path, backend,
+                                               cdi):
+    socket, svc = xpud
+    svc.op_create(name="k8s-mine", gpu=1, memory_limit_bytes=GIB)
+    svc.op_create(name="k8s-other", gpu=1, memory_limit_bytes=GIB)
+    b = pod_bundle(tmp_path, plugin_env(svc, "k8s-mine"),
+                   plugin_devices(svc, "k8s-mine"),
+                   cdi="k8s-mine" if cdi else None, socket=socket)
+    run_pod(socket, svc, b)
+    cfg = json.loads((b / "config.json").read_text())
+    assert "XPU_SLICE=k8s-mine" in cfg["process"]["env"]
+    assert sorted((d["path"], d["major"], d["minor"])
+                  for d in cfg["linux"]["devices"]) == [
+        ("/dev/nvidia1", 195, 1), ("/dev/nvidiactl", 195, 255)]
+    [h] = cfg["hooks"]["createRuntime"]
+    assert h["args"][-2:] == ["bind", "k8s-mine"]
+    assert [s["name"] for s in svc.op_list()] == ["k8s-mine", "k8s-other"]
+
+
+def test_a_pod_with_devices_and_no_xpu_variable_passes_untouched(
+        xpud, tmp_path, backend):
+    socket, svc = xpud
+    svc.op_create(name="k8s-mine", gpu=0, memory_limit_bytes=GIB)
+    b = pod_bundle(tmp_path, [], plugin_devices(svc, "k8s-mine"))
+    text = (b / "config.json").read_text()
+    run_pod(socket, svc, b)
+    assert (b / "config.json").read_text() == text
+
+
+@pytest.mark.parametrize("env", [["XPU_MEMORY=512MiB"], ["XPU_SLICE=train"]])
+def test_a_container_of_no_pod_asks_by_its_env_as_before(xpud, tmp_path,
+                                                         backend, env):
+    """podman's, Docker's: no CRI annotations, no device, kubernetes
+    false."""
+    socket, svc = xpud
+    svc.op_create(name="train", gpu=1, memory_limit_bytes=GIB)
+    b = pod_bundle(tmp_path, env, annotations={"a": "b"})
+    run_pod(socket, svc, b)
+    cfg = json.loads((b / "config.json").read_text())
+    [h] = cfg["hooks"]["createRuntime"]
+    assert h["args"][-1] == env[0].replace("XPU_MEMORY=512MiB",
+                                           "ctr-0123456789ab") \
+        .replace("XPU_SLICE=", "")
+
+
 def fake_runtime(tmp_path):
     """A "crun" that records its command line and config.json."""
     real = tmp_path / "crun"
@@ -526,6 +741,42 @@ def test_the_program_refuses_a_bad_value_in_one_line(xpud, tmp_path):
     assert entry["level"] == "error"
     assert entry["msg"] == r.stderr.split(": error: ", 1)[1].strip()
     assert svc.op_list() == []
+
+
+def test_the_program_refuses_a_pod_in_one_line(xpud, tmp_path):
+    socket, svc = xpud
+    b = pod_bundle(tmp_path, ["XPU_MEMORY=8GiB"])
+    log = tmp_path / "log"
+    r, out = run_program(tmp_path, ["--log", str(log), "create", "--bundle",
+                                    str(b), "c3"], socket, tmp_path)
+    assert r.returncode == 1
+    assert r.stderr == ("xpu-container-runtime: error: XPU_MEMORY asks for a "
+                        "new slice, which a Kubernetes pod gets by asking "
+                        "for xpu.dev/xpu-memory (and xpu.dev/xpu-shares) in "
+                        "its resources, not by its environment (the "
+                        "container is not started)\n")
+    assert log.read_text() == r.stderr
+    assert not out.exists()       # the real runtime never ran
+    assert svc.op_list() == []
+
+
+@pytest.mark.parametrize("value, what", [('"yes"', "'yes'"), ("1", "1")])
+def test_the_program_refuses_a_bad_kubernetes_setting(tmp_path, value,
+                                                      what):
+    real, out = fake_runtime(tmp_path)
+    cfg = tmp_path / "xpud.toml"
+    cfg.write_text(f'[container_runtime]\noci_runtime = "{real}"\n'
+                   f"kubernetes = {value}\n")
+    r = subprocess.run([sys.executable, "-m", "xpu.cdi.runtime", "create",
+                        "c4"], cwd=tmp_path,
+                       env=dict(os.environ, XPU_CONFIG=str(cfg)),
+                       capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert r.returncode == 1
+    assert r.stderr == (f"xpu-container-runtime: error: {cfg}:3: "
+                        f"container_runtime.kubernetes: {what} is not true "
+                        "or false\n")
+    assert not out.exists()
 
 
 def test_the_program_says_what_it_is():

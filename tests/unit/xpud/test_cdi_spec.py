@@ -482,6 +482,9 @@ def test_the_cdi_and_runtime_tables():
     assert c.container_runtime.host_memory_limit_bytes == 16 << 30
     c = config.parse('[container_runtime]\nhost_memory = 0\n')
     assert c.container_runtime.host_memory_limit_bytes == 0
+    assert c.container_runtime.kubernetes is False
+    c = config.parse('[container_runtime]\nkubernetes = true\n')
+    assert c.container_runtime.kubernetes is True
 
 
 @pytest.mark.parametrize("text, message", [
@@ -516,7 +519,16 @@ def test_the_cdi_and_runtime_tables():
      "size")),
     ('[container_runtime]\nhost_mem = "1GiB"\n',
      ("/etc/xpu/xpud.toml:2: container_runtime.host_mem: unknown key "
-     "(known: oci_runtime, socket, host_memory)")),
+     "(known: oci_runtime, socket, host_memory, kubernetes)")),
+    ('[container_runtime]\nkubernetes = "yes"\n',
+     ("/etc/xpu/xpud.toml:2: container_runtime.kubernetes: 'yes' is not "
+      "true or false")),
+    ('[container_runtime]\nkubernetes = 1\n',
+     ("/etc/xpu/xpud.toml:2: container_runtime.kubernetes: 1 is not true "
+      "or false")),
+    ('[container_runtime]\nkubernetes = "auto"\n',
+     ("/etc/xpu/xpud.toml:2: container_runtime.kubernetes: 'auto' is not "
+      "true or false")),
 ])
 def test_bad_cdi_and_runtime_settings(text, message):
     from xpu import config

@@ -21,6 +21,11 @@ XPU_SLICE.  Any other XPU_ variable is refused, so that a misspelt one never
 leaves a container running without its slice; so is a slice asked for twice
 (a name and a size), XPU_COMPUTE, XPU_GPU, XPU_PRIORITY or XPU_HOST_MEMORY
 without XPU_MEMORY, and a description without XPU_SLICE.
+
+A Kubernetes pod's container (kubernetes(): its CRI's annotations) is held to
+what the pod cannot forge, since kubelet puts the pod's own env after the
+device plugin's: the runtime reads its devices (devices()) and the slice
+bindings its CDI edits carry (bound_slices()); runtime.py decides.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from dataclasses import dataclass
 
 from .. import model, sizes
 from ..errors import XpuError
+from . import HOOK_NAME
 
 # What a new slice takes, then the name of an existing one.
 LIMITS = ("XPU_MEMORY", "XPU_COMPUTE", "XPU_GPU", "XPU_PRIORITY",
@@ -42,6 +48,17 @@ VARIABLES = LIMITS + ("XPU_SLICE",)
 # beside XPU_SLICE (deviceplugin.py, docs/kubernetes.md), for its programs:
 # a pod's container must start under a runtime that reads XPU_ variables.
 DESCRIPTIONS = ("XPU_MEMORY_LIMIT_BYTES", "XPU_GPU_UUID", "XPU_COMPUTE_SHARE")
+
+
+# The annotations a CRI puts on each container of a pod, which a pod cannot
+# set or remove: containerd's (pkg/cri/annotations: ContainerType
+# "io.kubernetes.cri.container-type", SandboxID "io.kubernetes.cri.sandbox-id")
+# and CRI-O's (pkg/annotations: "io.kubernetes.cri-o.ContainerType",
+# "io.kubernetes.cri-o.SandboxID").
+KUBERNETES_ANNOTATIONS = ("io.kubernetes.cri.container-type",
+                          "io.kubernetes.cri.sandbox-id",
+                          "io.kubernetes.cri-o.ContainerType",
+                          "io.kubernetes.cri-o.SandboxID")
 
 
 class RequestError(XpuError):
@@ -130,6 +147,52 @@ def request(env: Sequence[str]) -> Request | None:
             "XPU_SLICE")
     return Request(memory_limit_bytes=memory, compute_share=compute,
                    gpu=gpu, priority=priority, host_memory_limit_bytes=host)
+
+
+# -- what a Kubernetes container holds ---------------------------------------------
+
+def kubernetes(config: dict) -> bool:
+    """Whether CONFIG (an OCI config.json) is of a Kubernetes pod's
+    container: its CRI (containerd, CRI-O) annotated it so."""
+    annotations = config.get("annotations")
+    if not isinstance(annotations, dict):
+        return False
+    return any(k in annotations for k in KUBERNETES_ANNOTATIONS)
+
+
+def devices(config: dict) -> list[tuple[str, str, int, int]]:
+    """CONFIG's linux.devices: (path, type, major, minor) each, those
+    well formed only."""
+    linux = config.get("linux")
+    found = linux.get("devices") if isinstance(linux, dict) else None
+    out = []
+    for d in found if isinstance(found, list) else []:
+        if not isinstance(d, dict):
+            continue
+        path, kind = d.get("path"), d.get("type")
+        major, minor = d.get("major"), d.get("minor")
+        if isinstance(path, str) and isinstance(kind, str) and \
+                type(major) is int and type(minor) is int:
+            out.append((path, kind, major, minor))
+    return out
+
+
+def bound_slices(config: dict) -> list[str]:
+    """The slices CONFIG's createRuntime hooks bind the container to: the
+    hook of an xpu CDI device (`xpu-cdi-hook ... bind NAME`), which a CDI
+    runtime (containerd, CRI-O) put there from the device kubelet gave."""
+    hooks = config.get("hooks")
+    found = hooks.get("createRuntime") if isinstance(hooks, dict) else None
+    out = []
+    for h in found if isinstance(found, list) else []:
+        args = h.get("args") if isinstance(h, dict) else None
+        if not isinstance(args, list) or len(args) < 3 or \
+                not all(isinstance(a, str) for a in args):
+            continue
+        if os.path.basename(args[0]) == HOOK_NAME and args[-2] == "bind" \
+                and args[-1] not in out:
+            out.append(args[-1])
+    return out
 
 
 # -- applying CDI edits --------------------------------------------------------

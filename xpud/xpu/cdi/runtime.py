@@ -21,6 +21,9 @@ create, run  When the bundle's config.json sets XPU_* variables (oci.py),
              on stderr (and in the runtime's --log), and nothing is left
              behind: the container never runs without the slice it asked
              for.  A container without XPU_* variables passes untouched.
+             A Kubernetes pod's container gets no new slice (pod_request()),
+             and joins only a slice whose devices kubelet gave it
+             (pod_holds()).
 delete       Releases the container's ephemeral slices (best effort: xpud
              also destroys a slice whose container has ended), then
              executes the real runtime.
@@ -29,7 +32,9 @@ Settings: the [container_runtime] table of xpud's configuration file
 (/etc/xpu/xpud.toml, or the file $XPU_CONFIG names): oci_runtime (default:
 crun when found, else runc), socket (xpud's, /run/xpu/xpud.sock) and
 host_memory (the bound on system memory the driver allocates for each
-slice it makes, and the loosest XPU_HOST_MEMORY may ask; default 0: none).
+slice it makes, and the loosest XPU_HOST_MEMORY may ask; default 0: none)
+and kubernetes (true: every container is held as a pod's; default false:
+those whose CRI annotations say so).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
 import time
@@ -67,6 +73,11 @@ _DELETE_VALUE: set[str] = set()
 
 class RuntimeError_(XpuError):
     pass
+
+
+class PodRefused(RuntimeError_):
+    """What a Kubernetes pod's container may not ask: its one line is
+    whole."""
 
 
 @dataclass
@@ -215,6 +226,67 @@ def host_bound(req: oci.Request, ceiling: int) -> int:
     return asked
 
 
+POD_ASKS = ("a pod's slice comes from its resources (xpu.dev/xpu-memory, "
+            "xpu.dev/slice) or its resource claims, not from its "
+            "environment")
+
+
+def pod_request(req: oci.Request, cfg: dict) -> None:
+    """Refuse what a Kubernetes pod's container may not ask with its
+    environment, before xpud is asked anything: a new slice (Kubernetes'
+    scheduler never counted it), or a slice other than the one its CDI
+    device's hook binds it to.  kubelet puts the pod's own env after what
+    the device plugin's Allocate set, so a pod may write any XPU_ variable;
+    what it cannot write is its devices and its hooks."""
+    if req.slice is None:
+        raise PodRefused(
+            "XPU_MEMORY asks for a new slice, which a Kubernetes pod gets by "
+            "asking for xpu.dev/xpu-memory (and xpu.dev/xpu-shares) in its "
+            "resources, not by its environment (the container is not "
+            "started)")
+    bound = oci.bound_slices(cfg)
+    if bound and req.slice not in bound:
+        raise PodRefused(
+            f"XPU_SLICE={req.slice} names another slice than the one "
+            f"Kubernetes gave this container, {', '.join(bound)} (its CDI "
+            f"device): {POD_ASKS} (the container is not started)")
+
+
+def pod_holds(name: str, shown: dict, cfg: dict, lstat=os.stat) -> None:
+    """Refuse XPU_SLICE=NAME for a Kubernetes pod's container unless its
+    linux.devices hold the slice's nodes (SHOWN: xpud's show of it): the
+    device plugin gives them as device specs (and CDI as device nodes),
+    and a pod that is not privileged cannot add a device.  A slice's
+    nodes carry the driver's numbers (xpu.ko knows them by inode), so
+    this ties the container to the slice's GPU; the slice itself is tied
+    by pod_request()'s hook, where CDI put one."""
+    have = oci.devices(cfg)
+    numbers = {(kind, major, minor) for _, kind, major, minor in have}
+    for key in ("gpu_node", "ctl_node"):
+        path = shown.get(key)
+        if not path:
+            raise PodRefused(
+                f"XPU_SLICE={name}: the slice has no device nodes yet "
+                f"({shown.get('error') or shown.get('state')}) (the "
+                "container is not started)")
+        try:
+            st = lstat(path)
+        except OSError as e:
+            raise PodRefused(
+                f"XPU_SLICE={name}: cannot read the slice's node {path}: "
+                f"{e.strerror} (the container is not started)") from None
+        major, minor = os.major(st.st_rdev), os.minor(st.st_rdev)
+        if stat.S_ISCHR(st.st_mode) and ("c", major, minor) in numbers:
+            continue
+        gpus = [f"{p} ({m}:{n})" for p, kind, m, n in have
+                if kind == "c" and p.startswith("/dev/nvidia")]
+        raise PodRefused(
+            f"XPU_SLICE={name} names a slice whose devices this Kubernetes "
+            f"container was not given ({path} is {major}:{minor}; its GPU "
+            f"devices: {', '.join(gpus) or 'none'}): {POD_ASKS} (the "
+            "container is not started)")
+
+
 def write_json(path: str, doc: dict) -> None:
     """Replace PATH with DOC atomically, keeping its mode."""
     d = os.path.dirname(path) or "."
@@ -244,11 +316,12 @@ def _api(e: ApiError) -> RuntimeError_:
 
 class Runtime:
     def __init__(self, cmdline: CommandLine, settings, me: str,
-                 environ=os.environ):
+                 environ=os.environ, lstat=os.stat):
         self.cmdline = cmdline
         self.settings = settings
         self.me = me
         self.environ = environ
+        self.lstat = lstat     # of the slices' nodes
 
     def client(self) -> Client:
         return Client(self.settings.socket)
@@ -277,13 +350,21 @@ class Runtime:
             raise RuntimeError_(f"{e} (the container is not started)") \
                 from None
         if req is None:
+            # Under Kubernetes too: a CDI device's edits are in config.json
+            # already, and device nodes alone name no slice.
             return
+        pod = self.settings.kubernetes or oci.kubernetes(cfg)
+        if pod:
+            pod_request(req, cfg)
         host = host_bound(req, self.settings.host_memory_limit_bytes)
         made = None
         try:
             with self.client() as c:
                 if req.slice is not None:
                     target = req.slice
+                    if pod:
+                        pod_holds(target, c.call("show", name=target), cfg,
+                                  self.lstat)
                 else:
                     target = slice_name(container)
                     # What a previous start of this container left.
@@ -307,6 +388,8 @@ class Runtime:
         except ApiError as e:
             self._undo(made)
             raise _api(e) from None
+        except PodRefused:
+            raise                   # before anything was made
         except XpuError as e:
             self._undo(made)
             raise RuntimeError_(f"{e} (the container asks for a slice and "
@@ -381,7 +464,9 @@ BinaryName: a container whose environment sets XPU_MEMORY=SIZE (with
 XPU_COMPUTE=PCT, XPU_GPU=UUID|INDEX, XPU_PRIORITY=low|normal|high,
 XPU_HOST_MEMORY=SIZE), or XPU_SLICE=NAME, gets that slice; everything
 else passes to the real runtime (crun, else runc; [container_runtime]
-oci_runtime in /etc/xpu/xpud.toml or the file $XPU_CONFIG names).  See
+oci_runtime in /etc/xpu/xpud.toml or the file $XPU_CONFIG names).  A
+Kubernetes pod's container (its CRI's annotations, or kubernetes = true)
+gets no new slice, and joins only a slice whose devices it was given.  See
 containers.md.
 """
 
