@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
+import ssl
+import subprocess
 import threading
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from conftest import GIB, small_gpus
@@ -443,3 +447,38 @@ def test_tls_a_stalled_handshake_is_dropped_after_the_timeout(
         # The server closes it (recv returns b"", not a timeout here).
         assert c.recv(1) == b""
     assert make.handled == []
+
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "kubernetes.md"
+
+
+def test_tls_the_certificates_the_docs_make_work(cluster, tmp_path):
+    """docs/kubernetes.md's openssl commands ("Installing") make a CA, the
+    extender's certificate for its Service's name and kube-scheduler's:
+    the extender takes them, and a client checking the name the
+    scheduler's urlPrefix gives is served."""
+    [block] = [b for b in re.findall(r"```sh\n(.*?)```", DOCS.read_text(),
+                                     re.DOTALL) if "xpu-extender-ca" in b]
+    subprocess.run(["bash", "-euc", block], cwd=tmp_path, check=True,
+                   capture_output=True)
+    _, _, make = cluster
+    url = make(tls=extender.tls_context(str(tmp_path / "tls.crt"),
+                                        str(tmp_path / "tls.key"),
+                                        str(tmp_path / "ca.crt")))
+    port = int(url.rsplit(":", 1)[1])
+    ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+    ctx.load_cert_chain(str(tmp_path / "client.crt"),
+                        str(tmp_path / "client.key"))
+    body = json.dumps(args(pod("a", 1024))).encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as raw, \
+            ctx.wrap_socket(raw,
+                            server_hostname="xpu-extender.xpu-system.svc"
+                            ) as c:
+        c.sendall(b"POST /filter HTTP/1.1\r\nHost: xpu-extender\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        reply = b""
+        while chunk := c.recv(65536):
+            reply += chunk
+    head, _, data = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200"), head
+    assert json.loads(data)["NodeNames"] == ["node0", "node1"]
