@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fixtures for xpu-k8s's host tests: a real xpud (its service and socket
 server) on the in-memory kernel of tests/unit/xpud, kubelet's sockets in a
-temporary directory, and the test kubelet of tests/testkubelet."""
+temporary directory, the test kubelet of tests/testkubelet, and throwaway
+certificates for the extender's mutual TLS."""
 
 from __future__ import annotations
 
 import shutil
+import ssl
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -97,3 +100,67 @@ def dra_kubelet(kubelet_dirs):
     k = DraKubelet(str(kubelet_dirs / "plugins_registry"))
     yield k
     k.close()
+
+
+class Certs:
+    """A throwaway CA (ca.crt), the extender's certificate from it
+    (server.crt/.key, for localhost and 127.0.0.1), kube-scheduler's
+    client certificate from it (client.crt/.key), and a client
+    certificate from another CA (stranger.crt/.key, other.crt), made with
+    the openssl command line."""
+
+    def __init__(self, d: Path):
+        self.dir = d
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+              "-nodes"]
+
+        def run(*argv):
+            subprocess.run(["openssl", *argv], cwd=d, check=True,
+                           capture_output=True)
+
+        def ca(name):
+            run("req", "-x509", *ec, "-keyout", f"{name}.key", "-out",
+                f"{name}.crt", "-days", "2", "-subj", f"/CN={name}",
+                "-addext", "basicConstraints=critical,CA:TRUE",
+                "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+
+        def leaf(name, issuer, usage, san=""):
+            (d / f"{name}.ext").write_text(
+                "basicConstraints=CA:FALSE\n"
+                "keyUsage=critical,digitalSignature\n"
+                f"extendedKeyUsage={usage}\n"
+                "subjectKeyIdentifier=hash\n"
+                "authorityKeyIdentifier=keyid\n" + san)
+            run("req", "-new", *ec, "-keyout", f"{name}.key", "-out",
+                f"{name}.csr", "-subj", f"/CN={name}")
+            run("x509", "-req", "-in", f"{name}.csr", "-CA", f"{issuer}.crt",
+                "-CAkey", f"{issuer}.key", "-CAcreateserial", "-days", "2",
+                "-out", f"{name}.crt", "-extfile", f"{name}.ext")
+
+        ca("ca")
+        ca("other")
+        leaf("server", "ca", "serverAuth",
+             "subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        leaf("client", "ca", "clientAuth")
+        leaf("stranger", "other", "clientAuth")
+
+    def __getattr__(self, name):
+        # certs.server_crt -> DIR/server.crt
+        stem, _, ext = name.rpartition("_")
+        if ext not in ("crt", "key"):
+            raise AttributeError(name)
+        return str(self.dir / f"{stem}.{ext}")
+
+    def client(self, who: str | None = "client") -> ssl.SSLContext:
+        """A client's context that verifies the extender by ca.crt and
+        presents WHO's certificate (None: none)."""
+        ctx = ssl.create_default_context(cafile=self.ca_crt)
+        if who:
+            ctx.load_cert_chain(str(self.dir / f"{who}.crt"),
+                                str(self.dir / f"{who}.key"))
+        return ctx
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory):
+    return Certs(tmp_path_factory.mktemp("certs"))

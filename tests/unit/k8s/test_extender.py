@@ -3,13 +3,22 @@
 (ExtenderArgs with NodeNames, nodeCacheCapable; ExtenderBindingArgs), each
 node's agent over HTTP in front of a real xpud on the in-memory kernel, and
 the test API server: filter, prioritize, bind; concurrent binds through two
-extender replicas; a pod deleted mid-bind; a lost and a repeated bind."""
+extender replicas; a pod deleted mid-bind; a lost and a repeated bind; the
+extender's mutual TLS: only a client certificate of the operator's CA is
+served, and a client that never makes its handshake holds no one else's."""
 
 from __future__ import annotations
 
+import http.client
 import json
+import re
+import socket
+import ssl
+import subprocess
 import threading
+import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from conftest import GIB, small_gpus
@@ -35,10 +44,14 @@ def pod(name, mem_mib=0, compute=0, uid=None, ns="default"):
                                                    "requests": res}}]}}
 
 
-def post(url, verb, body):
+CLIENT_TIMEOUT_S = 20
+
+
+def post(url, verb, body, ctx=None):
     req = urllib.request.Request(f"{url}/{verb}", json.dumps(body).encode(),
                                  {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=20) as r:
+    with urllib.request.urlopen(req, timeout=CLIENT_TIMEOUT_S,
+                                context=ctx) as r:
         return json.loads(r.read())
 
 
@@ -59,7 +72,9 @@ def cluster(make_xpud, tmpdir_short):
     ports = {n: p for n, (_, _, p) in nodes.items()}
     exts = []
 
-    def make_extender(policy=node.BINPACK):
+    handled = []
+
+    def make_extender(policy=node.BINPACK, tls=None):
         # {node} is the agent's port on loopback here (port 1, where
         # nothing listens, for an unknown node); the node's name in a
         # cluster.
@@ -67,9 +82,17 @@ def cluster(make_xpud, tmpdir_short):
                               node_url="http://127.0.0.1:{node}",
                               token="s3cret")
         e.url_of = lambda n: f"http://127.0.0.1:{ports.get(n, 1)}"
-        port = e.serve("127.0.0.1", 0)
+        handle = e.handle
+
+        def record(path, body):
+            handled.append(path)
+            return handle(path, body)
+        e.handle = record
+        port = e.serve("127.0.0.1", 0, **({"tls": tls} if tls else {}))
         exts.append(e)
-        return f"http://127.0.0.1:{port}"
+        return f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+
+    make_extender.handled = handled   # the paths the extenders answered
 
     yield api, nodes, make_extender
     for e in exts:
@@ -322,3 +345,140 @@ def test_agent_wants_its_token(cluster):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/node",
                                timeout=10)
     assert e.value.code == 401
+
+
+# -- mutual TLS (session 58) ---------------------------------------------------
+# bind books GPUs with the agents' token and binds with the extender's
+# service account: before session 58 anything that reached the Service
+# could call it, over plain HTTP, with no credentials.
+
+def server_tls(certs):
+    return extender.tls_context(certs.server_crt, certs.server_key,
+                                certs.ca_crt)
+
+
+def refused(url, verb, body, ctx):
+    """The call fails before any answer: the handshake (or, in TLS 1.3,
+    the first read after it) is refused.  Returns the error."""
+    with pytest.raises((OSError, http.client.HTTPException)) as e:
+        post(url, verb, body, ctx)
+    assert not isinstance(e.value, urllib.error.HTTPError), e.value
+    return e.value
+
+
+BIND_A = {"PodName": "a", "PodNamespace": "default", "PodUID": "uid-a",
+          "Node": "node0"}
+
+
+def test_tls_a_client_without_a_certificate_is_refused(cluster, certs):
+    api, nodes, make = cluster
+    url = make(tls=server_tls(certs))
+    api.add_pod(pod("a", 1024))
+    plain = url.replace("https://", "http://")
+    for verb, body in (("filter", args(pod("a", 1024))), ("bind", BIND_A)):
+        refused(url, verb, body, certs.client(None))   # TLS, no certificate
+        refused(plain, verb, body, None)               # plain HTTP
+    # Nothing reached the extender's verbs, the agents nor the API server.
+    assert make.handled == []
+    assert api.bindings == []
+    assert [n[1].reservations.list() for n in nodes.values()] == [[], []]
+    # The same server answers kube-scheduler's certificate.
+    r = post(url, "filter", args(pod("a", 1024)), certs.client())
+    assert r["NodeNames"] == ["node0", "node1"]
+    assert make.handled == ["/filter"]
+
+
+def test_tls_a_certificate_of_another_ca_is_refused(cluster, certs):
+    api, nodes, make = cluster
+    url = make(tls=server_tls(certs))
+    api.add_pod(pod("a", 1024))
+    for verb, body in (("filter", args(pod("a", 1024))), ("bind", BIND_A)):
+        refused(url, verb, body, certs.client("stranger"))
+    assert make.handled == []
+    assert api.bindings == []
+    assert [n[1].reservations.list() for n in nodes.values()] == [[], []]
+
+
+def test_tls_kube_scheduler_s_certificate_is_served_as_before(cluster,
+                                                              certs):
+    api, nodes, make = cluster
+    url = make(tls=server_tls(certs))
+    ctx = certs.client()
+    nodes["node1"][0].service.op_create("x", 1, 1 * GIB)
+    r = post(url, "filter", args(pod("a", 2048)), ctx)
+    assert r["NodeNames"] == ["node0"]
+    assert r["FailedNodes"]["node1"].startswith(
+        "container main: no GPU has 2048 MiB")
+    r = post(url, "prioritize", args(pod("a", 512)), ctx)
+    assert {h["Host"] for h in r} == {"node0", "node1"}
+    api.add_pod(pod("a", 1024, 20))
+    assert post(url, "bind", BIND_A, ctx) == {"Error": ""}
+    assert api.bindings == [("default", "a", "node0")]
+    [res] = nodes["node0"][1].reservations.list()
+    assert [(e.memory, e.compute) for e in res.entries] == [(GIB, 20)]
+    # The request checks hold over TLS too.
+    bad = dict(BIND_A, Node="127.0.0.1:1/?")
+    assert "Node" in post(url, "bind", bad, ctx)["Error"]
+    assert make.handled == ["/filter", "/prioritize", "/bind", "/bind"]
+
+
+def test_tls_a_client_that_never_shakes_hands_holds_no_one_else(cluster,
+                                                                certs):
+    """The handshake is made in the connection's thread: made on accept,
+    one client that connects and sends nothing would keep every other
+    waiting (for ever: an accepted socket has no timeout)."""
+    _, _, make = cluster
+    # The other client must be answered while the first still waits.
+    assert CLIENT_TIMEOUT_S < extender.REQUEST_TIMEOUT_S
+    url = make(tls=server_tls(certs))
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=20):
+        r = post(url, "filter", args(pod("a", 1024)), certs.client())
+        assert r["NodeNames"] == ["node0", "node1"]
+
+
+def test_tls_a_stalled_handshake_is_dropped_after_the_timeout(
+        cluster, certs, monkeypatch):
+    _, _, make = cluster
+    monkeypatch.setattr(extender, "REQUEST_TIMEOUT_S", 1)
+    url = make(tls=server_tls(certs))
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as c:
+        # The server closes it (recv returns b"", not a timeout here).
+        assert c.recv(1) == b""
+    assert make.handled == []
+
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "kubernetes.md"
+
+
+def test_tls_the_certificates_the_docs_make_work(cluster, tmp_path):
+    """docs/kubernetes.md's openssl commands ("Installing") make a CA, the
+    extender's certificate for its Service's name and kube-scheduler's:
+    the extender takes them, and a client checking the name the
+    scheduler's urlPrefix gives is served."""
+    [block] = [b for b in re.findall(r"```sh\n(.*?)```", DOCS.read_text(),
+                                     re.DOTALL) if "xpu-extender-ca" in b]
+    subprocess.run(["bash", "-euc", block], cwd=tmp_path, check=True,
+                   capture_output=True)
+    _, _, make = cluster
+    url = make(tls=extender.tls_context(str(tmp_path / "tls.crt"),
+                                        str(tmp_path / "tls.key"),
+                                        str(tmp_path / "ca.crt")))
+    port = int(url.rsplit(":", 1)[1])
+    ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+    ctx.load_cert_chain(str(tmp_path / "client.crt"),
+                        str(tmp_path / "client.key"))
+    body = json.dumps(args(pod("a", 1024))).encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as raw, \
+            ctx.wrap_socket(raw,
+                            server_hostname="xpu-extender.xpu-system.svc"
+                            ) as c:
+        c.sendall(b"POST /filter HTTP/1.1\r\nHost: xpu-extender\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        reply = b""
+        while chunk := c.recv(65536):
+            reply += chunk
+    head, _, data = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200"), head
+    assert json.loads(data)["NodeNames"] == ["node0", "node1"]

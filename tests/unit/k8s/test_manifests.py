@@ -23,6 +23,9 @@ EXTENDER_FIELDS = {"urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb",
                    "weight", "bindVerb", "enableHTTPS", "tlsConfig",
                    "httpTimeout", "nodeCacheCapable", "managedResources",
                    "ignorable"}
+# Its ExtenderTLSConfig.
+TLS_FIELDS = {"insecure", "serverName", "certFile", "keyFile", "caFile",
+              "certData", "keyData", "caData"}
 
 
 def objects():
@@ -76,8 +79,16 @@ def test_scheduler_config():
         "filter", "prioritize", "bind")
     [svc] = by_kind("Service")
     assert ext["urlPrefix"] == (
-        f"http://{svc['metadata']['name']}.{svc['metadata']['namespace']}"
+        f"https://{svc['metadata']['name']}.{svc['metadata']['namespace']}"
         f".svc:{svc['spec']['ports'][0]['port']}")
+    # Mutual TLS: a client certificate and key, and the CA that checks the
+    # extender's (without caFile kube-scheduler checks nothing).
+    assert ext["enableHTTPS"] is True
+    tls = ext["tlsConfig"]
+    assert set(tls) <= TLS_FIELDS, set(tls) - TLS_FIELDS
+    assert not tls.get("insecure")
+    for f in ("cert", "key", "ca"):
+        assert tls.get(f"{f}File") or tls.get(f"{f}Data"), f
 
 
 def test_device_classes():
@@ -105,6 +116,33 @@ def test_commands_parse():
     assert {"/run/xpu", "/var/lib/kubelet/device-plugins",
             "/var/lib/kubelet/pod-resources", "/var/lib/kubelet/plugins",
             "/var/lib/kubelet/plugins_registry"} <= mounts
+
+
+def test_extender_serves_mutual_tls_from_its_secret():
+    """The Deployment's extender is given its certificate, key and client
+    CA from Secret xpu-extender-tls (the keys docs/kubernetes.md makes), not
+    --insecure-no-client-auth; it listens where the Service and the probe
+    point."""
+    [dep] = by_kind("Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    [c] = pod["containers"]
+    args = main.build_parser().parse_args(c["command"][1:])
+    assert not args.insecure_no_client_auth
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"]
+               if "secret" in v}
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    files = {}
+    for opt, key in (("tls_cert", "tls.crt"), ("tls_key", "tls.key"),
+                     ("client_ca", "ca.crt")):
+        path = Path(getattr(args, opt))
+        assert path.name == key, (opt, path)
+        files[opt] = secrets[mounts[str(path.parent)]]
+    assert set(files.values()) == {"xpu-extender-tls"}
+    port = args.listen[1]
+    assert c["readinessProbe"]["tcpSocket"]["port"] == port
+    assert [p["containerPort"] for p in c["ports"]] == [port]
+    [svc] = by_kind("Service")
+    assert [p["targetPort"] for p in svc["spec"]["ports"]] == [port]
 
 
 def test_opaque_configs_are_the_drivers():

@@ -28,6 +28,13 @@ booking is released; a booking whose bind was lost expires on the node.  A
 repeated bind of a pod already on that node succeeds and books nothing new.
 The node does not need the booking to admit the pod: nothing is handed over
 in annotations.
+
+bind books GPUs with the agents' token and binds pods with this extender's
+service account, so only kube-scheduler may call: the extender serves HTTPS
+and takes a connection only with a client certificate signed by the CA the
+operator gives (tls_context; kube-scheduler's extender tlsConfig certFile
+and keyFile).  The handshake is made in the connection's own thread, with
+the request's timeout.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import http.client
 import json
 import logging
 import re
+import ssl
 import threading
 import urllib.error
 import urllib.request
@@ -70,6 +78,56 @@ MAX_PRIORITY = 10
 
 class BadRequest(Exception):
     pass
+
+
+class TLSError(ValueError):
+    """A file for TLS the extender cannot use; the message is one line
+    that names the option and the file."""
+
+
+def tls_context(cert: str, key: str, client_ca: str) -> ssl.SSLContext:
+    """The extender's side of mutual TLS: CERT (PEM, its chain after it)
+    and its KEY (PEM, no passphrase) for TLS 1.2 or later, and a client
+    certificate signed by a CA of CLIENT_CA (PEM) required of every
+    connection.  Raises TLSError."""
+    texts = {}
+    for opt, path in (("--tls-cert", cert), ("--tls-key", key),
+                      ("--client-ca", client_ca)):
+        try:
+            with open(path, "rb") as f:
+                texts[opt] = f.read().decode("ascii", "replace")
+        except OSError as e:
+            raise TLSError(f"{opt} {path}: {e.strerror}") from None
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    try:
+        ctx.load_verify_locations(cadata=texts["--client-ca"])
+    except (ssl.SSLError, ValueError):
+        raise TLSError(f"--client-ca {client_ca}: no certificate (PEM) in "
+                       "it") from None
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(
+            cadata=texts["--tls-cert"])
+    except (ssl.SSLError, ValueError):
+        raise TLSError(f"--tls-cert {cert}: no certificate (PEM) in "
+                       "it") from None
+
+    def passphrase():
+        raise TLSError(f"--tls-key {key} is encrypted: give the key "
+                       "without a passphrase")
+    try:
+        ctx.load_cert_chain(cert, key, password=passphrase)
+    except ssl.SSLError as e:
+        if e.reason == "KEY_VALUES_MISMATCH":
+            raise TLSError(f"--tls-key {key} is not the key of --tls-cert "
+                           f"{cert}'s certificate") from None
+        raise TLSError(f"--tls-key {key}: no private key (PEM) in it"
+                       ) from None
+    except OSError as e:   # the file went since it was read
+        raise TLSError(f"--tls-cert {cert} or --tls-key {key}: "
+                       f"{e.strerror}") from None
+    return ctx
 
 
 def _ci(obj: dict, key: str):
@@ -334,7 +392,11 @@ class Extender:
         except BadRequest as e:
             return 400, {"Error": f"{verb}: {e}"}
 
-    def serve(self, host: str, port: int) -> int:
+    def serve(self, host: str, port: int,
+              tls: ssl.SSLContext | None = None) -> int:
+        """Serve on HOST:PORT (0: any free port; returns the port): HTTPS
+        with TLS (tls_context), plain HTTP without (anyone who reaches the
+        port can bind pods)."""
         ext = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -367,8 +429,37 @@ class Extender:
             def log_message(self, fmt, *args):
                 log.debug("extender: " + fmt, *args)
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def finish_request(self, request, client_address):
+                # In the connection's own thread, not the accept loop (the
+                # listening socket makes no handshake on accept): a client
+                # that connects and says nothing holds this thread for
+                # REQUEST_TIMEOUT_S, and no one else's connection.
+                if tls is not None:
+                    request.settimeout(REQUEST_TIMEOUT_S)
+                    try:
+                        request.do_handshake()
+                    except (ssl.SSLEOFError, ConnectionError,
+                            TimeoutError) as e:
+                        # TCP probes, clients gone, stalls
+                        log.debug("extender: %s: no TLS handshake: %s",
+                                  client_address[0], e)
+                        return
+                    except (ssl.SSLError, OSError) as e:
+                        log.warning("extender: %s refused: %s",
+                                    client_address[0],
+                                    getattr(e, "verify_message", None)
+                                    or getattr(e, "reason", None) or e)
+                        return
+                super().finish_request(request, client_address)
+
+        self.httpd = Server((host, port), Handler)
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(
+                self.httpd.socket, server_side=True,
+                do_handshake_on_connect=False)
         threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
                          daemon=True,
                          name="extender").start()

@@ -19,6 +19,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 import threading
 from collections.abc import Sequence
@@ -144,6 +145,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="each node's agent; {node} is the node's name "
                    "(default: %(default)s)")
     e.add_argument("--agent-token-file", metavar="PATH")
+    e.add_argument("--tls-cert", metavar="FILE",
+                   help="the extender's certificate (PEM, its chain after "
+                   "it): it serves HTTPS")
+    e.add_argument("--tls-key", metavar="FILE",
+                   help="its private key (PEM, no passphrase)")
+    e.add_argument("--client-ca", metavar="FILE",
+                   help="the CA (PEM) that signs kube-scheduler's client "
+                   "certificate: a connection without a certificate it "
+                   "signed is refused; a CA of its own, not the cluster's")
+    e.add_argument("--insecure-no-client-auth", action="store_true",
+                   help="serve plain HTTP and ask no credentials: anything "
+                   "that reaches the port can bind pods and book GPUs")
 
     r = sub.add_parser("resourceslice", help="print this node's "
                        "ResourceSlice")
@@ -234,16 +247,51 @@ def run_node(args, stop: threading.Event) -> int:
     return 0
 
 
+_TLS_OPTIONS = ("--tls-cert", "--tls-key", "--client-ca")
+
+
+def _extender_tls(args) -> ssl.SSLContext | None:
+    """The extender's TLS, from its options; None: plain HTTP, which must
+    be asked for by name."""
+    files = dict(zip(_TLS_OPTIONS, (args.tls_cert, args.tls_key,
+                                    args.client_ca)))
+    given = [o for o, v in files.items() if v]
+    if args.insecure_no_client_auth:
+        if given:
+            raise UsageError(f"--insecure-no-client-auth serves plain HTTP: "
+                             f"drop it or {', '.join(given)}")
+        log.warning("--insecure-no-client-auth: the extender serves plain "
+                    "HTTP and asks no credentials; anything that reaches "
+                    "its port can bind pods and book GPUs")
+        return None
+    if not given:
+        raise UsageError("the extender needs --tls-cert, --tls-key and "
+                         "--client-ca (mutual TLS with kube-scheduler: "
+                         "docs/kubernetes.md), or --insecure-no-client-auth "
+                         "to serve plain HTTP to anyone")
+    missing = [o for o, v in files.items() if not v]
+    if missing:
+        raise UsageError(f"{', '.join(given)} without {', '.join(missing)}: "
+                         "mutual TLS needs all three")
+    try:
+        return extender.tls_context(args.tls_cert, args.tls_key,
+                                    args.client_ca)
+    except extender.TLSError as err:
+        raise UsageError(str(err)) from None
+
+
 def run_extender(args, stop: threading.Event) -> int:
+    tls = _extender_tls(args)
     e = extender.Extender(_api(args), resources.Names(args.vendor),
                           args.memory_unit, args.policy, args.node_url,
                           _read(args.agent_token_file))
     try:
-        port = e.serve(*args.listen)
+        port = e.serve(*args.listen, tls=tls)
     except OSError as err:
         raise Failed(f"cannot listen on {args.listen}: {err.strerror}"
                      ) from None
-    log.info("extender listening on port %d", port)
+    log.info("extender listening on port %d (%s)", port,
+             "HTTPS, client certificates required" if tls else "plain HTTP")
     try:
         _wait(stop)
     finally:
