@@ -16,6 +16,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -422,14 +423,14 @@ def test_tls_kube_scheduler_s_certificate_is_served_as_before(cluster,
     assert make.handled == ["/filter", "/prioritize", "/bind", "/bind"]
 
 
-def test_tls_a_client_that_never_shakes_hands_holds_no_one_else(cluster,
-                                                                certs):
+def test_tls_a_client_that_never_shakes_hands_holds_no_one_else(
+        cluster, certs, monkeypatch):
     """The handshake is made in the connection's thread: made on accept,
     one client that connects and sends nothing would keep every other
     waiting (for ever: an accepted socket has no timeout)."""
     _, _, make = cluster
     # The other client must be answered while the first still waits.
-    assert CLIENT_TIMEOUT_S < extender.REQUEST_TIMEOUT_S
+    monkeypatch.setattr(extender, "HANDSHAKE_TIMEOUT_S", 2 * CLIENT_TIMEOUT_S)
     url = make(tls=server_tls(certs))
     port = int(url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=20):
@@ -440,13 +441,61 @@ def test_tls_a_client_that_never_shakes_hands_holds_no_one_else(cluster,
 def test_tls_a_stalled_handshake_is_dropped_after_the_timeout(
         cluster, certs, monkeypatch):
     _, _, make = cluster
-    monkeypatch.setattr(extender, "REQUEST_TIMEOUT_S", 1)
+    monkeypatch.setattr(extender, "HANDSHAKE_TIMEOUT_S", 1)
     url = make(tls=server_tls(certs))
     port = int(url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=20) as c:
         # The server closes it (recv returns b"", not a timeout here).
         assert c.recv(1) == b""
     assert make.handled == []
+
+
+def test_connections_past_the_bound_are_closed_with_no_thread(
+        cluster, certs, monkeypatch):
+    """Each connection is a thread, held until its handshake is made or
+    times out: anyone who reaches the port held as many threads as it
+    opened connections.  Now MAX_CONNECTIONS are served at once, one more
+    is closed as it comes, and kube-scheduler is served again once they
+    go."""
+    def serving():
+        return sum("process_request_thread" in t.name
+                   for t in threading.enumerate())
+
+    _, _, make = cluster
+    monkeypatch.setattr(extender, "MAX_CONNECTIONS", 4)
+    monkeypatch.setattr(extender, "HANDSHAKE_TIMEOUT_S", 2 * CLIENT_TIMEOUT_S)
+    url = make(tls=server_tls(certs))
+    port = int(url.rsplit(":", 1)[1])
+    before = serving()
+    held = []
+    try:
+        for _ in range(4):
+            held.append(socket.create_connection(("127.0.0.1", port),
+                                                 timeout=CLIENT_TIMEOUT_S))
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while serving() < before + 4:
+            assert time.monotonic() < deadline, serving()
+            time.sleep(0.01)
+        # one at a time (a burst would overflow the listen backlog): each
+        # closed at once, long before a handshake would time out
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", port),
+                                          timeout=CLIENT_TIMEOUT_S) as c:
+                assert c.recv(1) == b""
+        assert serving() == before + 4
+    finally:
+        for c in held:
+            c.close()
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while True:
+        try:
+            r = post(url, "filter", args(pod("a", 1024)), certs.client())
+            break
+        except OSError:
+            # the held ones' threads may not have seen their close yet
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    assert r["NodeNames"] == ["node0", "node1"]
 
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "kubernetes.md"

@@ -50,6 +50,7 @@ import urllib.request
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from ..bounded import BoundedThreadsMixIn
 from . import node, resources
 from .apiserver import ApiServer, ApiServerError
 
@@ -59,6 +60,12 @@ MAX_BODY = 16 * 1024 * 1024
 # A request's socket reads wait this long at most (a client that stalls
 # holds a thread: ThreadingHTTPServer makes one per connection).
 REQUEST_TIMEOUT_S = 30
+# A TLS handshake, which kube-scheduler makes in milliseconds, this long.
+HANDSHAKE_TIMEOUT_S = 5
+# Connections served at once, a thread each; more are closed as they come.
+# Before a handshake anyone who reaches the port holds one, for
+# HANDSHAKE_TIMEOUT_S: without the bound, as many threads as connections.
+MAX_CONNECTIONS = 64
 # Node, pod and namespace names are DNS-1123 subdomains (namespaces are
 # labels, a subset), 253 characters at most; a pod's UID is a UUID.  They
 # go into URLs (the node's agent's, the API server's paths): anything else
@@ -429,16 +436,18 @@ class Extender:
             def log_message(self, fmt, *args):
                 log.debug("extender: " + fmt, *args)
 
-        class Server(ThreadingHTTPServer):
+        class Server(BoundedThreadsMixIn, ThreadingHTTPServer):
             daemon_threads = True
+            max_connections = MAX_CONNECTIONS
+            server_label = "extender"
 
             def finish_request(self, request, client_address):
                 # In the connection's own thread, not the accept loop (the
                 # listening socket makes no handshake on accept): a client
                 # that connects and says nothing holds this thread for
-                # REQUEST_TIMEOUT_S, and no one else's connection.
+                # HANDSHAKE_TIMEOUT_S, and no one else's connection.
                 if tls is not None:
-                    request.settimeout(REQUEST_TIMEOUT_S)
+                    request.settimeout(HANDSHAKE_TIMEOUT_S)
                     try:
                         request.do_handshake()
                     except (ssl.SSLEOFError, ConnectionError,

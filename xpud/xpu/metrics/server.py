@@ -26,6 +26,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
 
+from ..bounded import BoundedThreadsMixIn
 from ..config import MetricsConfig
 from .attribution import Attribution
 from .collector import Source, XpuCollector
@@ -57,32 +58,10 @@ class _Handler(WSGIRequestHandler):
         log.debug("metrics: %s: " + format, self.address_string(), *args)
 
 
-class _HTTPServer(ThreadingMixIn, WSGIServer):
+class _HTTPServer(BoundedThreadsMixIn, ThreadingMixIn, WSGIServer):
     daemon_threads = True
-
-    def server_activate(self) -> None:
-        super().server_activate()
-        self._connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
-
-    def process_request(self, request, client_address) -> None:
-        if not self._connections.acquire(blocking=False):
-            log.debug("metrics: %s: more than %d connections; closed",
-                      client_address, MAX_CONNECTIONS)
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            # no thread (RuntimeError: the host's limit): not served
-            self._connections.release()
-            self.shutdown_request(request)
-            log.exception("metrics: cannot serve %s", client_address)
-
-    def process_request_thread(self, request, client_address) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._connections.release()
+    max_connections = MAX_CONNECTIONS
+    server_label = "metrics"
 
     def server_bind(self) -> None:
         # HTTPServer's asks the resolver for the address's name (getfqdn),
