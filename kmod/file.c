@@ -81,7 +81,7 @@ int xpu_file_open(struct inode *inode, struct file *file)
 	xf = kzalloc(sizeof(*xf), GFP_KERNEL_ACCOUNT);
 	if (!xf)
 		return -ENOMEM;
-	slice = xpu_slice_for_open(inode, gpu);
+	slice = xpu_slice_for_open(inode, gpu, true);
 	if (IS_ERR(slice)) {
 		ret = PTR_ERR(slice);
 		goto err_free;

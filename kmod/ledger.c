@@ -675,9 +675,12 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 		xpu_ledger_cascade_end(xf, &taken, true, NULL);
 		return status;
 	}
-	held = kzalloc(sizeof(*held), GFP_KERNEL);
-	if (!held)
-		return NV_ERR_NO_MEMORY;
+	/*
+	 * a few bytes, which must not fail: a free that left video memory
+	 * without the duplicate standing by would let UVM keep it charged to
+	 * no slice (xpu_mem_undo relies on it; found by a review in session 58)
+	 */
+	held = kzalloc(sizeof(*held), GFP_KERNEL | __GFP_NOFAIL);
 	if (r) {
 		recorded = r->size;
 		sub = r->sub;

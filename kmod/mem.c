@@ -600,8 +600,26 @@ struct xpu_escape {
 	 */
 	u32 client_h;
 	bool client_new;
+	/*
+	 * The client's handle asked free again just before the driver's
+	 * call, with xpu_client_lock held across it (xpu_escape_ioctl); 0:
+	 * no client allocation.
+	 */
+	u32 client_check;
 	u8 params[XPU_ESCAPE_PARAMS_MAX];
 };
+
+/*
+ * Held by a slice's client allocation from the last look at its handle
+ * (free) to the driver's return, on xpu's page, which no tenant can
+ * stall: no other slice's client allocation comes between.  Found by a
+ * review in session 58: the look was made before the page of the call,
+ * for which a tenant holding its slots parks a call as long as it likes,
+ * and a client made meanwhile under that handle -- another tenant's, or
+ * an unsliced process's given the next of RM's own handles -- was
+ * recorded as the caller's from RM's refusal (class 50 again).
+ */
+static DEFINE_MUTEX(xpu_client_lock);
 
 static u32 xpu_escape_u32(const struct xpu_escape *e, size_t off)
 {
@@ -651,6 +669,7 @@ static int xpu_escape_copy(struct xpu_escape *e, unsigned long arg,
 	e->sealed = false;
 	e->client_h = 0;
 	e->client_new = false;
+	e->client_check = 0;
 	return copy_from_user(e->u.raw, e->uarg, size) ? -EFAULT : 0;
 }
 
@@ -705,6 +724,7 @@ static long xpu_escape_ioctl(struct xpu_file *xf, struct file *file,
 	struct xpu_callpage *cp;
 	unsigned long addr;
 	u32 hc, hp, ho, hc2, hp2, ho2;
+	bool taken = false;
 	long ret;
 
 	u8 img[XPU_ESCAPE_PARAMS_OFF + sizeof(e->params)];
@@ -734,13 +754,35 @@ static long xpu_escape_ioctl(struct xpu_file *xf, struct file *file,
 						p_alloc_parms),
 				   &pparams, sizeof(pparams));
 	}
+	/* a client's handle: free still, as the driver is called */
+	if (e->client_check) {
+		if (mutex_lock_killable(&xpu_client_lock)) {
+			ret = -EINTR;
+			goto done;
+		}
+		if (xpu_rm_client_exists(e->client_check)) {
+			mutex_unlock(&xpu_client_lock);
+			taken = true;
+			ret = 0;
+			goto done;
+		}
+	}
 	ret = xpu_drv.unlocked_ioctl(file, cmd, addr);
+	if (e->client_check)
+		mutex_unlock(&xpu_client_lock);
+done:
 	*cheated = !xpu_callpage_done(cp, data, len, &e->sealed);
 	if (e->params_size) {
 		memcpy(e->u.raw, img, e->size);
 		memcpy(e->params, img + XPU_ESCAPE_PARAMS_OFF, e->params_size);
 		/* the caller's struct keeps its own pointer */
 		e->u.p21.p_alloc_parms = e->uparams;
+	}
+	/* RM's own refusal, RM not called: nothing was made */
+	if (taken) {
+		e->client_new = false;
+		xpu_escape_set_u32(e, site->status,
+				   NV_ERR_INSERT_DUPLICATE_NAME);
 	}
 	if (site) {
 		xpu_escape_handles(e, site, &hc2, &hp2, &ho2);
@@ -904,6 +946,7 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 			goto out;
 		}
 		e->client_new = true;
+		e->client_check = e->client_h;
 	}
 	if (!client && (!site || !site->record || named)) {
 		ret = xpu_escape_ioctl(xf, file, cmd, e, site, named, cheated);
@@ -929,6 +972,8 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 		if (fl)
 			xpu_escape_set_u32(e, fl, xpu_escape_u32(e, fl) | provided);
 		/* RM writes a client's handle into hObjectNew: not checked */
+		e->client_check = client ? h : 0;
+		e->client_new = client;
 		ret = xpu_escape_ioctl(xf, file, cmd, e, site, !client, cheated);
 		if (fl)
 			xpu_escape_set_u32(e, fl, xpu_escape_u32(e, fl) & ~provided);
@@ -940,7 +985,8 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 	}
 	if (client) {
 		e->client_h = h;
-		e->client_new = h != 0;
+		/* not when the last try found it taken (xpu_escape_ioctl) */
+		e->client_new = h != 0 && e->client_new;
 		xpu_escape_set_u32(e, site->h_client, 0);
 		if (!ret && !*cheated && h &&
 		    xpu_escape_u32(e, site->status) == NV_OK)
@@ -1129,7 +1175,9 @@ static bool xpu_mem_undo(struct xpu_file *xf, struct file *file,
 	bool settled;
 	u64 gone;
 
-	xpu_ledger_free(xf, file, hc, hp, ho, &settled, &gone);
+	/* a handle the caller named that RM found taken is freed too */
+	if (xpu_ledger_free(xf, file, hc, hp, ho, &settled, &gone) == NV_OK)
+		xpu_handles_freed(xf->slice, hc, ho);
 	if (settled)
 		xpu_mem_freed(xf->slice, xf, gone);
 	else
@@ -1330,6 +1378,22 @@ static u64 xpu_mem_grown(struct xpu_slice *slice, struct xpu_file *xf,
 	return size;
 }
 
+/*
+ * Class 47's check again, under the slice's mem_lock, where a client's
+ * record changes (its free takes it): between the check at a call's entry
+ * and the lock, a thread of the caller's can free the client, and RM give
+ * its handle to another process (the next of RM's own handles, which a
+ * tenant can name); a call then naming it would have what xpu asks of RM
+ * afterwards, with its own privilege, be about that process's objects
+ * (found by a review in session 58).  NV_OK, or RM's answer to a client
+ * not the file's.
+ */
+u32 xpu_mem_client_check_locked(struct xpu_file *xf, u32 hc)
+{
+	lockdep_assert_held(&xf->slice->mem_lock);
+	return xpu_handles_file_client(xf, hc) ? NV_OK : NV_ERR_INVALID_CLIENT;
+}
+
 static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 			   unsigned int cmd, struct xpu_escape *e, u64 want,
 			   const struct xpu_alloc_site *site)
@@ -1346,6 +1410,12 @@ static long xpu_admit_call(struct xpu_file *xf, struct file *file,
 		return ret;
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
+	st = site->client ? NV_OK :
+	     xpu_mem_client_check_locked(xf, xpu_escape_u32(e, site->h_client));
+	if (st) {
+		mutex_unlock(&slice->mem_lock);
+		return xpu_escape_status(e, site, st);
+	}
 	if (!xpu_mem_fits(slice, want) ||
 	    (site->host && !xpu_hostmem_fits(slice, site->host_want))) {
 		mutex_unlock(&slice->mem_lock);
@@ -2369,7 +2439,9 @@ long xpu_mem_rm_dup(struct xpu_file *xf, struct file *file,
 	e.u.p55.status = NV_ERR_GENERIC;
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	st = xpu_handles_reserve(slice, &spare, 1);
+	st = xpu_mem_client_check_locked(xf, q->h_client);
+	if (!st)
+		st = xpu_handles_reserve(slice, &spare, 1);
 	if (st) {
 		ret = xpu_escape_status(&e, &site, st);
 		goto out;
@@ -2627,7 +2699,9 @@ static long xpu_mem_xport(struct xpu_file *xf, struct file *file,
 		return -EINTR;
 	}
 	/* only an import names handles: at most 128 */
-	st = xpu_xport_check(xf, p.h_client, h, n, import, named);
+	st = xpu_mem_client_check_locked(xf, p.h_client);
+	if (!st)
+		st = xpu_xport_check(xf, p.h_client, h, n, import, named);
 	if (!st && import)
 		st = xpu_handles_reserve(slice, &spare, n);
 	if (st) {
@@ -2708,7 +2782,9 @@ long xpu_mem_alloc_context_dma(struct xpu_file *xf, struct file *file,
 		return xpu_put_status(&up->status, NV_ERR_INVALID_CLIENT);
 	if (mutex_lock_killable(&slice->mem_lock))
 		return -EINTR;
-	st = xpu_handles_reserve(slice, &spare, 1);
+	st = xpu_mem_client_check_locked(xf, e.u.p39.h_object_parent);
+	if (!st)
+		st = xpu_handles_reserve(slice, &spare, 1);
 	if (st) {
 		ret = xpu_put_status(&up->status, st);
 		goto out;

@@ -13,6 +13,7 @@ bool xpu_mem_device_guarded(void);
 void xpu_mem_refresh_all(struct xpu_slice *slice);
 void xpu_mem_file_closed(struct xpu_slice *slice);
 u32 xpu_mem_charge_locked(struct xpu_slice *slice, u64 bytes);
+u32 xpu_mem_client_check_locked(struct xpu_file *xf, u32 hc);
 void xpu_mem_fill(struct xpu_slice *slice, struct xpu_slice_info *out);
 int xpu_mem_lock_admin(struct xpu_slice *slice);
 int xpu_mem_set_limit(struct xpu_slice *slice, u64 limit);

@@ -1174,7 +1174,10 @@ static long __xpu_sched_rm_alloc(struct xpu_file *xf, struct file *file,
 		 xpu_recs_hold_kind(slice, XPU_REC_TSG, hc_pre, hp_pre);
 	spin_unlock(&s->list_lock);
 	reserved = xpu_rec_charge(kind, in_tsg, pinned);
-	st = reserved ? xpu_mem_charge_locked(slice, reserved) : NV_OK;
+	/* the client may have gone since the entry's check (mem.c) */
+	st = xpu_mem_client_check_locked(xf, hc_pre);
+	if (!st && reserved)
+		st = xpu_mem_charge_locked(slice, reserved);
 	if (st) {
 		mutex_unlock(&slice->mem_lock);
 		kfree(r);

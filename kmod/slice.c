@@ -628,7 +628,8 @@ int xpu_slice_check_alone(struct xpu_slice *slice, struct pid *pid)
 	return ret;
 }
 
-struct xpu_slice *xpu_slice_for_open(struct inode *inode, struct xpu_gpu *gpu)
+struct xpu_slice *xpu_slice_for_open(struct inode *inode, struct xpu_gpu *gpu,
+				     bool counted)
 {
 	struct xpu_slice *slice = NULL;
 	struct xpu_binding *b;
@@ -654,9 +655,12 @@ struct xpu_slice *xpu_slice_for_open(struct inode *inode, struct xpu_gpu *gpu)
 		xpu_slice_get(slice);
 		/*
 		 * counted from here, under the lock a destroy takes: one
-		 * without --force refuses while a file is opening too
+		 * without --force refuses while a file is opening too.  A
+		 * UVM file is not: nothing would take it back (it holds its
+		 * slice by reference until UVM lets it go).
 		 */
-		atomic_inc(&slice->open_files);
+		if (counted)
+			atomic_inc(&slice->open_files);
 	} else if (gpu && gpu->mode == XPU_MODE_EXCLUSIVE && gpu->nr_slices &&
 		   !capable(CAP_SYS_ADMIN)) {
 		slice = ERR_PTR(-EPERM);

@@ -11,10 +11,13 @@ void xpu_slice_exit(void);
 
 /*
  * The slice an open of inode (a driver node; gpu is NULL for the control
- * node) by current belongs to, counted, or NULL; an ERR_PTR when the open
- * must be refused.
+ * node and UVM's) by current belongs to, referenced, or NULL; an ERR_PTR
+ * when the open must be refused.  COUNTED: the open is one of the slice's
+ * open_files (the driver's nodes, whose release takes it back), not a UVM
+ * file's.
  */
-struct xpu_slice *xpu_slice_for_open(struct inode *inode, struct xpu_gpu *gpu);
+struct xpu_slice *xpu_slice_for_open(struct inode *inode, struct xpu_gpu *gpu,
+				     bool counted);
 
 /* -EPERM if pid is in another slice of slice's GPU: RM counts per process. */
 int xpu_slice_check_alone(struct xpu_slice *slice, struct pid *pid);

@@ -251,7 +251,7 @@ static int xpu_uvm_open(struct inode *inode, struct file *file)
 	struct xpu_slice *slice;
 	int ret;
 
-	slice = xpu_slice_for_open(inode, NULL);
+	slice = xpu_slice_for_open(inode, NULL, false);
 	if (IS_ERR(slice))
 		return PTR_ERR(slice);
 	ret = -ENOMEM;

@@ -2745,6 +2745,60 @@ mp = dev.memory_params(64 << 10)""").replace(
         assert vic.get().channels == 1
 
 
+# PARKED's sixteenth call is a client's allocation naming handle @H@, whose
+# look (free) comes before the page it waits for; once it waits, the test
+# makes that client outside every slice, then lets the stalled calls go.
+PARKED_CLIENT = PARKED.replace(
+    "    control(base)           # its params are there: it waits for a page",
+    "    got.append(ctl.rm_alloc(@H@, 0, abi.NV01_ROOT_CLIENT,\n"
+    "                            check=False).status)").replace(
+    "tid = []", "tid = []\ngot = []").replace(
+    """report(switches=switches())
+os.close(uffd)              # the stalled copies go on
+for t in held + [t]:
+    t.join()
+""", """os.close(uffd)              # the stalled copies go on
+for t in held + [t]:
+    t.join()
+report(status=got[0])
+sys.stdin.readline()
+""")
+
+
+def test_a_client_made_elsewhere_while_a_call_waits_for_its_page_is_not_ours(
+        admin, nodedir):
+    """Class 50 again (session 58, found by a review of mem.c): xpu looked
+    at a named client handle (free) before taking the page of the call,
+    and a tenant whose 15 pages are held by its own stalled calls parks
+    that call for as long as it likes.  A client made under the handle
+    meanwhile -- here by a process outside every slice; RM gives its own
+    handles in order, so a tenant can name the next one -- made the call's
+    refusal (NV_ERR_INSERT_DUPLICATE_NAME, a claim with other threads
+    alive) look like a client made, and xpu recorded that process's client
+    as the attacker's file's: class 47's check then passed every call
+    naming it.  Now the handle is looked at again just before the driver
+    is called, under a lock every slice's client allocation takes."""
+    if not have_userfaultfd():
+        pytest.skip("this kernel has no userfaultfd(2) to stall a page with")
+    h = 0xc1d5c5c5
+    att = Slice(admin, nodedir, name="parker")
+    child = nvtest.spawn_child(in_slice(PARKED_CLIENT, att).replace(
+        "@H@", hex(h)))
+    try:
+        child.report()          # parked, its look made
+        with client.Ctl() as c:
+            made = c.rm_alloc(h, 0, abi.NV01_ROOT_CLIENT, check=False)
+            assert made.status == abi.NV_OK      # the premise
+            got = let_go_on(child)
+            assert got["status"] == abi.NV_ERR_INSERT_DUPLICATE_NAME, got
+            # the attacker's own client alone (its stalled controls made
+            # nothing); before, the other process's client too
+            assert att.get().rm_handles == 1, att.get()
+        assert let_go(child) == 0
+    finally:
+        att.destroy()
+
+
 # A client made through a second control file of the slice, freed through
 # the first: RM refuses, and a thread stores NV_OK over the refusal on
 # xpu's page while the driver waits after its copy-back.

@@ -1141,3 +1141,35 @@ def test_a_slice_s_uvm_files_are_bounded_and_its_node_checked(
         for u in held:
             u.close()
         sl.destroy()
+
+
+def test_a_slice_s_uvm_files_leave_no_open_file_behind(
+        admin, nodedir, uvm_nodes, config, max_uvm_files):  # noqa: F811
+    """A slice counts its open driver files (`open_files`), and a destroy
+    without --force is refused while any is open.  Since session 56 the
+    count was taken where the slice of an open is found, which UVM's opens
+    share, and nothing took a UVM file's back (found by a review in
+    session 58): every UVM file a slice ever opened, or was refused,
+    stayed counted, and the slice of any CUDA program could never be
+    destroyed without --force.  Now a UVM file is not counted."""
+    sl = Slice(admin, nodedir, name="uvmopen", limit=64 * MiB)
+    destroyed = False
+    try:
+        node = _uvm_node(admin, sl, nodedir)
+        assert sl.get().open_files == 0
+        max_uvm_files(1)
+        with Uvm(config.version, path=node) as u:
+            u.register_gpu(gpu_uuid(0))
+            with pytest.raises(OSError) as e:       # past the bound
+                Uvm(config.version, path=node)
+            assert e.value.errno == errno.EMFILE
+        assert nvtest.wait_for(lambda: sl.get().uvm_files == 0, 30,
+                               "xpu.ko to let go of the closed UVM file")
+        assert sl.get().open_files == 0, sl.get()
+        admin.slice_destroy(sl.id, force=False)
+        destroyed = True
+        for p in (sl.gpu_node, sl.ctl_node):
+            os.unlink(p)
+    finally:
+        if not destroyed:
+            sl.destroy()
