@@ -1415,15 +1415,40 @@ long xpu_sched_rm_control(struct xpu_file *xf, struct file *file,
 	return xpu_put_status(&p->status, NV_ERR_INSUFFICIENT_PERMISSIONS);
 }
 
-/* A control made while the slice waits: see xpu_sched_rm_control(). */
+/*
+ * A control made while the slice waits: see xpu_sched_rm_control().  A
+ * pass that starts after the control's end covers it, so one pass is in
+ * flight per slice: the control's thread runs passes while controls that
+ * ended ask for one, and every other returns at once.  Each pass takes the
+ * scheduler's lock anew.  Before (found by a review in session 58) each
+ * control made a pass of its own, ceil(n/64) RM calls under the lock the
+ * scheduler's turns and other slices' channel records need: a tenant's
+ * threads looping on cheap controls queued on it without end.
+ */
 void xpu_sched_reassert(struct xpu_slice *slice)
 {
 	struct xpu_sched *s = slice->gpu->sched;
 
-	mutex_lock(&s->lock);
-	if (slice->state == XPU_GATE_WAIT)
-		xpu_gate_channels(s, slice, true);
-	mutex_unlock(&s->lock);
+	atomic_set(&slice->reassert_wanted, 1);
+	/* fully ordered: a runner that cleared the bit sees the wish */
+	while (!test_and_set_bit_lock(0, &slice->reasserting)) {
+		while (atomic_xchg(&slice->reassert_wanted, 0)) {
+			if (mutex_lock_killable(&s->lock)) {
+				/* left for the next control's thread */
+				atomic_set(&slice->reassert_wanted, 1);
+				break;
+			}
+			if (slice->state == XPU_GATE_WAIT)
+				xpu_gate_channels(s, slice, true);
+			mutex_unlock(&s->lock);
+		}
+		clear_bit_unlock(0, &slice->reasserting);
+		/* a wish made while the bit was held, after the last look */
+		smp_mb__after_atomic();
+		if (!atomic_read(&slice->reassert_wanted) ||
+		    fatal_signal_pending(current))
+			break;
+	}
 }
 
 /*

@@ -242,6 +242,9 @@ struct xpu_slice {
 	u64 zap_gen;			/* the last zap pass (xpu_gate_zap) */
 	wait_queue_head_t gate_wq;	/* doorbell writers waiting to run */
 	int state;			/* XPU_GATE_* */
+	/* a control's end awaits a pass, and one runs (xpu_sched_reassert) */
+	atomic_t reassert_wanted;
+	unsigned long reasserting;
 	bool allowed;			/* doorbell writes may go through */
 	bool idle;			/* ...and are news: wake the scheduler */
 	atomic_t waiters;

@@ -282,3 +282,64 @@ def test_a_doorbell_written_through_proc_mem_is_gated(
     assert r["read"] == 4, r
     # premise: the path reaches the page at all (writes while it may run)
     assert r["writes"] > 0, r
+
+
+# --- a waiting slice's controls: one pass disabling its channels at a time
+
+# Eight threads make controls RM refuses (no one's command) while the slice
+# waits; how many of them were found asleep in xpu_sched_reassert at once.
+REASSERTS = nvtest.RAW_PRELUDE + """
+import threading
+chans = [client.Channel(dev, entries=64) for _ in range(2)]
+stop = threading.Event()
+tids = []
+def loop():
+    tids.append(threading.get_native_id())
+    while not stop.is_set():
+        p = abi.NVOS54_PARAMETERS(hClient=rm.handle, hObject=rm.handle,
+                                  cmd=0x5c5c)
+        client.ioctl_raw(ctl.fd, abi.nv_ioctl(abi.NV_ESC_RM_CONTROL,
+                                              ctypes.sizeof(p)), p)
+ts = [threading.Thread(target=loop) for _ in range(8)]
+for t in ts:
+    t.start()
+while len(tids) < 8:
+    pass
+
+def in_reassert(tid):
+    # asleep (S or D) with xpu_sched_reassert on its kernel stack, which
+    # names the caller of a mutex's sleep; a task may be gone
+    try:
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/self/task/{tid}/stack") as f:
+            return state in "SD" and "xpu_sched_reassert" in f.read()
+    except FileNotFoundError:
+        return False
+
+most = seen = 0
+for _ in range(SAMPLES):
+    n = sum(in_reassert(t) for t in tids)
+    seen += n > 0
+    most = max(most, n)
+stop.set()
+for t in ts:
+    t.join()
+report(most=most, seen=seen)
+"""
+
+
+def test_a_waiting_slice_s_controls_make_one_pass_at_a_time(
+        reload_stub, nodedir):  # noqa: F811
+    """While a slice waits, each of its controls is followed by a pass that
+    disables its channels again (a control could have enabled them), made
+    under the GPU scheduler's lock, which its turns and every slice's
+    channel records take.  Before (found by a review in session 58) each
+    control made a pass of its own: a tenant's eight threads looping on
+    controls RM refuses queued on that lock, several found asleep there at
+    once.  Now one pass is in flight per slice, and a control that ends
+    while one runs leaves it to that one: never two of its threads there."""
+    r = in_a_fixed_tenth(reload_stub, nodedir, "reassert",
+                         REASSERTS.replace("SAMPLES", "300"))
+    assert r["seen"] > 0, r         # the premise: it waited, and passes ran
+    assert r["most"] == 1, r
