@@ -306,26 +306,35 @@ for t in ts:
 while len(tids) < 8:
     pass
 
-def in_reassert(tid):
-    # asleep (S or D) with xpu_sched_reassert on its kernel stack, which
-    # names the caller of a mutex's sleep; a task may be gone
+def wchan(tid):
+    # where it sleeps, read in one go by the kernel (its state and stack
+    # under one lock): a mutex's sleep reads as the mutex's caller; "0"
+    # for a task running, or on kernels that disabled wchan (5.10)
     try:
-        with open(f"/proc/self/task/{tid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/self/task/{tid}/wchan") as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return "0"
+
+def in_pass(tid):
+    # xpu_sched_reassert on its kernel stack: in a pass, wherever it sleeps
+    try:
         with open(f"/proc/self/task/{tid}/stack") as f:
-            return state in "SD" and "xpu_sched_reassert" in f.read()
+            return "xpu_sched_reassert" in f.read()
     except FileNotFoundError:
         return False
 
-most = seen = 0
+most = seen = asleep = 0
 for _ in range(SAMPLES):
-    n = sum(in_reassert(t) for t in tids)
-    seen += n > 0
-    most = max(most, n)
+    where = [wchan(t) for t in tids]
+    asleep += sum(w != "0" for w in where)
+    # asleep for the scheduler's mutex in a pass: at most one of them
+    most = max(most, where.count("xpu_sched_reassert"))
+    seen += any(in_pass(t) for t, w in zip(tids, where) if w != "0")
 stop.set()
 for t in ts:
     t.join()
-report(most=most, seen=seen)
+report(most=most, seen=seen, asleep=asleep)
 """
 
 
@@ -337,9 +346,12 @@ def test_a_waiting_slice_s_controls_make_one_pass_at_a_time(
     channel records take.  Before (found by a review in session 58) each
     control made a pass of its own: a tenant's eight threads looping on
     controls RM refuses queued on that lock, several found asleep there at
-    once.  Now one pass is in flight per slice, and a control that ends
+    once (by /proc's wchan, which the kernel reads under the task's lock:
+    a stack read apart from the state can be stale).  Now one pass is in flight per slice, and a control that ends
     while one runs leaves it to that one: never two of its threads there."""
     r = in_a_fixed_tenth(reload_stub, nodedir, "reassert",
-                         REASSERTS.replace("SAMPLES", "300"))
-    assert r["seen"] > 0, r         # the premise: it waited, and passes ran
-    assert r["most"] == 1, r
+                         REASSERTS.replace("SAMPLES", "200"))
+    if not r["asleep"]:
+        pytest.skip("this kernel's wchan reads 0 (5.10's stable kernels)")
+    assert r["seen"] > 0, r         # the premise: it waited, passes ran
+    assert r["most"] <= 1, r
