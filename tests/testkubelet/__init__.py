@@ -205,6 +205,15 @@ class Kubelet(dp_grpc.RegistrationServicer, pr_grpc.PodResourcesListerServicer):
                                 devices_ids=record[cname][res]), timeout=30)
         return responses
 
+    def record(self, namespace: str, pod: str,
+               containers: dict[str, dict[str, list[str]]]):
+        """What admit() records of a pod ({container: {resource: [device
+        IDs]}}), without asking a device plugin: what List then says."""
+        with self.lock:
+            self.pods[(namespace, pod)] = {
+                c: {r: list(ids) for r, ids in res.items()}
+                for c, res in containers.items()}
+
     def remove(self, namespace: str, pod: str):
         with self.lock:
             self.pods.pop((namespace, pod), None)
@@ -221,7 +230,11 @@ class Kubelet(dp_grpc.RegistrationServicer, pr_grpc.PodResourcesListerServicer):
             for cname, res in list(ctrs.items()):
                 c = p.containers.add(name=cname)
                 for r, ids in list(res.items()):
-                    c.devices.add(resource_name=r, device_ids=ids)
+                    # a ContainerDevices for each device, as kubelet
+                    # answers (pkg/kubelet/apis/podresources,
+                    # containerDevicesFromResourceDeviceInstances)
+                    for i in ids:
+                        c.devices.add(resource_name=r, device_ids=[i])
         return out
 
 

@@ -40,6 +40,9 @@
     kubernetes = false      # true: every container is a Kubernetes pod's
                             # (a slice only from its devices); false: those
                             # whose CRI annotations say so
+    pod_resources = "/var/lib/kubelet/pod-resources/kubelet.sock"
+                            # kubelet's pod resources API, which says which
+                            # slice a pod's container was given
 
 Every error names the file, the line and the field: ``PATH:LINE: FIELD: what
 is wrong``.  Unknown tables and keys are errors too, so that a misspelt key
@@ -74,13 +77,18 @@ _METRICS_KEYS = ("enabled", "listen")
 DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_METRICS_PORT = 9400
 _CDI_KEYS = ("vendor", "spec_dir", "hook", "nvidia_spec")
-_RUNTIME_KEYS = ("oci_runtime", "socket", "host_memory", "kubernetes")
+_RUNTIME_KEYS = ("oci_runtime", "socket", "host_memory", "kubernetes",
+                 "pod_resources")
 _TOP_KEYS = ("defaults", "gpu", "slice", "metrics", "cdi",
              "container_runtime")
 
 DEFAULT_CDI_VENDOR = "xpu.dev"
 DEFAULT_CDI_SPEC_DIR = "/var/run/cdi"
 DEFAULT_SOCKET = "/run/xpu/xpud.sock"  # as api.DEFAULT_SOCKET
+# kubelet's pod resources socket (as xpu.k8s.kubelet.POD_RESOURCES_SOCKET)
+DEFAULT_POD_RESOURCES = "/var/lib/kubelet/pod-resources/kubelet.sock"
+# The longest path a UNIX socket's address holds (sun_path, less its NUL).
+_SOCKET_PATH_MAX = 107
 # A CDI vendor name (the CDI library's rule): a letter first, a letter or
 # digit last, letters, digits, '_', '-' and '.' between.
 _CDI_VENDOR_RE = re.compile(r"[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?")
@@ -145,12 +153,14 @@ class RuntimeConfig:
     the host bound of the slices it makes (0: none); kubernetes True holds
     every container to what a Kubernetes pod may ask (a slice only from
     the devices kubelet gave it), False only those whose CRI annotations
-    say they are a pod's."""
+    say they are a pod's; pod_resources is kubelet's pod resources socket,
+    asked which slice a pod's container holds when no CDI device says."""
 
     oci_runtime: str = ""
     socket: str = DEFAULT_SOCKET
     host_memory_limit_bytes: int = model.NO_HOST_MEMORY_LIMIT
     kubernetes: bool = False
+    pod_resources: str = DEFAULT_POD_RESOURCES
 
 
 @dataclass(frozen=True)
@@ -358,7 +368,8 @@ class _Checker:
                 doc, "container_runtime", None, "container_runtime",
                 "host_memory", lambda v: model.check_host_memory(_size(v)),
                 base.host_memory_limit_bytes),
-            kubernetes=get("kubernetes", _bool))
+            kubernetes=get("kubernetes", _bool),
+            pod_resources=get("pod_resources", _socket_path))
 
     def array(self, doc: dict, name: str) -> list:
         value = doc.get(name, [])
@@ -452,6 +463,16 @@ def _path(value: object, empty_ok: bool) -> str:
         return text
     if not text.startswith("/"):
         raise ValueError(f"'{text}' is not an absolute path")
+    return text
+
+
+def _socket_path(value: object) -> str:
+    """A UNIX socket's absolute path, short enough for its address."""
+    text = _path(value, empty_ok=False)
+    n = len(text.encode())
+    if n > _SOCKET_PATH_MAX:
+        raise ValueError(f"'{text}' is {n} bytes long, longer than a UNIX "
+                         f"socket's path may be ({_SOCKET_PATH_MAX})")
     return text
 
 

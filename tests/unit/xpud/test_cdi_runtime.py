@@ -11,10 +11,15 @@ import copy
 import io
 import json
 import os
+import socket as socketlib
 import stat
 import subprocess
 import sys
+import threading
+from concurrent import futures
+from pathlib import Path
 
+import grpc
 import pytest
 from xpu import config
 from xpu.auth import Authorizer
@@ -23,9 +28,14 @@ from xpu.cdi.refresh import Refresher
 from xpu.client import Client
 from xpu.daemon import Ops
 from xpu.errors import XpuError
+from xpu.k8s import resources
+from xpu.k8s._proto import podresources_v1_pb2_grpc as pr_grpc
 from xpu.server import Dispatcher, Server
 from xpu.sizes import GIB, MIB
 from xpud_fakes import UUID0, UUID1
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from testkubelet import Kubelet
 
 # -- the variables ---------------------------------------------------------------
 
@@ -468,12 +478,20 @@ def test_without_xpud_a_container_that_asks_does_not_start(tmp_path,
 
 # -- Kubernetes pods: a slice only from what the pod cannot forge ----------------
 
-# What containerd's CRI puts on a pod's container (CRI-O's keys are
-# io.kubernetes.cri-o.ContainerType and io.kubernetes.cri-o.SandboxID).
+# What containerd's CRI puts on a pod's container, and CRI-O (its own keys,
+# and kubelet's labels of the container), for container main of pod
+# team-a/train-0.
 CRI = {"io.kubernetes.cri.container-type": "container",
-       "io.kubernetes.cri.sandbox-id": "5ab0" * 16}
+       "io.kubernetes.cri.sandbox-id": "5ab0" * 16,
+       "io.kubernetes.cri.sandbox-namespace": "team-a",
+       "io.kubernetes.cri.sandbox-name": "train-0",
+       "io.kubernetes.cri.container-name": "main"}
 CRIO = {"io.kubernetes.cri-o.ContainerType": "container",
-        "io.kubernetes.cri-o.SandboxID": "77aa" * 16}
+        "io.kubernetes.cri-o.SandboxID": "77aa" * 16,
+        "io.kubernetes.pod.namespace": "team-a",
+        "io.kubernetes.pod.name": "train-0",
+        "io.kubernetes.container.name": "main"}
+NO_KUBELET = "/nonexistent/pod-resources/kubelet.sock"
 
 
 def node_stat(svc):
@@ -531,12 +549,13 @@ def pod_bundle(tmp_path, env, devices=(), annotations=CRI, cdi=None,
     return b
 
 
-def run_pod(socket, svc, b, kubernetes=False):
+def run_pod(socket, svc, b, kubernetes=False, pod_resources=NO_KUBELET):
     argv = ["--root", "/run/crun", "create", "--bundle", str(b),
             "0123456789abcdef" * 4]
     rt = runtime.Runtime(runtime.parse(argv),
                          config.RuntimeConfig(socket=socket,
-                                              kubernetes=kubernetes),
+                                              kubernetes=kubernetes,
+                                              pod_resources=pod_resources),
                          "/x/me", lstat=node_stat(svc))
     rt.create()
 
@@ -634,15 +653,16 @@ def test_a_pod_naming_another_slice_than_its_cdi_device_is_refused(
     assert svc.op_list() == before
 
 
-@pytest.mark.parametrize("cdi", [False, True])
-def test_a_pod_joins_the_slice_kubelet_gave_it(xpud, tmp_path, backend,
-                                               cdi):
+def test_a_pod_joins_the_slice_its_cdi_device_binds(xpud, tmp_path,
+                                                    backend):
+    """The CDI device's hook decides: kubelet's pod resources API is not
+    asked (there is none here).  Without CDI, kubelet says: below."""
     socket, svc = xpud
     svc.op_create(name="k8s-mine", gpu=1, memory_limit_bytes=GIB)
     svc.op_create(name="k8s-other", gpu=1, memory_limit_bytes=GIB)
     b = pod_bundle(tmp_path, plugin_env(svc, "k8s-mine"),
-                   plugin_devices(svc, "k8s-mine"),
-                   cdi="k8s-mine" if cdi else None, socket=socket)
+                   plugin_devices(svc, "k8s-mine"), cdi="k8s-mine",
+                   socket=socket)
     run_pod(socket, svc, b)
     cfg = json.loads((b / "config.json").read_text())
     assert "XPU_SLICE=k8s-mine" in cfg["process"]["env"]
@@ -662,6 +682,262 @@ def test_a_pod_with_devices_and_no_xpu_variable_passes_untouched(
     text = (b / "config.json").read_text()
     run_pod(socket, svc, b)
     assert (b / "config.json").read_text() == text
+
+
+# -- without CDI: the slice kubelet's pod resources API says the container holds
+
+MEMORY, SLICE = "xpu.dev/xpu-memory", "xpu.dev/slice"
+
+
+def memory_ids(gpu, mib, first=0):
+    """xpu.dev/xpu-memory device IDs of GPU (deviceplugin.py: m<GPU>-<n>),
+    MIB of them from FIRST."""
+    return [f"m{gpu}-{k}" for k in range(first, first + mib)]
+
+
+@pytest.fixture
+def pod_kubelet(sockdir):
+    """The test kubelet (tests/testkubelet) serving pod resources List on a
+    real socket: (its path, the kubelet)."""
+    (sockdir / "device-plugins").mkdir()
+    path = str(sockdir / "pod-resources.sock")
+    k = Kubelet(str(sockdir / "device-plugins"), path)
+    yield path, k
+    k.close()
+
+
+@pytest.fixture(params=["memory", "slice"])
+def two_pods_one_gpu(request, xpud, pod_kubelet):
+    """Two slices on GPU 0, whose nodes have the same numbers: pod
+    team-a/train-0's container main holds the first, team-b/infer-0's the
+    other, as kubelet's pod resources say: the device plugin's slices of
+    their xpu.dev/xpu-memory devices, or whole slices (xpu.dev/slice).
+    (mine, theirs)."""
+    _, svc = xpud
+    _, k = pod_kubelet
+    if request.param == "memory":
+        ids = memory_ids(0, 1024), memory_ids(0, 1024, 1024)
+        mine, theirs = (resources.dp_slice(i) for i in ids)
+        held = [{MEMORY: i, "xpu.dev/xpu-shares": ["c0-0"]} for i in ids]
+    else:
+        mine, theirs = "train", "infer"
+        held = [{SLICE: [mine]}, {SLICE: [theirs]}]
+    svc.op_create(name=mine, gpu=0, memory_limit_bytes=GIB)
+    svc.op_create(name=theirs, gpu=0, memory_limit_bytes=GIB)
+    k.record("team-a", "train-0", {"main": held[0], "sidecar": {}})
+    k.record("team-b", "infer-0", {"main": held[1]})
+    # the premise: the devices cannot tell the two apart
+    assert plugin_devices(svc, mine) == plugin_devices(svc, theirs)
+    return mine, theirs
+
+
+def refused(socket, svc, backend, b, pod_resources, message):
+    """A pod's start that must be refused with MESSAGE (one line), leaving
+    config.json, xpud and the bundle as they were."""
+    text = (b / "config.json").read_text()
+    before = svc.op_list()
+    changes = len(backend.changes())
+    with pytest.raises(XpuError) as e:
+        run_pod(socket, svc, b, pod_resources=pod_resources)
+    assert str(e.value) == message
+    assert "\n" not in str(e.value)
+    assert (b / "config.json").read_text() == text
+    assert svc.op_list() == before
+    assert len(backend.changes()) == changes
+    assert sorted(os.listdir(b)) == ["config.json"]
+
+
+@pytest.mark.parametrize("annotations", [CRI, CRIO], ids=["containerd",
+                                                          "cri-o"])
+def test_a_pod_naming_another_slice_of_its_gpu_without_cdi_is_refused(
+        xpud, tmp_path, backend, pod_kubelet, two_pods_one_gpu, annotations):
+    """Device specs only: the pod holds its own slice's nodes, which are
+    numbered as the other slice's on the same GPU; kubelet says which is
+    its."""
+    socket, svc = xpud
+    mine, theirs = two_pods_one_gpu
+    env = plugin_env(svc, mine) + [f"XPU_SLICE={theirs}"]
+    b = pod_bundle(tmp_path, env, plugin_devices(svc, mine),
+                   annotations=annotations)
+    refused(socket, svc, backend, b, pod_kubelet[0], (
+        f"XPU_SLICE={theirs} names another slice than the one Kubernetes "
+        f"gave team-a/train-0 container main, {mine} (kubelet's pod "
+        "resources): a pod's slice comes from its resources "
+        "(xpu.dev/xpu-memory, xpu.dev/slice) or its resource claims, not "
+        "from its environment (the container is not started)"))
+
+
+@pytest.mark.parametrize("annotations", [CRI, CRIO], ids=["containerd",
+                                                          "cri-o"])
+def test_a_pod_joins_its_own_slice_as_kubelet_says(
+        xpud, tmp_path, backend, pod_kubelet, two_pods_one_gpu, annotations):
+    socket, svc = xpud
+    mine, theirs = two_pods_one_gpu
+    b = pod_bundle(tmp_path, plugin_env(svc, mine),
+                   plugin_devices(svc, mine), annotations=annotations)
+    run_pod(socket, svc, b, pod_resources=pod_kubelet[0])
+    cfg = json.loads((b / "config.json").read_text())
+    assert f"XPU_SLICE={mine}" in cfg["process"]["env"]
+    assert sorted((d["path"], d["major"], d["minor"])
+                  for d in cfg["linux"]["devices"]) == [
+        ("/dev/nvidia0", 195, 0), ("/dev/nvidiactl", 195, 255)]
+    [h] = cfg["hooks"]["createRuntime"]
+    assert h["args"][-2:] == ["bind", mine]
+    assert sorted(s["name"] for s in svc.op_list()) == sorted([mine, theirs])
+
+
+class Silent(pr_grpc.PodResourcesListerServicer):
+    """A kubelet that takes List and does not answer until released."""
+
+    def __init__(self):
+        self.release = threading.Event()
+
+    def List(self, request, context):
+        self.release.wait()
+        context.abort(grpc.StatusCode.UNAVAILABLE, "released")
+
+
+class Failing(pr_grpc.PodResourcesListerServicer):
+    def List(self, request, context):
+        context.abort(grpc.StatusCode.UNAVAILABLE,
+                      "kubelet is shutting down\nnow")
+
+
+@pytest.fixture
+def broken_kubelet(sockdir, monkeypatch):
+    """make(kind) -> the path of a pod resources socket that cannot answer:
+    none, a plain file, a socket nobody listens on, a kubelet that fails
+    List, or one that never answers (the runtime's wait cut to 0.5 s)."""
+    path = str(sockdir / "broken.sock")
+    servers = []
+
+    def make(kind):
+        if kind == "file":
+            Path(path).write_text("")
+        elif kind == "dead":
+            s = socketlib.socket(socketlib.AF_UNIX)
+            s.bind(path)
+            s.close()
+        elif kind in ("failing", "silent"):
+            servicer = Failing() if kind == "failing" else Silent()
+            srv = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+            pr_grpc.add_PodResourcesListerServicer_to_server(servicer, srv)
+            srv.add_insecure_port(f"unix://{path}")
+            srv.start()
+            servers.append((srv, servicer))
+            monkeypatch.setattr(runtime, "POD_RESOURCES_TIMEOUT_S", 0.5)
+        return path
+
+    yield make
+    for srv, servicer in servers:
+        if isinstance(servicer, Silent):
+            servicer.release.set()
+        srv.stop(0).wait()
+
+
+@pytest.mark.parametrize("kind, why", [
+    ("none", ("{path}: No such file or directory ([container_runtime] "
+              "pod_resources)")),
+    ("file", "{path} is not a socket ([container_runtime] pod_resources)"),
+    ("dead", "kubelet's pod resources API ({path}): failed to connect"),
+    ("failing", ("kubelet's pod resources API ({path}): kubelet is "
+                 "shutting down now")),
+    ("silent", "kubelet's pod resources API ({path}): Deadline Exceeded"),
+])
+def test_a_pod_is_refused_when_kubelet_cannot_be_asked(
+        xpud, tmp_path, backend, two_pods_one_gpu, broken_kubelet, kind,
+        why):
+    socket, svc = xpud
+    mine, _ = two_pods_one_gpu
+    path = broken_kubelet(kind)
+    b = pod_bundle(tmp_path, plugin_env(svc, mine),
+                   plugin_devices(svc, mine))
+    text = (b / "config.json").read_text()
+    with pytest.raises(XpuError) as e:
+        run_pod(socket, svc, b, pod_resources=path)
+    head = (f"XPU_SLICE={mine}: cannot ask kubelet which slice "
+            f"team-a/train-0 container main holds: ")
+    assert str(e.value).startswith(head + why.format(path=path)), \
+        str(e.value)
+    assert str(e.value).endswith(" (the container is not started)")
+    assert "\n" not in str(e.value)
+    assert (b / "config.json").read_text() == text
+    assert sorted(os.listdir(b)) == ["config.json"]
+
+
+@pytest.mark.parametrize("who", [
+    {"io.kubernetes.cri.container-name": "init"},
+    {"io.kubernetes.cri.sandbox-name": "train-1"},
+    {"io.kubernetes.cri.sandbox-namespace": "team-c"},
+])
+def test_a_pod_container_kubelet_does_not_list_is_refused(
+        xpud, tmp_path, backend, pod_kubelet, two_pods_one_gpu, who):
+    socket, svc = xpud
+    mine, _ = two_pods_one_gpu
+    b = pod_bundle(tmp_path, plugin_env(svc, mine),
+                   plugin_devices(svc, mine), annotations={**CRI, **who})
+    ns, pod, ctr = (who.get(f"io.kubernetes.cri.{k}", CRI[
+        f"io.kubernetes.cri.{k}"]) for k in ("sandbox-namespace",
+                                             "sandbox-name",
+                                             "container-name"))
+    refused(socket, svc, backend, b, pod_kubelet[0], (
+        f"XPU_SLICE={mine}: kubelet's pod resources API lists no "
+        f"{ns}/{pod} container {ctr}, so no slice is known to be its: a "
+        "pod's slice comes from its resources (xpu.dev/xpu-memory, "
+        "xpu.dev/slice) or its resource claims, not from its environment "
+        "(the container is not started)"))
+
+
+def test_a_pod_cannot_name_another_pods_container_by_its_annotations(
+        xpud, tmp_path, backend, pod_kubelet, two_pods_one_gpu):
+    """CRI-O copies a pod's own annotations into config.json, before
+    kubelet's labels: a pod can write containerd's keys naming another
+    pod's container, never CRI-O's over kubelet's."""
+    socket, svc = xpud
+    mine, theirs = two_pods_one_gpu
+    forged = {"io.kubernetes.cri.sandbox-namespace": "team-b",
+              "io.kubernetes.cri.sandbox-name": "infer-0",
+              "io.kubernetes.cri.container-name": "main"}
+    b = pod_bundle(tmp_path, [f"XPU_SLICE={theirs}"],
+                   plugin_devices(svc, mine), annotations={**CRIO, **forged})
+    refused(socket, svc, backend, b, pod_kubelet[0], (
+        f"XPU_SLICE={theirs}: this Kubernetes container's annotations name "
+        "two containers, team-b/infer-0 container main and team-a/train-0 "
+        "container main: a pod's slice comes from its resources "
+        "(xpu.dev/xpu-memory, xpu.dev/slice) or its resource claims, not "
+        "from its environment (the container is not started)"))
+    # Without the names of its pod and container, kubelet cannot be asked.
+    bare = {k: v for k, v in CRI.items()
+            if k.endswith(("container-type", "sandbox-id"))}
+    b = pod_bundle(tmp_path, [f"XPU_SLICE={mine}"],
+                   plugin_devices(svc, mine), annotations=bare)
+    refused(socket, svc, backend, b, pod_kubelet[0], (
+        f"XPU_SLICE={mine}: this Kubernetes container's CRI did not "
+        "annotate its pod's namespace and name and its own name "
+        "(containerd's io.kubernetes.cri.sandbox-namespace, sandbox-name "
+        "and container-name; CRI-O's io.kubernetes.pod.namespace, "
+        "io.kubernetes.pod.name and io.kubernetes.container.name), by which "
+        "kubelet says which slice it holds (the container is not started)"))
+
+
+@pytest.mark.parametrize("value, what", [
+    ('"kubelet.sock"', "'kubelet.sock' is not an absolute path"),
+    ("1", "1 is not a string: write it in quotes")])
+def test_the_program_refuses_a_bad_pod_resources_setting(tmp_path, value,
+                                                         what):
+    real, out = fake_runtime(tmp_path)
+    cfg = tmp_path / "xpud.toml"
+    cfg.write_text(f'[container_runtime]\noci_runtime = "{real}"\n'
+                   f"pod_resources = {value}\n")
+    r = subprocess.run([sys.executable, "-m", "xpu.cdi.runtime", "create",
+                        "c5"], cwd=tmp_path,
+                       env=dict(os.environ, XPU_CONFIG=str(cfg)),
+                       capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert r.returncode == 1
+    assert r.stderr == (f"xpu-container-runtime: error: {cfg}:3: "
+                        f"container_runtime.pod_resources: {what}\n")
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("env", [["XPU_MEMORY=512MiB"], ["XPU_SLICE=train"]])

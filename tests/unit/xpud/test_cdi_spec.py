@@ -485,6 +485,11 @@ def test_the_cdi_and_runtime_tables():
     assert c.container_runtime.kubernetes is False
     c = config.parse('[container_runtime]\nkubernetes = true\n')
     assert c.container_runtime.kubernetes is True
+    # kubelet's pod resources socket, by default where kubelet makes it
+    assert c.container_runtime.pod_resources == \
+        "/var/lib/kubelet/pod-resources/kubelet.sock"
+    c = config.parse('[container_runtime]\npod_resources = "/run/k.sock"\n')
+    assert c.container_runtime.pod_resources == "/run/k.sock"
 
 
 @pytest.mark.parametrize("text, message", [
@@ -519,7 +524,8 @@ def test_the_cdi_and_runtime_tables():
      "size")),
     ('[container_runtime]\nhost_mem = "1GiB"\n',
      ("/etc/xpu/xpud.toml:2: container_runtime.host_mem: unknown key "
-     "(known: oci_runtime, socket, host_memory, kubernetes)")),
+     "(known: oci_runtime, socket, host_memory, kubernetes, "
+     "pod_resources)")),
     ('[container_runtime]\nkubernetes = "yes"\n',
      ("/etc/xpu/xpud.toml:2: container_runtime.kubernetes: 'yes' is not "
       "true or false")),
@@ -529,6 +535,19 @@ def test_the_cdi_and_runtime_tables():
     ('[container_runtime]\nkubernetes = "auto"\n',
      ("/etc/xpu/xpud.toml:2: container_runtime.kubernetes: 'auto' is not "
       "true or false")),
+    ('[container_runtime]\npod_resources = "kubelet.sock"\n',
+     ("/etc/xpu/xpud.toml:2: container_runtime.pod_resources: "
+      "'kubelet.sock' is not an absolute path")),
+    ('[container_runtime]\npod_resources = ""\n',
+     ("/etc/xpu/xpud.toml:2: container_runtime.pod_resources: '' is not an "
+      "absolute path")),
+    ('[container_runtime]\npod_resources = 1\n',
+     ("/etc/xpu/xpud.toml:2: container_runtime.pod_resources: 1 is not a "
+      "string: write it in quotes")),
+    (f'[container_runtime]\npod_resources = "/{"k" * 107}"\n',
+     (f"/etc/xpu/xpud.toml:2: container_runtime.pod_resources: "
+      f"'/{'k' * 107}' is 108 bytes long, longer than a UNIX socket's path "
+      "may be (107)")),
 ])
 def test_bad_cdi_and_runtime_settings(text, message):
     from xpu import config

@@ -24,14 +24,17 @@ without XPU_MEMORY, and a description without XPU_SLICE.
 
 A Kubernetes pod's container (kubernetes(): its CRI's annotations) is held to
 what the pod cannot forge, since kubelet puts the pod's own env after the
-device plugin's: the runtime reads its devices (devices()) and the slice
-bindings its CDI edits carry (bound_slices()); runtime.py decides.
+device plugin's: the runtime reads its devices (devices()), the slice
+bindings its CDI edits carry (bound_slices()) and the pod and container its
+CRI named (pod_containers()), by which kubelet's pod resources API says what
+it holds; runtime.py decides.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import re
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -59,6 +62,26 @@ KUBERNETES_ANNOTATIONS = ("io.kubernetes.cri.container-type",
                           "io.kubernetes.cri.sandbox-id",
                           "io.kubernetes.cri-o.ContainerType",
                           "io.kubernetes.cri-o.SandboxID")
+
+
+# Which pod's container it is, as (namespace, pod, container) keys.
+# containerd's (pkg/cri/annotations: SandboxNamespace, SandboxName,
+# ContainerName), which its CRI sets on every container after the pod's own
+# pass-through annotations; CRI-O's: kubelet's container labels
+# (k8s.io/kubelet/pkg/types: KubernetesPodNamespaceLabel,
+# KubernetesPodNameLabel, KubernetesContainerNameLabel), which CRI-O copies
+# into the annotations after the pod's own (internal/factory/container,
+# SpecAddAnnotations), so that kubelet's values win there too.
+POD_CONTAINER_ANNOTATIONS = (
+    ("io.kubernetes.cri.sandbox-namespace", "io.kubernetes.cri.sandbox-name",
+     "io.kubernetes.cri.container-name"),
+    ("io.kubernetes.pod.namespace", "io.kubernetes.pod.name",
+     "io.kubernetes.container.name"))
+
+
+# What Kubernetes allows in a namespace's, a pod's and a container's name (a
+# DNS subdomain; a label is one); keys holding anything else name nothing.
+_K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 class RequestError(XpuError):
@@ -158,6 +181,23 @@ def kubernetes(config: dict) -> bool:
     if not isinstance(annotations, dict):
         return False
     return any(k in annotations for k in KUBERNETES_ANNOTATIONS)
+
+
+def pod_containers(config: dict) -> list[tuple[str, str, str]]:
+    """The (namespace, pod, container) CONFIG's annotations name, one for
+    each CRI's keys that are all there and not empty, each once.  More than
+    one means they disagree: CRI-O copies a pod's own annotations too, so a
+    pod can write containerd's keys there, never over CRI-O's."""
+    annotations = config.get("annotations")
+    if not isinstance(annotations, dict):
+        return []
+    out = []
+    for keys in POD_CONTAINER_ANNOTATIONS:
+        values = tuple(annotations.get(k) for k in keys)
+        if all(isinstance(v, str) and _K8S_NAME.fullmatch(v)
+               for v in values) and values not in out:
+            out.append(values)
+    return out
 
 
 def devices(config: dict) -> list[tuple[str, str, int, int]]:

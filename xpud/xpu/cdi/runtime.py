@@ -23,7 +23,9 @@ create, run  When the bundle's config.json sets XPU_* variables (oci.py),
              for.  A container without XPU_* variables passes untouched.
              A Kubernetes pod's container gets no new slice (pod_request()),
              and joins only a slice whose devices kubelet gave it
-             (pod_holds()).
+             (pod_holds()): the one its CDI device's hook binds, or, with
+             no CDI device, the one kubelet's pod resources API says it
+             holds (pod_given()).
 delete       Releases the container's ephemeral slices (best effort: xpud
              also destroys a slice whose container has ended), then
              executes the real runtime.
@@ -34,7 +36,9 @@ crun when found, else runc), socket (xpud's, /run/xpu/xpud.sock) and
 host_memory (the bound on system memory the driver allocates for each
 slice it makes, and the loosest XPU_HOST_MEMORY may ask; default 0: none)
 and kubernetes (true: every container is held as a pod's; default false:
-those whose CRI annotations say so).
+those whose CRI annotations say so), pod_resources (kubelet's pod
+resources socket, /var/lib/kubelet/pod-resources/kubelet.sock).  The
+resources' names are of the [cdi] vendor (xpu.dev), as xpu-k8s's --vendor.
 """
 
 from __future__ import annotations
@@ -287,6 +291,81 @@ def pod_holds(name: str, shown: dict, cfg: dict, lstat=os.stat) -> None:
             "container is not started)")
 
 
+# How long kubelet's pod resources API may take to answer a start.
+POD_RESOURCES_TIMEOUT_S = 3.0
+
+
+def pod_given(name: str, cfg: dict, socket: str,
+              vendor: str = xpu_config.DEFAULT_CDI_VENDOR,
+              timeout: float | None = None) -> None:
+    """Refuse XPU_SLICE=NAME for a Kubernetes pod's container that no xpu
+    CDI device binds unless kubelet's pod resources API (at SOCKET) says
+    this container holds NAME: the device plugin's slice of its
+    VENDOR/xpu-memory devices, or a whole VENDOR/slice.  Its device nodes
+    alone cannot say: every slice of a GPU has nodes of the same numbers
+    (pod_holds()).  The container is found by the pod namespace, pod name
+    and container name its CRI annotated it with, which the pod cannot
+    write."""
+    from ..k8s import kubelet, resources  # gRPC: for a pod's container only
+    who = oci.pod_containers(cfg)
+    if not who:
+        raise PodRefused(
+            f"XPU_SLICE={name}: this Kubernetes container's CRI did not "
+            "annotate its pod's namespace and name and its own name "
+            "(containerd's io.kubernetes.cri.sandbox-namespace, "
+            "sandbox-name and container-name; CRI-O's "
+            "io.kubernetes.pod.namespace, io.kubernetes.pod.name and "
+            "io.kubernetes.container.name), by which kubelet says which "
+            "slice it holds (the container is not started)")
+    if len(who) > 1:
+        named = " and ".join(f"{n}/{p} container {c}" for n, p, c in who)
+        raise PodRefused(
+            f"XPU_SLICE={name}: this Kubernetes container's annotations "
+            f"name two containers, {named}: {POD_ASKS} (the container is "
+            "not started)")
+    namespace, pod, container = who[0]
+    where = f"{namespace}/{pod} container {container}"
+    try:
+        names = resources.Names(vendor)
+    except ValueError as e:
+        raise PodRefused(f"[cdi] vendor: {e}, by which kubelet names xpu's "
+                         "resources (the container is not started)") \
+            from None
+    try:
+        if not stat.S_ISSOCK(os.stat(socket).st_mode):
+            raise PodRefused(
+                f"XPU_SLICE={name}: cannot ask kubelet which slice {where} "
+                f"holds: {socket} is not a socket ([container_runtime] "
+                "pod_resources) (the container is not started)")
+    except OSError as e:
+        raise PodRefused(
+            f"XPU_SLICE={name}: cannot ask kubelet which slice {where} "
+            f"holds: {socket}: {e.strerror} ([container_runtime] "
+            "pod_resources) (the container is not started)") from None
+    try:
+        pods = kubelet.pod_resources(
+            socket, timeout=POD_RESOURCES_TIMEOUT_S if timeout is None
+            else timeout)
+    except kubelet.KubeletError as e:
+        raise PodRefused(
+            f"XPU_SLICE={name}: cannot ask kubelet which slice {where} "
+            f"holds: {e} (the container is not started)") from None
+    found = [c for p in pods if (p.namespace, p.name) == (namespace, pod)
+             for c in p.containers if c.name == container]
+    if not found:
+        raise PodRefused(
+            f"XPU_SLICE={name}: kubelet's pod resources API lists no "
+            f"{where}, so no slice is known to be its: {POD_ASKS} (the "
+            "container is not started)")
+    held = list(dict.fromkeys(s for c in found
+                              for s in kubelet.held_slices(c, names)))
+    if name not in held:
+        raise PodRefused(
+            f"XPU_SLICE={name} names another slice than the one Kubernetes "
+            f"gave {where}, {', '.join(held) or 'none'} (kubelet's pod "
+            f"resources): {POD_ASKS} (the container is not started)")
+
+
 def write_json(path: str, doc: dict) -> None:
     """Replace PATH with DOC atomically, keeping its mode."""
     d = os.path.dirname(path) or "."
@@ -316,12 +395,14 @@ def _api(e: ApiError) -> RuntimeError_:
 
 class Runtime:
     def __init__(self, cmdline: CommandLine, settings, me: str,
-                 environ=os.environ, lstat=os.stat):
+                 environ=os.environ, lstat=os.stat,
+                 vendor: str = xpu_config.DEFAULT_CDI_VENDOR):
         self.cmdline = cmdline
         self.settings = settings
         self.me = me
         self.environ = environ
         self.lstat = lstat     # of the slices' nodes
+        self.vendor = vendor   # of the resources' names ([cdi] vendor)
 
     def client(self) -> Client:
         return Client(self.settings.socket)
@@ -365,6 +446,11 @@ class Runtime:
                     if pod:
                         pod_holds(target, c.call("show", name=target), cfg,
                                   self.lstat)
+                        if not oci.bound_slices(cfg):
+                            # no CDI device's hook decided (pod_request())
+                            pod_given(target, cfg,
+                                      self.settings.pod_resources,
+                                      self.vendor)
                 else:
                     target = slice_name(container)
                     # What a previous start of this container left.
@@ -451,10 +537,13 @@ def log_error(cmdline: CommandLine, message: str) -> None:
         pass
 
 
-def load_settings(environ=os.environ):
+def load_config(environ=os.environ) -> xpu_config.Config:
     path = environ.get("XPU_CONFIG") or xpu_config.DEFAULT_PATH
-    cfg = xpu_config.load(path, missing_ok="XPU_CONFIG" not in environ)
-    return cfg.container_runtime
+    return xpu_config.load(path, missing_ok="XPU_CONFIG" not in environ)
+
+
+def load_settings(environ=os.environ):
+    return load_config(environ).container_runtime
 
 
 USAGE = f"""usage: {PROG} [RUNTIME OPTIONS] COMMAND [OPTIONS] CONTAINER
@@ -466,7 +555,8 @@ XPU_HOST_MEMORY=SIZE), or XPU_SLICE=NAME, gets that slice; everything
 else passes to the real runtime (crun, else runc; [container_runtime]
 oci_runtime in /etc/xpu/xpud.toml or the file $XPU_CONFIG names).  A
 Kubernetes pod's container (its CRI's annotations, or kubernetes = true)
-gets no new slice, and joins only a slice whose devices it was given.  See
+gets no new slice, and joins only a slice whose devices it was given (by
+its CDI device, else as kubelet's pod resources API says).  See
 containers.md.
 """
 
@@ -478,8 +568,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     cmdline = parse(argv)
     try:
-        settings = load_settings()
-        Runtime(cmdline, settings, sys.argv[0]).run()
+        cfg = load_config()
+        Runtime(cmdline, cfg.container_runtime, sys.argv[0],
+                vendor=cfg.cdi.vendor).run()
     except XpuError as e:
         message = str(e)
     except OSError as e:  # execv failed

@@ -515,12 +515,11 @@ class Manager:
         except kubelet.KubeletError as e:
             log.debug("no garbage collection this time: %s", e)
             return
-        held = {resources.ids_hash(d.device_ids)
-                for p in pods for c in p.containers for d in c.devices
-                if d.resource_name == self.cfg.names.memory}
+        held = {name for p in pods for c in p.containers
+                for name in kubelet.held_slices(c, self.cfg.names)}
         now = time.monotonic()
         for s in mine:
-            if s["name"][len("k8s-"):] in held:
+            if s["name"] in held:
                 self._orphans.pop(s["name"], None)
                 continue
             first = self._orphans.setdefault(s["name"], now)

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 
 import grpc
 
+from . import resources
 from ._proto import deviceplugin_v1beta1_pb2 as dp
 from ._proto import deviceplugin_v1beta1_pb2_grpc as dp_grpc
 from ._proto import podresources_v1_pb2 as pr
@@ -72,9 +74,21 @@ def pod_resources(path: str = POD_RESOURCES_SOCKET,
             r = pr_grpc.PodResourcesListerStub(ch).List(
                 pr.ListPodResourcesRequest(), timeout=timeout)
         except grpc.RpcError as e:
+            what = re.sub(r"\s+", " ", e.details() or "").strip()
             raise KubeletError(f"kubelet's pod resources API ({path}): "
-                               f"{e.details() or e.code().name}") from None
+                               f"{what or e.code().name}") from None
     return list(r.pod_resources)
+
+
+def devices_of(container, resource: str) -> list[str]:
+    """The device IDs of RESOURCE that CONTAINER (of a pod resources List)
+    holds.  kubelet lists each device in a ContainerDevices of its own (one
+    per NUMA node of it: pkg/kubelet/apis/podresources,
+    containerDevicesFromResourceDeviceInstances), so they are gathered
+    across all of them, each once."""
+    return list(dict.fromkeys(i for d in container.devices
+                              if d.resource_name == resource
+                              for i in d.device_ids))
 
 
 def container_devices(pods: list, resource: str, ids) -> tuple | None:
@@ -83,12 +97,18 @@ def container_devices(pods: list, resource: str, ids) -> tuple | None:
     want = set(ids)
     for p in pods:
         for c in p.containers:
-            for d in c.devices:
-                if d.resource_name == resource and set(d.device_ids) == want:
-                    return p, c
+            if set(devices_of(c, resource)) == want:
+                return p, c
     return None
 
 
-def devices_of(container, resource: str) -> list[str]:
-    return [i for d in container.devices if d.resource_name == resource
-            for i in d.device_ids]
+def held_slices(container, names: resources.Names) -> list[str]:
+    """The slices of xpu's device plugin that CONTAINER (of a pod resources
+    List) holds: the one it made of the container's NAMES.memory devices
+    (resources.dp_slice: the same name for the same devices), and each
+    whole slice of NAMES.slice (its device ID is the slice's name)."""
+    out = []
+    memory = devices_of(container, names.memory)
+    if memory:
+        out.append(resources.dp_slice(memory))
+    return list(dict.fromkeys(out + devices_of(container, names.slice)))
