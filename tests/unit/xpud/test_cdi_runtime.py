@@ -560,6 +560,22 @@ def run_pod(socket, svc, b, kubernetes=False, pod_resources=NO_KUBELET):
     rt.create()
 
 
+def refused(socket, svc, backend, b, message, pod_resources=NO_KUBELET):
+    """A pod's start that must be refused with MESSAGE (one line), leaving
+    config.json, xpud and the bundle as they were."""
+    text = (b / "config.json").read_text()
+    before = svc.op_list()
+    changes = len(backend.changes())
+    with pytest.raises(XpuError) as e:
+        run_pod(socket, svc, b, pod_resources=pod_resources)
+    assert str(e.value) == message
+    assert "\n" not in str(e.value)
+    assert (b / "config.json").read_text() == text
+    assert svc.op_list() == before
+    assert len(backend.changes()) == changes
+    assert sorted(os.listdir(b)) == ["config.json"]
+
+
 def test_the_kubernetes_annotations_and_hooks_are_read():
     assert oci.kubernetes({"annotations": CRI})
     assert oci.kubernetes({"annotations": CRIO})
@@ -607,19 +623,13 @@ def test_a_pod_naming_another_pods_slice_by_its_env_is_refused(
     svc.op_create(name="k8s-theirs", gpu=1, memory_limit_bytes=8 * GIB)
     env = plugin_env(svc, "k8s-mine") + ["XPU_SLICE=k8s-theirs"]
     b = pod_bundle(tmp_path, env, plugin_devices(svc, "k8s-mine"))
-    text = (b / "config.json").read_text()
-    before = svc.op_list()
-    with pytest.raises(XpuError) as e:
-        run_pod(socket, svc, b)
-    assert str(e.value) == (
+    refused(socket, svc, backend, b, (
         "XPU_SLICE=k8s-theirs names a slice whose devices this Kubernetes "
         "container was not given (/dev/xpu1 is 195:1; its GPU devices: "
         "/dev/nvidia0 (195:0), /dev/nvidiactl (195:255)): a pod's slice "
         "comes from its resources (xpu.dev/xpu-memory, xpu.dev/slice) or its "
         "resource claims, not from its environment (the container is not "
-        "started)")
-    assert (b / "config.json").read_text() == text
-    assert svc.op_list() == before
+        "started)"))
     assert [c for c in backend.changes()
             if c[0] not in ("create_slice", "make_nodes", "set_gpu")] == []
     # A pod with no xpu device at all is refused the same way.
@@ -639,18 +649,12 @@ def test_a_pod_naming_another_slice_than_its_cdi_device_is_refused(
     b = pod_bundle(tmp_path, ["XPU_SLICE=k8s-theirs"],
                    plugin_devices(svc, "k8s-mine"), cdi="k8s-mine",
                    socket=socket)
-    text = (b / "config.json").read_text()
-    before = svc.op_list()
-    with pytest.raises(XpuError) as e:
-        run_pod(socket, svc, b)
-    assert str(e.value) == (
+    refused(socket, svc, backend, b, (
         "XPU_SLICE=k8s-theirs names another slice than the one Kubernetes "
         "gave this container, k8s-mine (its CDI device): a pod's slice comes "
         "from its resources (xpu.dev/xpu-memory, xpu.dev/slice) or its "
         "resource claims, not from its environment (the container is not "
-        "started)")
-    assert (b / "config.json").read_text() == text
-    assert svc.op_list() == before
+        "started)"))
 
 
 def test_a_pod_joins_the_slice_its_cdi_device_binds(xpud, tmp_path,
@@ -731,22 +735,6 @@ def two_pods_one_gpu(request, xpud, pod_kubelet):
     return mine, theirs
 
 
-def refused(socket, svc, backend, b, pod_resources, message):
-    """A pod's start that must be refused with MESSAGE (one line), leaving
-    config.json, xpud and the bundle as they were."""
-    text = (b / "config.json").read_text()
-    before = svc.op_list()
-    changes = len(backend.changes())
-    with pytest.raises(XpuError) as e:
-        run_pod(socket, svc, b, pod_resources=pod_resources)
-    assert str(e.value) == message
-    assert "\n" not in str(e.value)
-    assert (b / "config.json").read_text() == text
-    assert svc.op_list() == before
-    assert len(backend.changes()) == changes
-    assert sorted(os.listdir(b)) == ["config.json"]
-
-
 @pytest.mark.parametrize("annotations", [CRI, CRIO], ids=["containerd",
                                                           "cri-o"])
 def test_a_pod_naming_another_slice_of_its_gpu_without_cdi_is_refused(
@@ -759,7 +747,7 @@ def test_a_pod_naming_another_slice_of_its_gpu_without_cdi_is_refused(
     env = plugin_env(svc, mine) + [f"XPU_SLICE={theirs}"]
     b = pod_bundle(tmp_path, env, plugin_devices(svc, mine),
                    annotations=annotations)
-    refused(socket, svc, backend, b, pod_kubelet[0], (
+    refused(socket, svc, backend, b, pod_resources=pod_kubelet[0], message=(
         f"XPU_SLICE={theirs} names another slice than the one Kubernetes "
         f"gave team-a/train-0 container main, {mine} (kubelet's pod "
         "resources): a pod's slice comes from its resources "
@@ -880,7 +868,7 @@ def test_a_pod_container_kubelet_does_not_list_is_refused(
         f"io.kubernetes.cri.{k}"]) for k in ("sandbox-namespace",
                                              "sandbox-name",
                                              "container-name"))
-    refused(socket, svc, backend, b, pod_kubelet[0], (
+    refused(socket, svc, backend, b, pod_resources=pod_kubelet[0], message=(
         f"XPU_SLICE={mine}: kubelet's pod resources API lists no "
         f"{ns}/{pod} container {ctr}, so no slice is known to be its: a "
         "pod's slice comes from its resources (xpu.dev/xpu-memory, "
@@ -900,7 +888,7 @@ def test_a_pod_cannot_name_another_pods_container_by_its_annotations(
               "io.kubernetes.cri.container-name": "main"}
     b = pod_bundle(tmp_path, [f"XPU_SLICE={theirs}"],
                    plugin_devices(svc, mine), annotations={**CRIO, **forged})
-    refused(socket, svc, backend, b, pod_kubelet[0], (
+    refused(socket, svc, backend, b, pod_resources=pod_kubelet[0], message=(
         f"XPU_SLICE={theirs}: this Kubernetes container's annotations name "
         "two containers, team-b/infer-0 container main and team-a/train-0 "
         "container main: a pod's slice comes from its resources "
@@ -911,7 +899,7 @@ def test_a_pod_cannot_name_another_pods_container_by_its_annotations(
             if k.endswith(("container-type", "sandbox-id"))}
     b = pod_bundle(tmp_path, [f"XPU_SLICE={mine}"],
                    plugin_devices(svc, mine), annotations=bare)
-    refused(socket, svc, backend, b, pod_kubelet[0], (
+    refused(socket, svc, backend, b, pod_resources=pod_kubelet[0], message=(
         f"XPU_SLICE={mine}: this Kubernetes container's CRI did not "
         "annotate its pod's namespace and name and its own name "
         "(containerd's io.kubernetes.cri.sandbox-namespace, sandbox-name "
