@@ -930,21 +930,16 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 
 	/*
 	 * A client's handle is the host's, not the slice's: one that exists
-	 * after the call may be another tenant's, so xpu asks before it
-	 * whether it is free (xpu_mem_rm_made).  One the caller names that is
-	 * taken gets RM's own refusal, RM not called.  (Until session 57 a
-	 * threaded caller naming another tenant's client had it recorded as
-	 * its own file's from RM's refusal: class 50.)
+	 * after the call may be another tenant's, so xpu asks whether it is
+	 * free just before the driver's call (xpu_escape_ioctl, under
+	 * xpu_client_lock), and one that is taken gets RM's own refusal, RM
+	 * not called.  (Until session 57 a threaded caller naming another
+	 * tenant's client had it recorded as its own file's from RM's
+	 * refusal: class 50; until session 58 the look came before the page
+	 * of the call, where a tenant can park it: class 51.)
 	 */
 	if (site && site->client && xf->slice && !client) {
 		e->client_h = xpu_escape_u32(e, site->h_client);
-		if (xpu_rm_client_exists(e->client_h)) {
-			*cheated = false;
-			ret = 0;
-			xpu_escape_set_u32(e, site->status,
-					   NV_ERR_INSERT_DUPLICATE_NAME);
-			goto out;
-		}
 		e->client_new = true;
 		e->client_check = e->client_h;
 	}
@@ -957,21 +952,13 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 	memcpy(orig, e->u.raw, e->size);
 	for (tries = 0; ; tries++) {
 		h = client ? xpu_next_client_handle() : xpu_next_handle(xf);
-		/* a client's handle taken: the next, RM not asked */
-		if (client && xpu_rm_client_exists(h)) {
-			if (tries < XPU_HANDLE_TRIES - 1)
-				continue;
-			*cheated = false;
-			ret = 0;
-			h = 0;
-			xpu_escape_set_u32(e, site->status,
-					   NV_ERR_INSERT_DUPLICATE_NAME);
-			break;
-		}
 		xpu_escape_set_u32(e, at, h);
 		if (fl)
 			xpu_escape_set_u32(e, fl, xpu_escape_u32(e, fl) | provided);
-		/* RM writes a client's handle into hObjectNew: not checked */
+		/*
+		 * RM writes a client's handle into hObjectNew: not checked; one
+		 * found taken reads as RM's refusal, and the next is tried
+		 */
 		e->client_check = client ? h : 0;
 		e->client_new = client;
 		ret = xpu_escape_ioctl(xf, file, cmd, e, site, !client, cheated);
@@ -984,11 +971,10 @@ static long xpu_escape_call(struct xpu_file *xf, struct file *file,
 		memcpy(e->u.raw, orig, e->size);
 	}
 	if (client) {
+		/* client_new: not when the last try found it taken */
 		e->client_h = h;
-		/* not when the last try found it taken (xpu_escape_ioctl) */
-		e->client_new = h != 0 && e->client_new;
 		xpu_escape_set_u32(e, site->h_client, 0);
-		if (!ret && !*cheated && h &&
+		if (!ret && !*cheated &&
 		    xpu_escape_u32(e, site->status) == NV_OK)
 			xpu_escape_set_u32(e, site->h_object, h);
 	}
