@@ -52,6 +52,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/completion.h>
+#include <linux/hashtable.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -72,6 +73,14 @@ struct xpu_held {
 	bool subdevice;			/* its parent is the ledger's subdevice */
 	u64 size;			/* as RM counts it */
 	u32 hc, ho;			/* the tenant's, while its free runs */
+	/*
+	 * While held: where RM placed its memory (xpu_rm_ledger_where), when
+	 * RM said, in xpu_ledger_placed under the ledger lock.
+	 */
+	struct hlist_node where_link;
+	u64 where;
+	unsigned int gpu_nr;
+	bool placed;
 };
 
 /*
@@ -82,6 +91,8 @@ struct xpu_held {
 static DEFINE_MUTEX(xpu_ledger_lock);
 /* every slice's held duplicates, by GPU, under the ledger lock */
 static struct list_head xpu_ledger_held[XPU_MAX_GPUS];
+/* those of them RM placed, by where their memory begins, likewise */
+static DEFINE_HASHTABLE(xpu_ledger_placed, 9);
 static struct task_struct *xpu_ledger_thread;
 static DECLARE_COMPLETION(xpu_ledger_ready);
 static int xpu_ledger_status;
@@ -287,6 +298,8 @@ static void xpu_ledger_hold(struct xpu_slice *slice, struct xpu_held *held)
 	lockdep_assert_held(&xpu_ledger_lock);
 	list_add_tail(&held->link, &slice->held);
 	list_add_tail(&held->gpu_link, &xpu_ledger_held[slice->gpu - xpu_gpus]);
+	if (held->placed)
+		hash_add(xpu_ledger_placed, &held->where_link, held->where);
 	WRITE_ONCE(slice->held_bytes, slice->held_bytes + held->size);
 }
 
@@ -297,7 +310,36 @@ static void xpu_ledger_unhold(struct xpu_slice *slice, struct xpu_held *held)
 	WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);
 	list_del(&held->link);
 	list_del(&held->gpu_link);
+	if (held->placed)
+		hash_del(&held->where_link);
 	kfree(held);
+}
+
+/*
+ * Where RM placed the memory of HELD's duplicate, on SLICE's GPU: asked
+ * once, when a free leaves it held, so that finding the held duplicates of
+ * one memory asks RM about those placed alike only.
+ */
+static void xpu_ledger_place(struct xpu_slice *slice, struct xpu_held *held)
+{
+	lockdep_assert_held(&xpu_ledger_lock);
+	held->gpu_nr = slice->gpu - xpu_gpus;
+	held->placed = xpu_rm_ledger_where(held->h_dup, &held->where);
+}
+
+/*
+ * Whether RM must be asked if OTHER, a held duplicate, names the memory of
+ * a handle placed at WHERE (when PLACED) and SIZE bytes long (0: any).  One
+ * memory is one size and, where RM says, one place for all its handles, so
+ * a duplicate placed elsewhere, or not of the size, is another memory; one
+ * RM did not place (535, or a failed answer) could be any.
+ */
+static bool xpu_ledger_may_be(const struct xpu_held *other, bool placed,
+			      u64 where, u64 size)
+{
+	if (size && other->size != size)
+		return false;
+	return !placed || !other->placed || other->where == where;
 }
 
 /*
@@ -305,32 +347,55 @@ static void xpu_ledger_unhold(struct xpu_slice *slice, struct xpu_held *held)
  * does (a tenant shared it with another slice's, RM_SHARE, and both freed
  * their handles): then that one keeps it, charged to its slice, and HELD is
  * not needed.  Two held handles of one memory would each keep it from
- * being the ledger's alone: neither would ever go.  Asked of RM only for
- * held duplicates of the same size, and only when a free leaves memory
- * held.
+ * being the ledger's alone: neither would ever go.  Asked only when a free
+ * leaves memory held, and of RM only for held duplicates of the same size
+ * placed where HELD's memory is (xpu_ledger_place) or not placed: before
+ * session 59 every held duplicate of the size was asked about under the
+ * ledger lock, so a tenant holding thousands of one size slowed every
+ * slice's such frees.
  */
 static bool xpu_ledger_held_elsewhere(struct xpu_slice *slice,
 				      const struct xpu_held *held)
 {
+	unsigned int nr = slice->gpu - xpu_gpus;
 	struct xpu_held *other;
 
 	lockdep_assert_held(&xpu_ledger_lock);
-	list_for_each_entry(other, &xpu_ledger_held[slice->gpu - xpu_gpus],
-			    gpu_link)
-		if (other->size == held->size &&
+	if (held->placed)
+		hash_for_each_possible(xpu_ledger_placed, other, where_link,
+				       held->where)
+			if (other->gpu_nr == nr &&
+			    xpu_ledger_may_be(other, true, held->where,
+					      held->size) &&
+			    xpu_rm_ledger_same(other->h_dup, held->h_dup))
+				return true;
+	list_for_each_entry(other, &xpu_ledger_held[nr], gpu_link)
+		if ((!held->placed || !other->placed) &&
+		    xpu_ledger_may_be(other, held->placed, held->where,
+				      held->size) &&
 		    xpu_rm_ledger_same(other->h_dup, held->h_dup))
 			return true;
 	return false;
 }
 
-/* Whether a held duplicate of SLICE names the memory the ledger's H does. */
+/*
+ * Whether a held duplicate of SLICE names the memory the ledger's H does:
+ * asked on every free of a slice that holds any, of RM only for those
+ * placed where H's memory is, or not placed.
+ */
 static bool xpu_ledger_holds(struct xpu_slice *slice, u32 h)
 {
 	struct xpu_held *held;
+	bool placed;
+	u64 where = 0;
 
 	lockdep_assert_held(&xpu_ledger_lock);
+	if (list_empty(&slice->held))
+		return false;
+	placed = xpu_rm_ledger_where(h, &where);
 	list_for_each_entry(held, &slice->held, link)
-		if (xpu_rm_ledger_same(held->h_dup, h))
+		if (xpu_ledger_may_be(held, placed, where, 0) &&
+		    xpu_rm_ledger_same(held->h_dup, h))
 			return true;
 	return false;
 }
@@ -579,6 +644,7 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		xpu_memrec_forget(xf, held->hc, held->ho);
 		settled = false;
 		mutex_lock(&xpu_ledger_lock);
+		xpu_ledger_place(slice, held);
 		if (xpu_ledger_held_elsewhere(slice, held)) {
 			xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
 			kfree(held);

@@ -111,6 +111,30 @@
 #define NV0041_CTRL_SURFACE_INFO_PHYS_SIZE_SCALE_FACTOR	0x1000
 #define NV0000_CTRL_CMD_CLIENT_GET_ADDR_SPACE_TYPE_SYSMEM 1
 #define NV0000_CTRL_CMD_CLIENT_GET_ADDR_SPACE_TYPE_VIDMEM 2
+/*
+ * ctrl0041.h, 550 on (mem_ctrl.c memCtrlCmdGetSurfacePhysAttrLvm, absent in
+ * 535): where a Memory's byte MEM_OFFSET lies (in: the offset; out:
+ * memdescFillMemdescForPhysAttr's address, AT_GPU) and in which aperture.
+ * Every duplicate of a memory shares its memdesc, so the address of offset
+ * 0 is one memory's while it lives.  RMCTRL_FLAGS_PRIVILEGED from 580: a
+ * user client needs admin rights, a kernel caller never does.
+ */
+#define NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR		0x410103
+#define NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR_APERTURE_VIDMEM 0
+#define NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR_APERTURE_SYSMEM 1
+struct nv0041_ctrl_get_surface_phys_attr_params {
+	u64 mem_offset;
+	u32 mem_format;
+	u32 compr_offset;
+	u32 compr_format;
+	u32 mem_aperture;
+	u32 gpu_cache_attr;
+	u32 gpu_p2p_cache_attr;
+	u32 mmu_context;
+	u32 pad0;
+	u64 contig_segment_size;
+};
+
 struct nv0041_ctrl_surface_info {
 	u32 index;
 	u32 data;
@@ -1557,6 +1581,9 @@ static inline void nvabi_build_checks(void)
 	BUILD_BUG_ON(sizeof(struct nvc36f_ctrl_get_work_submit_token_params) != 4);
 	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_client_get_handle_info_params) != 16);
 	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_client_objects_are_duplicates_params) != 12);
+	BUILD_BUG_ON(sizeof(struct nv0041_ctrl_get_surface_phys_attr_params) != 48);
+	BUILD_BUG_ON(offsetof(struct nv0041_ctrl_get_surface_phys_attr_params,
+			      contig_segment_size) != 40);
 	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_os_unix_export_object_to_fd_params) != 24);
 	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_os_unix_import_object_from_fd_params) != 20);
 	BUILD_BUG_ON(sizeof(struct nv0000_ctrl_os_unix_export_objects_to_fd_params) != 2128);

@@ -390,6 +390,31 @@ bool xpu_rm_ledger_same(u32 h1, u32 h2)
 	return status == NV_OK && p.b_duplicates;
 }
 
+/*
+ * Where the video memory of the ledger's handle H begins, as RM places it
+ * (NV0041 GET_SURFACE_PHYS_ATTR of offset 0, AT_GPU): one memory's while it
+ * lives, the same through every duplicate (they share its memdesc), so it
+ * sorts the ledger's handles by memory without asking RM of each pair.
+ * False when RM does not say (535 has no such control) or the memory is
+ * not video memory; a kernel caller passes the control's privilege check.
+ */
+bool xpu_rm_ledger_where(u32 h, u64 *where)
+{
+	struct nv0041_ctrl_get_surface_phys_attr_params p = { .mem_offset = 0 };
+	u32 status;
+
+	mutex_lock(&xpu_rm_lock);
+	status = xpu_rm_control_as(xpu_rm_ledger, h,
+				   NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR,
+				   &p, sizeof(p));
+	mutex_unlock(&xpu_rm_lock);
+	if (status != NV_OK ||
+	    p.mem_aperture != NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR_APERTURE_VIDMEM)
+		return false;
+	*where = p.mem_offset;
+	return true;
+}
+
 /* What RM charges the ledger on GPU: private, shared-owned, shared-duped. */
 int xpu_rm_ledger_usage(struct xpu_gpu *gpu, struct xpu_vidmem_usage *u)
 {

@@ -36,6 +36,7 @@ u32 xpu_rm_ledger_dup(struct xpu_gpu *gpu, bool subdevice, u32 h_client,
 		      u32 h_object, u32 *h_new);
 void xpu_rm_ledger_free(u32 h_object);
 bool xpu_rm_ledger_same(u32 h1, u32 h2);
+bool xpu_rm_ledger_where(u32 h, u64 *where);
 int xpu_rm_ledger_usage(struct xpu_gpu *gpu, struct xpu_vidmem_usage *u);
 u32 xpu_rm_object_parent(u32 h_client, u32 h_object);
 

@@ -2,9 +2,10 @@
 """Readers for nvstub.ko's own test interfaces (docs/nvstub.md).
 
 The simulated driver publishes its state under /sys/kernel/debug/nvstub:
-``gpuN/engine``, ``gpuN/channels``, ``gpuN/processes``, ``gpuN/heap`` and
-``objects``, as lines of space-separated ``key=value`` fields.  Values that parse as integers
-(decimal or 0x-prefixed) are returned as ints.
+``gpuN/engine``, ``gpuN/channels``, ``gpuN/processes``, ``gpuN/heap``,
+``objects`` and ``controls``, as lines of space-separated ``key=value``
+fields.  Values that parse as integers (decimal or 0x-prefixed) are returned
+as ints.
 """
 
 import os
@@ -70,6 +71,13 @@ def heap(gpu=0):
 def objects():
     """The stub's live-object counters."""
     return parse_kv(_read("objects"))
+
+
+def controls():
+    """How often each RM control the stub's table knows reached its handler
+    since the stub was loaded: {cmd: calls}, commands never called left
+    out."""
+    return {r["cmd"]: r["calls"] for r in parse_records(_read("controls"))}
 
 
 def available():

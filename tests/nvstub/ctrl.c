@@ -6,10 +6,13 @@
  * gpu_rmapi), the TSG's schedule and timeslice and the channel's work
  * submit token.
  */
+#include <linux/capability.h>
+#include <linux/debugfs.h>
 #include <linux/mm.h>
 #include <linux/pid.h>
 #include <linux/pid_namespace.h>
 #include <linux/sched.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -651,6 +654,44 @@ static u32 nvstub_ctrl_are_duplicates(struct nvstub_call *call,
 }
 
 /*
+ * memCtrlCmdGetSurfacePhysAttrLvm() (550 on; 535 has no such control): where
+ * byte MEM_OFFSET of a Memory lies, AT_GPU (memdescFillMemdescForPhysAttr).
+ * Duplicates share the memory, so they answer alike.  The stub's video
+ * memory is one contiguous run from its heap offset, its system memory one
+ * from its cookie; a virtual range has no pages (NV_ERR_NOT_SUPPORTED).  RM
+ * does not check the offset against the size; the stub refuses one past it
+ * (stricter, never kinder).  From 580 the control is
+ * RMCTRL_FLAGS_PRIVILEGED: a user caller without admin rights is refused
+ * (rmControlValidateClientPrivilegeAccess), a kernel caller never.
+ */
+static u32 nvstub_ctrl_phys_attr(struct nvstub_call *call,
+				 struct nvstub_object *obj, void *params)
+{
+	struct nv0041_ctrl_get_surface_phys_attr_params *p = params;
+	struct nvstub_mem *mem = obj->mem.mem;
+	u64 off = p->mem_offset;
+
+	if (nvstub_major >= 580 && !call->kernel && !capable(CAP_SYS_ADMIN))
+		return NV_ERR_INSUFFICIENT_PERMISSIONS;
+	if (!mem || mem->type == NVSTUB_MEM_VIRTUAL)
+		return NV_ERR_NOT_SUPPORTED;
+	if (off >= mem->size)
+		return NV_ERR_INVALID_LIMIT;
+	memset(p, 0, sizeof(*p));
+	if (mem->type == NVSTUB_MEM_VIDMEM) {
+		p->mem_offset = mem->heap_offset + off;
+		p->mem_aperture =
+			NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR_APERTURE_VIDMEM;
+	} else {
+		p->mem_offset = mem->cookie + off;
+		p->mem_aperture =
+			NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR_APERTURE_SYSMEM;
+	}
+	p->contig_segment_size = mem->size - off;
+	return NV_OK;
+}
+
+/*
  * sysmemCtrlCmdGetSurface{Num,}PhysPages(): the OS pages of system memory,
  * as struct page pointers written straight into pPages (nv_get_phys_pages),
  * so RM exports them to kernel callers only (flags 0x0,
@@ -741,6 +782,10 @@ static const struct nvstub_ctrl nvstub_ctrls[] = {
 	{ NV0000_CTRL_CMD_CLIENT_OBJECTS_ARE_DUPLICATES, NV01_ROOT_CLIENT,
 	  sizeof(struct nv0000_ctrl_client_objects_are_duplicates_params),
 	  nvstub_ctrl_are_duplicates },
+	/* any Memory's (NVSTUB_CTRL_ANY_MEMORY) */
+	{ NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR, NVSTUB_CTRL_ANY_MEMORY,
+	  sizeof(struct nv0041_ctrl_get_surface_phys_attr_params),
+	  nvstub_ctrl_phys_attr, NULL, 550 },
 	{ NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD, NV01_ROOT_CLIENT,
 	  sizeof(struct nv0000_ctrl_os_unix_export_object_to_fd_params),
 	  nvstub_ctrl_export_object },
@@ -799,13 +844,17 @@ static const struct nvstub_ctrl nvstub_ctrls[] = {
 	  nvstub_ctrl_work_submit_token },
 };
 
+/* How often each of nvstub_ctrls[] reached its handler (debugfs "controls"). */
+static atomic_t nvstub_ctrl_calls[ARRAY_SIZE(nvstub_ctrls)];
+
 static const struct nvstub_ctrl *nvstub_ctrl_find(u32 cmd)
 {
 	unsigned int i;
 
 	for (i = 0; i < ARRAY_SIZE(nvstub_ctrls); i++)
 		if (nvstub_ctrls[i].cmd == cmd)
-			return &nvstub_ctrls[i];
+			return nvstub_major >= nvstub_ctrls[i].since ?
+			       &nvstub_ctrls[i] : NULL;
 	for (i = 0; i < nvstub_info_nctrls; i++)
 		if (nvstub_info_ctrls[i].cmd == cmd)
 			return &nvstub_info_ctrls[i];
@@ -849,9 +898,36 @@ static u32 nvstub_control_run(struct nvstub_call *call, u32 h_client,
 	/* before the command is looked up */
 	if (obj->invalid)
 		return NV_ERR_RESOURCE_LOST;
-	if (!ctrl || obj->hclass != ctrl->hclass)
+	if (!ctrl ||
+	    (ctrl->hclass == NVSTUB_CTRL_ANY_MEMORY ?
+	     !nvstub_object_is_memory(obj) : obj->hclass != ctrl->hclass))
 		return NV_ERR_NOT_SUPPORTED;
+	if (ctrl >= nvstub_ctrls && ctrl < nvstub_ctrls + ARRAY_SIZE(nvstub_ctrls))
+		atomic_inc(&nvstub_ctrl_calls[ctrl - nvstub_ctrls]);
 	return ctrl->handler(call, obj, params);
+}
+
+/*
+ * /sys/kernel/debug/nvstub/controls: "cmd=0x... calls=N" for each command of
+ * the table that reached its handler since the stub was loaded, so a test
+ * can count what a path asked RM.
+ */
+static int nvstub_controls_show(struct seq_file *s, void *unused)
+{
+	unsigned int i, n;
+
+	for (i = 0; i < ARRAY_SIZE(nvstub_ctrls); i++) {
+		n = atomic_read(&nvstub_ctrl_calls[i]);
+		if (n)
+			seq_printf(s, "cmd=0x%x calls=%u\n", nvstub_ctrls[i].cmd, n);
+	}
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(nvstub_controls);
+
+void nvstub_ctrl_debugfs(struct dentry *dir)
+{
+	debugfs_create_file("controls", 0444, dir, NULL, &nvstub_controls_fops);
 }
 
 u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)

@@ -420,6 +420,7 @@ static void nvstub_debugfs_init(void)
 	nvstub_debugfs = debugfs_create_dir(KBUILD_MODNAME, NULL);
 	debugfs_create_file("objects", 0444, nvstub_debugfs, NULL,
 			    &nvstub_objects_fops);
+	nvstub_ctrl_debugfs(nvstub_debugfs);
 	for (i = 0; i < nvstub_ngpus; i++) {
 		snprintf(name, sizeof(name), "gpu%u", i);
 		nvstub_gpus[i].debugfs = debugfs_create_dir(name, nvstub_debugfs);

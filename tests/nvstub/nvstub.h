@@ -118,7 +118,12 @@ struct nvstub_ctrl {
 	u32 (*handler)(struct nvstub_call *call, struct nvstub_object *obj,
 		       void *params);
 	u32 (*size_of)(void);		/* params that moved between versions */
+	unsigned int since;		/* the first driver major with it; 0: all */
 };
+
+/* struct nvstub_ctrl's hclass for a command every Memory class exports */
+#define NVSTUB_CTRL_ANY_MEMORY	0xffffffffu
+void nvstub_ctrl_debugfs(struct dentry *dir);
 
 extern const struct nvstub_ctrl nvstub_info_ctrls[];
 extern const unsigned int nvstub_info_nctrls;

@@ -2342,6 +2342,82 @@ def test_memory_shared_across_slices_goes_when_both_free_it(
         b.destroy()
 
 
+def _asked_if_duplicates():
+    """How often RM was asked whether two handles name one memory."""
+    return stub.controls().get(abi.NV0000_CTRL_CMD_CLIENT_OBJECTS_ARE_DUPLICATES,
+                               0)
+
+
+def _hold(rm, dev, size):
+    """Video memory freed while a duplicate of the caller's holds it: the
+    ledger keeps it for the slice.  Returns the duplicate."""
+    m = dev.alloc_vidmem(size)
+    d = rm.dup(dev.hdevice, m.handle)
+    rm.free(m.handle)
+    return d
+
+
+HOLD_ON_A_LINE = nvtest.RAW_PRELUDE + """
+sys.stdin.readline()
+m = dev.alloc_vidmem(SIZE)
+d = rm.dup(dev.hdevice, m.handle)
+rm.free(m.handle)
+report(held=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_free_that_leaves_memory_held_asks_rm_of_its_own_memory_only(
+        admin, nodedir):
+    """The ledger keeps one held duplicate a memory (class 21): a free that
+    leaves memory held looks for another slice's held duplicate of it, and
+    a slice that holds any looks among its own on every free.  Before, both
+    looks asked RM (CLIENT_OBJECTS_ARE_DUPLICATES) of every held duplicate of
+    the size, under the one ledger lock every slice's frees take: a tenant
+    holding thousands of one size slowed every such free of every slice (a
+    review in session 56).  Now xpu.ko asks RM where each held duplicate's
+    memory lies (GET_SURFACE_PHYS_ATTR, 550 on) when it is held, and asks
+    whether two are duplicates only of those placed alike: here none.  A
+    hoarder with 32 held: 64 questions for its own next free and 33 for the
+    other slice's on the module before."""
+    if abi.parse_version(client.driver_version())[0] < 550:
+        pytest.skip("535 places no memory for a kernel client: every held "
+                    "duplicate of the size is asked about (docs/security.md)")
+    n, size = 32, 2 * MiB
+    a = Slice(admin, nodedir, name="hoarder", limit=1 << 30)
+    b = Slice(admin, nodedir, name="other", limit=1 << 30)
+    opened = a.open()
+    _, _, rm, dev = opened
+    other = None
+    try:
+        # a process is in one slice: the other slice's tenant is a child
+        other = nvtest.spawn_child(
+            HOLD_ON_A_LINE.replace("CTL", repr(b.ctl_node))
+            .replace("GPU", repr(b.gpu_node)).replace("SIZE", str(size)))
+        for _ in range(n):
+            _hold(rm, dev, size)
+        # premise: each free left its memory held, charged to the hoarder
+        assert a.used() >= n * size, a.used()
+        asked = _asked_if_duplicates()
+        _hold(rm, dev, size)
+        own = _asked_if_duplicates() - asked
+        asked = _asked_if_duplicates()
+        other.p.stdin.write("\n")
+        other.p.stdin.flush()
+        assert other.report() == {"held": True}
+        theirs = _asked_if_duplicates() - asked
+        # premise: the other slice's free left its memory held too
+        assert b.used() >= size, b.used()
+        assert (own, theirs) == (0, 0), (own, theirs)
+    finally:
+        if other:
+            other.finish()
+        for o in reversed(opened):
+            o.close()
+        a.destroy()
+        b.destroy()
+
+
 def test_the_directories_a_va_space_pins_are_charged_to_its_slice(
         admin, nodedir):
     """A VA space of RM's own (FERMI_VASPACE_A, neither externally owned

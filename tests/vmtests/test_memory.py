@@ -492,6 +492,78 @@ def test_video_memory_under_the_subdevice(dev0):
     assert dev0.heap_info()[1] == free0
 
 
+class _PhysAttr(ctypes.Structure):
+    """NV0041_CTRL_GET_SURFACE_PHYS_ATTR_PARAMS (535 to 595 alike)."""
+    _fields_ = [("memOffset", ctypes.c_uint64), ("memFormat", ctypes.c_uint32),
+                ("comprOffset", ctypes.c_uint32),
+                ("comprFormat", ctypes.c_uint32),
+                ("memAperture", ctypes.c_uint32),
+                ("gpuCacheAttr", ctypes.c_uint32),
+                ("gpuP2PCacheAttr", ctypes.c_uint32),
+                ("mmuContext", ctypes.c_uint32),
+                ("contigSegmentSize", ctypes.c_uint64)]
+
+
+assert ctypes.sizeof(_PhysAttr) == 48
+
+PHYS_ATTR_AS_NOBODY = """
+import ctypes
+os.setgid(65534)
+os.setuid(65534)
+ctl = client.Ctl(); gpu = client.GpuFile(0)
+rm = client.RmClient(ctl); dev = rm.device(0, gpu_file=gpu)
+vid = dev.alloc_vidmem(1 << 20)
+p = ctypes.create_string_buffer(48)
+r = rm.control_raw(vid.handle, abi.NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR, p,
+                   params_size=48)
+report(status=r.status)
+"""
+
+
+def test_a_memory_s_place_is_one_for_all_its_handles(dev0):
+    """NV0041 GET_SURFACE_PHYS_ATTR (mem_ctrl.c, 550 on; 535 has no such
+    control): where byte memOffset of a Memory lies, AT_GPU
+    (memdescFillMemdescForPhysAttr).  Duplicates share the memdesc, so
+    every handle of one memory answers alike and another memory elsewhere;
+    a virtual range has no pages (NV_ERR_NOT_SUPPORTED).  From 580 the
+    control is RMCTRL_FLAGS_PRIVILEGED: a user without admin rights is
+    refused, a kernel caller (xpu.ko's ledger) never."""
+    major = abi.parse_version(client.driver_version())[0]
+    rm = dev0.client
+    vid = dev0.alloc_vidmem(MiB)
+    other = dev0.alloc_vidmem(MiB)
+    dup = rm.dup(dev0.hdevice, vid.handle)
+
+    def where(h, offset=0):
+        p = _PhysAttr(memOffset=offset)
+        r = rm.control_raw(h, abi.NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR, p)
+        return r.status, p
+
+    try:
+        if major < 550:
+            assert where(vid.handle)[0] == abi.NV_ERR_NOT_SUPPORTED
+            return
+        (s1, p1), (s2, p2), (s3, p3) = (where(vid.handle), where(dup),
+                                         where(other.handle))
+        assert (s1, s2, s3) == (abi.NV_OK,) * 3, (s1, s2, s3)
+        assert p1.memOffset == p2.memOffset != p3.memOffset
+        assert p1.memAperture == \
+            abi.NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR_APERTURE_VIDMEM
+        s4, p4 = where(vid.handle, 4096)
+        assert s4 == abi.NV_OK
+        assert p4.memOffset == p1.memOffset + 4096
+        assert p4.contigSegmentSize == MiB - 4096
+        virt, _ = dev0.alloc_virtual(MiB)
+        assert where(virt)[0] == abi.NV_ERR_NOT_SUPPORTED
+        rm.free(virt)
+        nobody = nvtest.run_child(PHYS_ATTR_AS_NOBODY)["status"]
+        assert nobody == (abi.NV_ERR_INSUFFICIENT_PERMISSIONS
+                          if major >= 580 else abi.NV_OK), hex(nobody)
+    finally:
+        for h in (dup, other.handle, vid.handle):
+            rm.free(h)
+
+
 class _NumPhysPages(ctypes.Structure):
     _fields_ = [("numPages", ctypes.c_uint32)]
 
