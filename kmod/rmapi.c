@@ -374,20 +374,27 @@ void xpu_rm_ledger_free(u32 h_object)
 	mutex_unlock(&xpu_rm_lock);
 }
 
+/* Control CMD of object H of the ledger's client, with its params P. */
+static u32 xpu_rm_ledger_control(u32 h, u32 cmd, void *p, u32 size)
+{
+	u32 status;
+
+	mutex_lock(&xpu_rm_lock);
+	status = xpu_rm_control_as(xpu_rm_ledger, h, cmd, p, size);
+	mutex_unlock(&xpu_rm_lock);
+	return status;
+}
+
 /* Whether the ledger's handles H1 and H2 name the same memory. */
 bool xpu_rm_ledger_same(u32 h1, u32 h2)
 {
 	struct nv0000_ctrl_client_objects_are_duplicates_params p = {
 		.h_object1 = h1, .h_object2 = h2,
 	};
-	u32 status;
 
-	mutex_lock(&xpu_rm_lock);
-	status = xpu_rm_control_as(xpu_rm_ledger, xpu_rm_ledger,
-				   NV0000_CTRL_CMD_CLIENT_OBJECTS_ARE_DUPLICATES,
-				   &p, sizeof(p));
-	mutex_unlock(&xpu_rm_lock);
-	return status == NV_OK && p.b_duplicates;
+	return xpu_rm_ledger_control(xpu_rm_ledger,
+				     NV0000_CTRL_CMD_CLIENT_OBJECTS_ARE_DUPLICATES,
+				     &p, sizeof(p)) == NV_OK && p.b_duplicates;
 }
 
 /*
@@ -401,14 +408,9 @@ bool xpu_rm_ledger_same(u32 h1, u32 h2)
 bool xpu_rm_ledger_where(u32 h, u64 *where)
 {
 	struct nv0041_ctrl_get_surface_phys_attr_params p = { .mem_offset = 0 };
-	u32 status;
 
-	mutex_lock(&xpu_rm_lock);
-	status = xpu_rm_control_as(xpu_rm_ledger, h,
-				   NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR,
-				   &p, sizeof(p));
-	mutex_unlock(&xpu_rm_lock);
-	if (status != NV_OK ||
+	if (xpu_rm_ledger_control(h, NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR,
+				  &p, sizeof(p)) != NV_OK ||
 	    p.mem_aperture != NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR_APERTURE_VIDMEM)
 		return false;
 	*where = p.mem_offset;
