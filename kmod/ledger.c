@@ -68,7 +68,7 @@
 /* A duplicate the ledger keeps for a slice: memory someone else holds too. */
 struct xpu_held {
 	struct list_head link;		/* slice->held, under the ledger lock */
-	struct list_head gpu_link;	/* xpu_ledger_held[], while held */
+	struct list_head gpu_link;	/* xpu_ledger_held[], while held unplaced */
 	u32 h_dup;			/* in the ledger's client */
 	bool subdevice;			/* its parent is the ledger's subdevice */
 	u64 size;			/* as RM counts it */
@@ -80,6 +80,7 @@ struct xpu_held {
 	struct hlist_node where_link;
 	u64 where;
 	unsigned int gpu_nr;
+	bool asked;			/* xpu_ledger_place() ran */
 	bool placed;
 };
 
@@ -89,10 +90,12 @@ struct xpu_held {
  * that touches user memory.
  */
 static DEFINE_MUTEX(xpu_ledger_lock);
-/* every slice's held duplicates, by GPU, under the ledger lock */
-static struct list_head xpu_ledger_held[XPU_MAX_GPUS];
-/* those of them RM placed, by where their memory begins, likewise */
+/*
+ * Every slice's held duplicates, under the ledger lock: those RM placed by
+ * where their memory begins, the others by GPU.
+ */
 static DEFINE_HASHTABLE(xpu_ledger_placed, 9);
+static struct list_head xpu_ledger_held[XPU_MAX_GPUS];
 static struct task_struct *xpu_ledger_thread;
 static DECLARE_COMPLETION(xpu_ledger_ready);
 static int xpu_ledger_status;
@@ -297,9 +300,11 @@ static void xpu_ledger_hold(struct xpu_slice *slice, struct xpu_held *held)
 {
 	lockdep_assert_held(&xpu_ledger_lock);
 	list_add_tail(&held->link, &slice->held);
-	list_add_tail(&held->gpu_link, &xpu_ledger_held[slice->gpu - xpu_gpus]);
 	if (held->placed)
 		hash_add(xpu_ledger_placed, &held->where_link, held->where);
+	else
+		list_add_tail(&held->gpu_link,
+			      &xpu_ledger_held[slice->gpu - xpu_gpus]);
 	WRITE_ONCE(slice->held_bytes, slice->held_bytes + held->size);
 }
 
@@ -309,20 +314,25 @@ static void xpu_ledger_unhold(struct xpu_slice *slice, struct xpu_held *held)
 	xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
 	WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);
 	list_del(&held->link);
-	list_del(&held->gpu_link);
 	if (held->placed)
 		hash_del(&held->where_link);
+	else
+		list_del(&held->gpu_link);
 	kfree(held);
 }
 
 /*
  * Where RM placed the memory of HELD's duplicate, on SLICE's GPU: asked
- * once, when a free leaves it held, so that finding the held duplicates of
- * one memory asks RM about those placed alike only.
+ * once a duplicate (by a free of a slice that holds any, or when a free
+ * leaves it held), so that finding the held duplicates of one memory asks
+ * RM about those placed alike only.
  */
 static void xpu_ledger_place(struct xpu_slice *slice, struct xpu_held *held)
 {
 	lockdep_assert_held(&xpu_ledger_lock);
+	if (held->asked)
+		return;
+	held->asked = true;
 	held->gpu_nr = slice->gpu - xpu_gpus;
 	held->placed = xpu_rm_ledger_where(held->h_dup, &held->where);
 }
@@ -357,11 +367,11 @@ static bool xpu_ledger_may_be(const struct xpu_held *other, bool placed,
 static bool xpu_ledger_held_elsewhere(struct xpu_slice *slice,
 				      const struct xpu_held *held)
 {
-	unsigned int nr = slice->gpu - xpu_gpus;
+	unsigned int nr = slice->gpu - xpu_gpus, bkt;
 	struct xpu_held *other;
 
 	lockdep_assert_held(&xpu_ledger_lock);
-	if (held->placed)
+	if (held->placed) {
 		hash_for_each_possible(xpu_ledger_placed, other, where_link,
 				       held->where)
 			if (other->gpu_nr == nr &&
@@ -369,33 +379,38 @@ static bool xpu_ledger_held_elsewhere(struct xpu_slice *slice,
 					      held->size) &&
 			    xpu_rm_ledger_same(other->h_dup, held->h_dup))
 				return true;
+	} else {
+		/* RM did not place it: any placed one could be its memory */
+		hash_for_each(xpu_ledger_placed, bkt, other, where_link)
+			if (other->gpu_nr == nr && other->size == held->size &&
+			    xpu_rm_ledger_same(other->h_dup, held->h_dup))
+				return true;
+	}
+	/* those RM did not place could be any memory */
 	list_for_each_entry(other, &xpu_ledger_held[nr], gpu_link)
-		if ((!held->placed || !other->placed) &&
-		    xpu_ledger_may_be(other, held->placed, held->where,
-				      held->size) &&
+		if (other->size == held->size &&
 		    xpu_rm_ledger_same(other->h_dup, held->h_dup))
 			return true;
 	return false;
 }
 
 /*
- * Whether a held duplicate of SLICE names the memory the ledger's H does:
- * asked on every free of a slice that holds any, of RM only for those
- * placed where H's memory is, or not placed.
+ * Whether a held duplicate of SLICE names the memory of NEW, the ledger's
+ * duplicate for a free: asked on every free of a slice that holds any, of
+ * RM only for those placed where NEW's memory is, or not placed.  NEW's
+ * place, asked here, serves the free if it leaves NEW held.
  */
-static bool xpu_ledger_holds(struct xpu_slice *slice, u32 h)
+static bool xpu_ledger_holds(struct xpu_slice *slice, struct xpu_held *new)
 {
 	struct xpu_held *held;
-	bool placed;
-	u64 where = 0;
 
 	lockdep_assert_held(&xpu_ledger_lock);
 	if (list_empty(&slice->held))
 		return false;
-	placed = xpu_rm_ledger_where(h, &where);
+	xpu_ledger_place(slice, new);
 	list_for_each_entry(held, &slice->held, link)
-		if (xpu_ledger_may_be(held, placed, where, 0) &&
-		    xpu_rm_ledger_same(held->h_dup, h))
+		if (xpu_ledger_may_be(held, new->placed, new->where, 0) &&
+		    xpu_rm_ledger_same(held->h_dup, new->h_dup))
 			return true;
 	return false;
 }
@@ -756,12 +771,13 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	}
 	mutex_lock(&xpu_ledger_lock);
 	size = xpu_ledger_dup_recorded(gpu, sub, hc, ho, recorded, &h);
+	held->h_dup = h;
 	/*
 	 * The ledger holds that memory already (a handle of the caller's that
 	 * duplicates one it freed before): it stays charged once, and the
 	 * ledger keeps one handle of it.
 	 */
-	if (size && xpu_ledger_holds(slice, h)) {
+	if (size && xpu_ledger_holds(slice, held)) {
 		xpu_ledger_drop(gpu, h, size);
 		size = 0;
 	}
@@ -781,7 +797,6 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	/* then as for each object a bigger free takes */
 	held->hc = hc;
 	held->ho = ho;
-	held->h_dup = h;
 	held->subdevice = sub;
 	held->size = size;
 	list_add_tail(&held->link, &taken);
