@@ -89,7 +89,8 @@ CHECK_FUZZ_SEEDS ?= 17,41
 
 # KMEM_TESTS need kernel-memory accounting, which the other boots leave off
 # (tests/vm/run says why): a boot of their own, with one vCPU.
-KMEM_TESTS := tests/vmtests/test_hostile_objects.py::test_xpu_s_record_of_each_file_is_charged_to_the_opener_s_memory_cgroup
+KMEM_TESTS := tests/vmtests/test_hostile_objects.py::test_xpu_s_record_of_each_file_is_charged_to_the_opener_s_memory_cgroup \
+	tests/vmtests/test_hostile_objects.py::test_the_ledger_s_record_of_memory_held_is_charged_to_the_freer
 # Tests (node ids or their prefixes) the 6.1 boot leaves out because another
 # boot of the same run takes them: CI's debug part, which runs them after
 # `make check`, on the debug kernel or on plain 6.1 (.ci/run, docs/testing.md).

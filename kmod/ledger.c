@@ -69,6 +69,7 @@
 struct xpu_held {
 	struct list_head link;		/* slice->held, under the ledger lock */
 	struct list_head gpu_link;	/* xpu_ledger_held[], while held unplaced */
+	struct xpu_slice *slice;	/* whose, while held */
 	u32 h_dup;			/* in the ledger's client */
 	bool subdevice;			/* its parent is the ledger's subdevice */
 	u64 size;			/* as RM counts it */
@@ -299,12 +300,15 @@ static bool xpu_ledger_alone(struct xpu_gpu *gpu, bool sub, u32 h, u64 *size)
 static void xpu_ledger_hold(struct xpu_slice *slice, struct xpu_held *held)
 {
 	lockdep_assert_held(&xpu_ledger_lock);
+	held->slice = slice;
 	list_add_tail(&held->link, &slice->held);
-	if (held->placed)
+	if (held->placed) {
 		hash_add(xpu_ledger_placed, &held->where_link, held->where);
-	else
+	} else {
 		list_add_tail(&held->gpu_link,
 			      &xpu_ledger_held[slice->gpu - xpu_gpus]);
+		slice->held_unplaced++;
+	}
 	WRITE_ONCE(slice->held_bytes, slice->held_bytes + held->size);
 }
 
@@ -314,10 +318,12 @@ static void xpu_ledger_unhold(struct xpu_slice *slice, struct xpu_held *held)
 	xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
 	WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);
 	list_del(&held->link);
-	if (held->placed)
+	if (held->placed) {
 		hash_del(&held->where_link);
-	else
+	} else {
 		list_del(&held->gpu_link);
+		slice->held_unplaced--;
+	}
 	kfree(held);
 }
 
@@ -335,21 +341,6 @@ static void xpu_ledger_place(struct xpu_slice *slice, struct xpu_held *held)
 	held->asked = true;
 	held->gpu_nr = slice->gpu - xpu_gpus;
 	held->placed = xpu_rm_ledger_where(held->h_dup, &held->where);
-}
-
-/*
- * Whether RM must be asked if OTHER, a held duplicate, names the memory of
- * a handle placed at WHERE (when PLACED) and SIZE bytes long (0: any).  One
- * memory is one size and, where RM says, one place for all its handles, so
- * a duplicate placed elsewhere, or not of the size, is another memory; one
- * RM did not place (535, or a failed answer) could be any.
- */
-static bool xpu_ledger_may_be(const struct xpu_held *other, bool placed,
-			      u64 where, u64 size)
-{
-	if (size && other->size != size)
-		return false;
-	return !placed || !other->placed || other->where == where;
 }
 
 /*
@@ -374,9 +365,13 @@ static bool xpu_ledger_held_elsewhere(struct xpu_slice *slice,
 	if (held->placed) {
 		hash_for_each_possible(xpu_ledger_placed, other, where_link,
 				       held->where)
+			/*
+			 * one memory is one size and one place for all its
+			 * handles: one placed elsewhere is another memory
+			 */
 			if (other->gpu_nr == nr &&
-			    xpu_ledger_may_be(other, true, held->where,
-					      held->size) &&
+			    other->where == held->where &&
+			    other->size == held->size &&
 			    xpu_rm_ledger_same(other->h_dup, held->h_dup))
 				return true;
 	} else {
@@ -398,18 +393,35 @@ static bool xpu_ledger_held_elsewhere(struct xpu_slice *slice,
  * Whether a held duplicate of SLICE names the memory of NEW, the ledger's
  * duplicate for a free: asked on every free of a slice that holds any, of
  * RM only for those placed where NEW's memory is, or not placed.  NEW's
- * place, asked here, serves the free if it leaves NEW held.
+ * place, asked here, serves the free if it leaves NEW held.  A placed NEW
+ * is looked for among the slice's duplicates placed where it is and those
+ * not placed (none, where RM places every one), not along the slice's
+ * whole list: that walk, under the one ledger lock every slice's frees
+ * take, grew with what the slice held (found by a review in session 60).
  */
 static bool xpu_ledger_holds(struct xpu_slice *slice, struct xpu_held *new)
 {
+	unsigned int nr = slice->gpu - xpu_gpus;
 	struct xpu_held *held;
 
 	lockdep_assert_held(&xpu_ledger_lock);
 	if (list_empty(&slice->held))
 		return false;
 	xpu_ledger_place(slice, new);
-	list_for_each_entry(held, &slice->held, link)
-		if (xpu_ledger_may_be(held, new->placed, new->where, 0) &&
+	if (!new->placed) {
+		list_for_each_entry(held, &slice->held, link)
+			if (xpu_rm_ledger_same(held->h_dup, new->h_dup))
+				return true;
+		return false;
+	}
+	hash_for_each_possible(xpu_ledger_placed, held, where_link, new->where)
+		if (held->slice == slice && held->where == new->where &&
+		    xpu_rm_ledger_same(held->h_dup, new->h_dup))
+			return true;
+	if (!slice->held_unplaced)
+		return false;
+	list_for_each_entry(held, &xpu_ledger_held[nr], gpu_link)
+		if (held->slice == slice &&
 		    xpu_rm_ledger_same(held->h_dup, new->h_dup))
 			return true;
 	return false;
@@ -586,12 +598,12 @@ static void xpu_ledger_cascade_begin(struct xpu_file *xf, u32 hc, u32 ho,
 		    (pcls != NV20_SUBDEVICE_0 ||
 		     xpu_rm_object_parent(rc, parent) != ho))
 			continue;
-		held = kzalloc(sizeof(*held), GFP_KERNEL);
-		if (!held) {
-			pr_warn_ratelimited("slice %u: no ledger for 0x%x\n",
-					    slice->id, ro);
-			continue;
-		}
+		/*
+		 * held past the free: the freer's memory cgroup pays, and a
+		 * cgroup at its limit must not make the free go without the
+		 * ledger standing by (xpu_ledger_free)
+		 */
+		held = kzalloc(sizeof(*held), GFP_KERNEL_ACCOUNT | __GFP_NOFAIL);
 		held->hc = rc;
 		held->ho = ro;
 		held->subdevice = pcls == NV20_SUBDEVICE_0;
@@ -759,9 +771,11 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	/*
 	 * a few bytes, which must not fail: a free that left video memory
 	 * without the duplicate standing by would let UVM keep it charged to
-	 * no slice (xpu_mem_undo relies on it; found by a review in session 58)
+	 * no slice (xpu_mem_undo relies on it; found by a review in session 58);
+	 * the caller's memory cgroup pays for it, as for xpu's other records
+	 * (uncharged before session 60: a slice of 16 GiB can hold 262144)
 	 */
-	held = kzalloc(sizeof(*held), GFP_KERNEL | __GFP_NOFAIL);
+	held = kzalloc(sizeof(*held), GFP_KERNEL_ACCOUNT | __GFP_NOFAIL);
 	if (r) {
 		recorded = r->size;
 		sub = r->sub;
