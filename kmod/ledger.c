@@ -69,7 +69,6 @@
 struct xpu_held {
 	struct list_head link;		/* slice->held, under the ledger lock */
 	struct list_head gpu_link;	/* xpu_ledger_held[], while held unplaced */
-	struct xpu_slice *slice;	/* whose, while held */
 	u32 h_dup;			/* in the ledger's client */
 	bool subdevice;			/* its parent is the ledger's subdevice */
 	u64 size;			/* as RM counts it */
@@ -81,7 +80,6 @@ struct xpu_held {
 	struct hlist_node where_link;
 	u64 where;
 	unsigned int gpu_nr;
-	bool asked;			/* xpu_ledger_place() ran */
 	bool placed;
 };
 
@@ -300,15 +298,12 @@ static bool xpu_ledger_alone(struct xpu_gpu *gpu, bool sub, u32 h, u64 *size)
 static void xpu_ledger_hold(struct xpu_slice *slice, struct xpu_held *held)
 {
 	lockdep_assert_held(&xpu_ledger_lock);
-	held->slice = slice;
 	list_add_tail(&held->link, &slice->held);
-	if (held->placed) {
+	if (held->placed)
 		hash_add(xpu_ledger_placed, &held->where_link, held->where);
-	} else {
+	else
 		list_add_tail(&held->gpu_link,
 			      &xpu_ledger_held[slice->gpu - xpu_gpus]);
-		slice->held_unplaced++;
-	}
 	WRITE_ONCE(slice->held_bytes, slice->held_bytes + held->size);
 }
 
@@ -318,27 +313,21 @@ static void xpu_ledger_unhold(struct xpu_slice *slice, struct xpu_held *held)
 	xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
 	WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);
 	list_del(&held->link);
-	if (held->placed) {
+	if (held->placed)
 		hash_del(&held->where_link);
-	} else {
+	else
 		list_del(&held->gpu_link);
-		slice->held_unplaced--;
-	}
 	kfree(held);
 }
 
 /*
  * Where RM placed the memory of HELD's duplicate, on SLICE's GPU: asked
- * once a duplicate (by a free of a slice that holds any, or when a free
- * leaves it held), so that finding the held duplicates of one memory asks
- * RM about those placed alike only.
+ * when a free leaves it held, so that finding the held duplicates of one
+ * memory asks RM about those placed alike only.
  */
 static void xpu_ledger_place(struct xpu_slice *slice, struct xpu_held *held)
 {
 	lockdep_assert_held(&xpu_ledger_lock);
-	if (held->asked)
-		return;
-	held->asked = true;
 	held->gpu_nr = slice->gpu - xpu_gpus;
 	held->placed = xpu_rm_ledger_where(held->h_dup, &held->where);
 }
@@ -346,8 +335,9 @@ static void xpu_ledger_place(struct xpu_slice *slice, struct xpu_held *held)
 /*
  * Whether any slice's held duplicate on SLICE's GPU names the memory HELD's
  * does (a tenant shared it with another slice's, RM_SHARE, and both freed
- * their handles): then that one keeps it, charged to its slice, and HELD is
- * not needed.  Two held handles of one memory would each keep it from
+ * their handles; or SLICE's own, when a handle of the caller's duplicated
+ * memory it freed before): then that one keeps it, charged to its slice,
+ * and HELD is not needed.  Two held handles of one memory would each keep it from
  * being the ledger's alone: neither would ever go.  Asked only when a free
  * leaves memory held, and of RM only for held duplicates of the same size
  * placed where HELD's memory is (xpu_ledger_place) or not placed: before
@@ -385,44 +375,6 @@ static bool xpu_ledger_held_elsewhere(struct xpu_slice *slice,
 	list_for_each_entry(other, &xpu_ledger_held[nr], gpu_link)
 		if (other->size == held->size &&
 		    xpu_rm_ledger_same(other->h_dup, held->h_dup))
-			return true;
-	return false;
-}
-
-/*
- * Whether a held duplicate of SLICE names the memory of NEW, the ledger's
- * duplicate for a free: asked on every free of a slice that holds any, of
- * RM only for those placed where NEW's memory is, or not placed.  NEW's
- * place, asked here, serves the free if it leaves NEW held.  A placed NEW
- * is looked for among the slice's duplicates placed where it is and those
- * not placed (none, where RM places every one), not along the slice's
- * whole list: that walk, under the one ledger lock every slice's frees
- * take, grew with what the slice held (found by a review in session 60).
- */
-static bool xpu_ledger_holds(struct xpu_slice *slice, struct xpu_held *new)
-{
-	unsigned int nr = slice->gpu - xpu_gpus;
-	struct xpu_held *held;
-
-	lockdep_assert_held(&xpu_ledger_lock);
-	if (list_empty(&slice->held))
-		return false;
-	xpu_ledger_place(slice, new);
-	if (!new->placed) {
-		list_for_each_entry(held, &slice->held, link)
-			if (xpu_rm_ledger_same(held->h_dup, new->h_dup))
-				return true;
-		return false;
-	}
-	hash_for_each_possible(xpu_ledger_placed, held, where_link, new->where)
-		if (held->slice == slice && held->where == new->where &&
-		    xpu_rm_ledger_same(held->h_dup, new->h_dup))
-			return true;
-	if (!slice->held_unplaced)
-		return false;
-	list_for_each_entry(held, &xpu_ledger_held[nr], gpu_link)
-		if (held->slice == slice &&
-		    xpu_rm_ledger_same(held->h_dup, new->h_dup))
 			return true;
 	return false;
 }
@@ -783,21 +735,20 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 		sub = xpu_rm_object_class(hc, xpu_rm_object_parent(hc, ho)) ==
 		      NV20_SUBDEVICE_0;
 	}
+	/*
+	 * Were the memory held by the ledger already (a handle of the
+	 * caller's that duplicates one it freed before), the free leaves it
+	 * held and the look for a held duplicate of it (cascade_end) finds
+	 * that one: it stays charged once, and the ledger keeps one handle of
+	 * it.  Until session 60 every free of a slice holding any asked first,
+	 * of RM, among the slice's own (before 550, about each of them).
+	 */
 	mutex_lock(&xpu_ledger_lock);
 	size = xpu_ledger_dup_recorded(gpu, sub, hc, ho, recorded, &h);
 	held->h_dup = h;
-	/*
-	 * The ledger holds that memory already (a handle of the caller's that
-	 * duplicates one it freed before): it stays charged once, and the
-	 * ledger keeps one handle of it.
-	 */
-	if (size && xpu_ledger_holds(slice, held)) {
-		xpu_ledger_drop(gpu, h, size);
-		size = 0;
-	}
 	mutex_unlock(&xpu_ledger_lock);
 	if (!size) {
-		/* charged by RM alone, or by the ledger already */
+		/* charged by RM alone */
 		kfree(held);
 		status = xpu_free_as_caller(xf, file, hc, hp, ho);
 		if (xpu_rm_object_class(hc, ho) != NV01_MEMORY_LOCAL_USER)

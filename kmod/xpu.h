@@ -147,7 +147,6 @@ struct xpu_slice {
 	 */
 	struct list_head held;
 	u64 held_bytes;
-	unsigned int held_unplaced;	/* of them, those RM did not place */
 	/* video-memory objects recorded in the slice's control files */
 	atomic_t nr_memrecs;
 	/*

@@ -2418,6 +2418,73 @@ def test_a_free_that_leaves_memory_held_asks_rm_of_its_own_memory_only(
         b.destroy()
 
 
+def _asked_of_held():
+    """How often RM was asked about the ledger's duplicates one by one:
+    whether two name one memory, and where one lies."""
+    got = stub.controls()
+    return (got.get(abi.NV0000_CTRL_CMD_CLIENT_OBJECTS_ARE_DUPLICATES, 0) +
+            got.get(abi.NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR, 0))
+
+
+def test_a_free_that_leaves_nothing_held_asks_nothing_of_the_held(
+        admin, nodedir):
+    """A slice holding memory in the ledger (class 21) frees memory
+    nothing else holds: RM is asked nothing about the held duplicates.
+    Before session 60 every free of a slice that held any first looked
+    among its own for one of the same memory, of RM: where the new
+    duplicate's memory lies (550 on), or whether it named the same memory
+    as each held one (before 550: 32 questions for a hoarder of 32, its
+    every free).  The look after a free that leaves memory held covers the
+    slice's own (the next test)."""
+    n, size = 32, 2 * MiB
+    a = Slice(admin, nodedir, name="hoarder", limit=1 << 30)
+    opened = a.open()
+    _, _, rm, dev = opened
+    try:
+        for _ in range(n):
+            _hold(rm, dev, size)
+        assert a.used() >= n * size, a.used()      # premise: held
+        asked = _asked_of_held()
+        m = dev.alloc_vidmem(size)
+        rm.free(m.handle)
+        assert _asked_of_held() - asked == 0
+        assert a.used() >= n * size, a.used()      # still held
+    finally:
+        for o in reversed(opened):
+            o.close()
+        a.destroy()
+
+
+def test_memory_the_slice_holds_already_is_held_once(admin, nodedir):
+    """Memory a slice freed while its own duplicates still held it (held
+    in the ledger, class 21), then those duplicates freed one by one: the
+    ledger keeps one handle of it, so once the last goes the memory is the
+    ledger's alone and goes at the next look (an admin's read).  Two
+    handles of the ledger's would each keep the other from being alone:
+    the memory would stay, charged, until the slice went."""
+    size = 8 * MiB
+    a = Slice(admin, nodedir, name="again", limit=1 << 30)
+    opened = a.open()
+    _, _, rm, dev = opened
+    try:
+        heap0 = nvtest.heap_used(0)
+        m = dev.alloc_vidmem(size)
+        d1 = rm.dup(dev.hdevice, m.handle)
+        d2 = rm.dup(dev.hdevice, m.handle)
+        rm.free(m.handle)
+        assert a.used() >= size, a.used()          # premise: held
+        rm.free(d1)
+        assert nvtest.heap_used(0) - heap0 == size  # premise: still there
+        rm.free(d2)
+        a.used()        # an admin's read looks at what the slice holds
+        assert nvtest.heap_used(0) == heap0
+        assert a.used() < size, a.used()
+    finally:
+        for o in reversed(opened):
+            o.close()
+        a.destroy()
+
+
 def test_the_directories_a_va_space_pins_are_charged_to_its_slice(
         admin, nodedir):
     """A VA space of RM's own (FERMI_VASPACE_A, neither externally owned
