@@ -337,12 +337,12 @@ static void xpu_ledger_place(struct xpu_slice *slice, struct xpu_held *held)
  * does (a tenant shared it with another slice's, RM_SHARE, and both freed
  * their handles; or SLICE's own, when a handle of the caller's duplicated
  * memory it freed before): then that one keeps it, charged to its slice,
- * and HELD is not needed.  Two held handles of one memory would each keep it from
- * being the ledger's alone: neither would ever go.  Asked only when a free
- * leaves memory held, and of RM only for held duplicates of the same size
- * placed where HELD's memory is (xpu_ledger_place) or not placed: before
- * session 59 every held duplicate of the size was asked about under the
- * ledger lock, so a tenant holding thousands of one size slowed every
+ * and HELD is not needed.  Two held handles of one memory would each keep
+ * it from being the ledger's alone: neither would ever go.  Asked only
+ * when a free leaves memory held, and of RM only for held duplicates of the
+ * same size placed where HELD's memory is (xpu_ledger_place) or not placed:
+ * before session 59 every held duplicate of the size was asked about under
+ * the ledger lock, so a tenant holding thousands of one size slowed every
  * slice's such frees.
  */
 static bool xpu_ledger_held_elsewhere(struct xpu_slice *slice,
@@ -745,7 +745,6 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	 */
 	mutex_lock(&xpu_ledger_lock);
 	size = xpu_ledger_dup_recorded(gpu, sub, hc, ho, recorded, &h);
-	held->h_dup = h;
 	mutex_unlock(&xpu_ledger_lock);
 	if (!size) {
 		/* charged by RM alone */
@@ -762,6 +761,7 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	/* then as for each object a bigger free takes */
 	held->hc = hc;
 	held->ho = ho;
+	held->h_dup = h;
 	held->subdevice = sub;
 	held->size = size;
 	list_add_tail(&held->link, &taken);
