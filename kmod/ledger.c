@@ -13,27 +13,30 @@
  * again, with its slice reading 0.
  *
  * So before a slice's free of a video-memory object reaches RM, xpu takes a
- * duplicate of it into the ledger's client: a kernel client made as
- * NV01_ROOT_NON_PRIV by the ledger's own thread, which GET_PID_INFO counts
- * under that thread's pid.  After the free, RM says whether the ledger's
- * handle holds the memory alone; if so xpu lets go of it and the memory goes,
- * if not the slice keeps paying for it ("held") until a later probe finds it
- * alone.
+ * duplicate of it into the slice's probe: a kernel client made as
+ * NV01_ROOT_NON_PRIV by a thread of the slice's own, which GET_PID_INFO
+ * counts under that thread's pid.  After the free, RM says whether the
+ * probe's handle holds the memory alone; if so xpu lets go of it and the
+ * memory goes, if not the slice keeps paying for it ("held") until a later
+ * probe finds it alone.  Held duplicates live in the ledger's client (of
+ * the thread xpu-ledger), so the readings of a slice's probe walk only the
+ * slice's duplicates in flight (RM walks every memory object of each
+ * client of the process asked about).
  *
  * The probe: RM exposes no duplicate count, but GET_PID_INFO sorts each
  * handle as private (the memory's only handle), shared-owned or shared-duped.
- * When the ledger has one handle on the GPU, its private figure says whether
- * that handle is alone.  Else one more duplicate of the handle turns it from
- * private to shared exactly when it was alone, so the ledger's private
- * figure drops by its size.  Nothing but xpu acts on the ledger's client
- * (the ledger lock serialises it), and other clients' frees only ever make
+ * When the probe has one handle, its private figure says whether that
+ * handle is alone.  Else one more duplicate of the handle turns it from
+ * private to shared exactly when it was alone, so the probe's private
+ * figure drops by its size.  Nothing but xpu acts on the probe's client
+ * (the probe's lock serialises it), and other clients' frees only ever make
  * its handles more private, so a drop by the size means alone; anything else
  * means "ask again later", which errs on the side of charging.  The sum of
  * the three figures moves only with xpu's own dups and frees, so one reading
  * of it serves until then, and a new handle's size is what its dup added.
  * A duplicate of an object recorded at its allocation takes the recorded
  * size without a reading; the reading after the free measures it
- * (xpu_ledger_alone), so what a caller skewed in the record is never what
+ * (xpu_probe_alone), so what a caller skewed in the record is never what
  * the slice is charged for memory the ledger holds.
  *
  * The duplicate is made with xpu's privilege on a handle the caller named,
@@ -69,12 +72,18 @@
 struct xpu_held {
 	struct list_head link;		/* slice->held, under the ledger lock */
 	struct list_head gpu_link;	/* xpu_ledger_held[], while held unplaced */
-	u32 h_dup;			/* in the ledger's client */
-	bool subdevice;			/* its parent is the ledger's subdevice */
+	u32 h_dup;			/* in IN */
+	/*
+	 * The ledger's client while held (where the look for a held duplicate
+	 * of the same memory compares), the slice's probe while in flight:
+	 * also while held, if RM would not make its duplicate in the ledger's.
+	 */
+	struct xpu_rm_client *in;
+	bool subdevice;			/* its parent is a subdevice */
 	u64 size;			/* as RM counts it */
 	u32 hc, ho;			/* the tenant's, while its free runs */
 	/*
-	 * While held: where RM placed its memory (xpu_rm_ledger_where), when
+	 * While held: where RM placed its memory (xpu_rm_client_where), when
 	 * RM said, in xpu_ledger_placed under the ledger lock.
 	 */
 	struct hlist_node where_link;
@@ -84,9 +93,52 @@ struct xpu_held {
 };
 
 /*
- * Serialises everything done to the ledger's client and every reading of
- * RM's figures for it.  Taken under a slice's mem_lock, never across a call
- * that touches user memory.
+ * A client of the ledger's and the thread that made it: RM names the
+ * client's memory by the thread's pid, and the thread lives as long as the
+ * client does, so the pid is never another's.
+ */
+struct xpu_lclient {
+	struct xpu_rm_client c;
+	struct task_struct *thread;
+	struct xpu_gpu *gpu;		/* its only GPU, or NULL: every GPU */
+	struct completion ready;
+	int status;
+};
+
+/*
+ * A slice's probe: the client where the slice's frees make their
+ * duplicates and RM's figures say whether one holds its memory alone, so
+ * that each reading walks the slice's own duplicates in flight, never what
+ * other slices hold (before session 61 one client served every slice, and
+ * every reading walked every slice's held duplicates).  PID_INFO is asked
+ * by process, and RM walks every client of the process: a thread a probe.
+ */
+struct xpu_probe {
+	struct xpu_lclient lc;
+	/*
+	 * Serialises what is done to the probe's client and every reading of
+	 * RM's figures for it.  Taken outside the ledger lock, under the
+	 * slice's mem_lock when that is held, never across a call that
+	 * touches user memory.
+	 */
+	struct mutex lock;
+	/*
+	 * How many handles the probe has, and the sum of RM's three figures
+	 * for them when known.  GET_PID_INFO counts each handle's length in
+	 * exactly one of the three (_gpuCollectMemInfo), others' frees only
+	 * move the probe's handles between them, and only xpu makes or frees
+	 * its handles: so the sum moves only with xpu's own dups and frees,
+	 * by the handle's length, and one reading stands until then.
+	 */
+	u32 handles;
+	u64 sum;
+	bool sum_known;
+};
+
+/*
+ * Serialises what is done to the ledger's client, where held duplicates
+ * are kept, and the lists of them.  Taken under a slice's mem_lock and
+ * probe lock, never across a call that touches user memory.
  */
 static DEFINE_MUTEX(xpu_ledger_lock);
 /*
@@ -95,18 +147,15 @@ static DEFINE_MUTEX(xpu_ledger_lock);
  */
 static DEFINE_HASHTABLE(xpu_ledger_placed, 9);
 static struct list_head xpu_ledger_held[XPU_MAX_GPUS];
-static struct task_struct *xpu_ledger_thread;
-static DECLARE_COMPLETION(xpu_ledger_ready);
-static int xpu_ledger_status;
+static struct xpu_lclient xpu_ledger;
+static bool xpu_ledger_on;
 
-/*
- * The thread whose pid RM names the ledger's memory by: it makes the client
- * and lives as long as the client does, so the pid is never reused.
- */
-static int xpu_ledger_fn(void *unused)
+static int xpu_lclient_fn(void *data)
 {
-	xpu_ledger_status = xpu_rm_ledger_create();
-	complete(&xpu_ledger_ready);
+	struct xpu_lclient *lc = data;
+
+	lc->status = xpu_rm_client_create(&lc->c, lc->gpu);
+	complete(&lc->ready);
 	while (!kthread_should_stop()) {
 		set_current_state(TASK_INTERRUPTIBLE);
 		if (!kthread_should_stop())
@@ -116,182 +165,262 @@ static int xpu_ledger_fn(void *unused)
 	return 0;
 }
 
-int xpu_ledger_init(void)
+/* LC's thread, NAME, makes its client, on GPU (NULL: every GPU). */
+static int xpu_lclient_start(struct xpu_lclient *lc, struct xpu_gpu *gpu,
+			     const char *name)
 {
 	struct task_struct *t;
-	int i;
+
+	lc->gpu = gpu;
+	init_completion(&lc->ready);
+	t = kthread_run(xpu_lclient_fn, lc, "%s", name);
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	wait_for_completion(&lc->ready);
+	if (lc->status) {
+		kthread_stop(t);
+		return lc->status;
+	}
+	lc->thread = t;
+	return 0;
+}
+
+/* The client goes with what it still holds, then its thread. */
+static void xpu_lclient_stop(struct xpu_lclient *lc)
+{
+	if (!lc->thread)
+		return;
+	xpu_rm_client_destroy(&lc->c);
+	kthread_stop(lc->thread);
+	lc->thread = NULL;
+}
+
+int xpu_ledger_init(void)
+{
+	int i, ret;
 
 	for (i = 0; i < XPU_MAX_GPUS; i++)
 		INIT_LIST_HEAD(&xpu_ledger_held[i]);
-	t = kthread_run(xpu_ledger_fn, NULL, "xpu-ledger");
-	if (IS_ERR(t))
-		return PTR_ERR(t);
-	wait_for_completion(&xpu_ledger_ready);
-	if (xpu_ledger_status) {
-		kthread_stop(t);
-		return xpu_ledger_status;
-	}
-	xpu_ledger_thread = t;
+	ret = xpu_lclient_start(&xpu_ledger, NULL, "xpu-ledger");
+	if (ret)
+		return ret;
+	xpu_ledger_on = true;
 	return 0;
 }
 
 /* After every slice is gone: the client goes with what it still holds. */
 void xpu_ledger_exit(void)
 {
-	if (!xpu_ledger_thread)
-		return;
-	xpu_rm_ledger_destroy();
-	kthread_stop(xpu_ledger_thread);
-	xpu_ledger_thread = NULL;
+	xpu_lclient_stop(&xpu_ledger);
+	xpu_ledger_on = false;
 }
 
 /*
- * What the ledger holds on each GPU, under the ledger lock: how many handles,
- * and the sum of RM's three figures for them when known.  GET_PID_INFO counts
- * each handle's length in exactly one of the three (_gpuCollectMemInfo),
- * others' frees only move the ledger's handles between them, and only xpu
- * makes or frees its handles: so the sum moves only with xpu's own dups and
- * frees, by the handle's length, and one reading stands until then.
+ * SLICE, to be made on GPU, gets its probe: a thread and a client.  0, or
+ * an error (-ENOMEM, -EIO: RM would not make the client) that fails the
+ * slice's creation.
  */
-static u32 xpu_ledger_handles[XPU_MAX_GPUS];
-static u64 xpu_ledger_sum[XPU_MAX_GPUS];
-static bool xpu_ledger_sum_known[XPU_MAX_GPUS];
+int xpu_ledger_slice_init(struct xpu_slice *slice, struct xpu_gpu *gpu)
+{
+	struct xpu_probe *probe;
+	char name[XPU_NAME_LEN + 16];
+	int ret;
+
+	if (!xpu_ledger_on)
+		return 0;
+	probe = kzalloc(sizeof(*probe), GFP_KERNEL);
+	if (!probe)
+		return -ENOMEM;
+	mutex_init(&probe->lock);
+	snprintf(name, sizeof(name), "xpu-probe/%.*s",
+		 (int)strnlen(slice->name, XPU_NAME_LEN), slice->name);
+	ret = xpu_lclient_start(&probe->lc, gpu, name);
+	if (ret) {
+		kfree(probe);
+		return ret;
+	}
+	slice->probe = probe;
+	return 0;
+}
+
+static void xpu_ledger_slice_exit(struct xpu_slice *slice)
+{
+	if (!slice->probe)
+		return;
+	xpu_lclient_stop(&slice->probe->lc);
+	kfree(slice->probe);
+	slice->probe = NULL;
+}
 
 static u64 xpu_usage_sum(const struct xpu_vidmem_usage *u)
 {
 	return u->priv + u->owned + u->duped;
 }
 
-/* A reading of RM's figures for the ledger on GPU, which the sum follows. */
-static int xpu_ledger_read(struct xpu_gpu *gpu, struct xpu_vidmem_usage *u)
+/* A reading of RM's figures for PROBE on GPU, which its sum follows. */
+static int xpu_probe_read(struct xpu_probe *probe, struct xpu_gpu *gpu,
+			  struct xpu_vidmem_usage *u)
 {
-	unsigned int i = gpu - xpu_gpus;
 	int ret;
 
-	lockdep_assert_held(&xpu_ledger_lock);
-	ret = xpu_rm_ledger_usage(gpu, u);
-	xpu_ledger_sum[i] = ret ? 0 : xpu_usage_sum(u);
-	xpu_ledger_sum_known[i] = !ret;
+	lockdep_assert_held(&probe->lock);
+	ret = xpu_rm_client_usage(&probe->lc.c, gpu, u);
+	probe->sum = ret ? 0 : xpu_usage_sum(u);
+	probe->sum_known = !ret;
 	return ret;
 }
 
-static u32 xpu_ledger_dup(struct xpu_gpu *gpu, bool sub, u32 hc, u32 ho,
-			  u32 *h)
+/*
+ * A duplicate into PROBE of (HC, HO) -- HC 0: the probe's own; HC the
+ * ledger's: a held one --, as *H.
+ */
+static u32 xpu_probe_dup(struct xpu_probe *probe, struct xpu_gpu *gpu,
+			 bool sub, u32 hc, u32 ho, u32 *h)
 {
 	u32 status;
 
-	lockdep_assert_held(&xpu_ledger_lock);
-	status = xpu_rm_ledger_dup(gpu, sub, hc, ho, h);
+	lockdep_assert_held(&probe->lock);
+	status = xpu_rm_client_dup(&probe->lc.c, gpu, sub, hc, ho, h);
 	if (status == NV_OK)
-		xpu_ledger_handles[gpu - xpu_gpus]++;
+		probe->handles++;
 	return status;
 }
 
-/* The ledger lets go of its handle H on GPU, SIZE bytes by RM's count. */
-static void xpu_ledger_drop(struct xpu_gpu *gpu, u32 h, u64 size)
+/* PROBE lets go of its handle H, SIZE bytes by RM's count. */
+static void xpu_probe_drop(struct xpu_probe *probe, u32 h, u64 size)
 {
-	unsigned int i = gpu - xpu_gpus;
-
-	lockdep_assert_held(&xpu_ledger_lock);
-	xpu_rm_ledger_free(h);
-	xpu_ledger_handles[i]--;
-	if (xpu_ledger_sum[i] >= size)
-		xpu_ledger_sum[i] -= size;
+	lockdep_assert_held(&probe->lock);
+	xpu_rm_client_free(&probe->lc.c, h);
+	probe->handles--;
+	if (probe->sum >= size)
+		probe->sum -= size;
 	else
-		xpu_ledger_sum_known[i] = false;
+		probe->sum_known = false;
 }
 
 /*
- * A duplicate of the caller's (HC, HO) into the ledger, as *H: RM's size of
- * it -- what its dup added to the ledger's figures --, or 0 when RM would
- * not make or measure it (then none is kept).
+ * A duplicate of the caller's (HC, HO) into PROBE, as *H: RM's size of it
+ * -- what its dup added to the probe's figures --, or 0 when RM would not
+ * make or measure it (then none is kept).
  */
-static u64 xpu_ledger_dup_measure(struct xpu_gpu *gpu, bool sub, u32 hc,
-				  u32 ho, u32 *h)
+static u64 xpu_probe_dup_measure(struct xpu_probe *probe, struct xpu_gpu *gpu,
+				 bool sub, u32 hc, u32 ho, u32 *h)
 {
-	unsigned int i = gpu - xpu_gpus;
 	struct xpu_vidmem_usage u;
 	u64 before, size = 0;
 
-	lockdep_assert_held(&xpu_ledger_lock);
+	lockdep_assert_held(&probe->lock);
 	*h = 0;
-	if (!xpu_ledger_sum_known[i] && xpu_ledger_read(gpu, &u))
+	if (!probe->sum_known && xpu_probe_read(probe, gpu, &u))
 		return 0;
-	before = xpu_ledger_sum[i];
-	if (xpu_ledger_dup(gpu, sub, hc, ho, h))
+	before = probe->sum;
+	if (xpu_probe_dup(probe, gpu, sub, hc, ho, h))
 		return 0;
-	if (!xpu_ledger_read(gpu, &u) && xpu_ledger_sum[i] > before)
-		size = xpu_ledger_sum[i] - before;
+	if (!xpu_probe_read(probe, gpu, &u) && probe->sum > before)
+		size = probe->sum - before;
 	if (!size) {
-		xpu_ledger_drop(gpu, *h, 0);
+		xpu_probe_drop(probe, *h, 0);
 		*h = 0;
 	}
 	return size;
 }
 
 /*
- * A duplicate of the caller's (HC, HO) into the ledger, as *H, for an object
+ * A duplicate of the caller's (HC, HO) into PROBE, as *H, for an object
  * recorded at SIZE bytes (what RM's figure grew by when it was made, under
  * the slice's mem_lock), without a reading: SIZE, or 0 when RM would not
  * make it.  SIZE is a claim the reading after the free measures
- * (xpu_ledger_alone), so the ledger's sum is unknown until a reading: a
+ * (xpu_probe_alone), so the probe's sum is unknown until a reading: a
  * claim added to it would skew the size another duplicate measures.
  */
-static u64 xpu_ledger_dup_recorded(struct xpu_gpu *gpu, bool sub, u32 hc,
-				   u32 ho, u64 size, u32 *h)
+static u64 xpu_probe_dup_recorded(struct xpu_probe *probe,
+				  struct xpu_gpu *gpu, bool sub, u32 hc,
+				  u32 ho, u64 size, u32 *h)
 {
-	unsigned int i = gpu - xpu_gpus;
-
-	lockdep_assert_held(&xpu_ledger_lock);
+	lockdep_assert_held(&probe->lock);
 	*h = 0;
 	if (!size)
-		return xpu_ledger_dup_measure(gpu, sub, hc, ho, h);
-	if (xpu_ledger_dup(gpu, sub, hc, ho, h))
+		return xpu_probe_dup_measure(probe, gpu, sub, hc, ho, h);
+	if (xpu_probe_dup(probe, gpu, sub, hc, ho, h))
 		return 0;
-	xpu_ledger_sum_known[i] = false;
+	probe->sum_known = false;
 	return size;
 }
 
 /*
- * Whether the ledger's handle H is its memory's only one; *SIZE becomes the
+ * Whether PROBE's handle H is its memory's only one; *SIZE becomes the
  * memory's size as RM counts it (it may come in as the size recorded at the
  * allocation, which a caller can skew: what its creators' figures grew by,
  * while a free through an unsliced file lowered them).  GET_PID_INFO calls
  * a handle private exactly when it is its memory's only one.  When H is
- * the only handle the ledger has on the GPU, the ledger's figures are H's
- * alone: their sum is its size, and it is alone when all of it is private.
- * Else one more duplicate of H adds its size to the sum, and turns it from
- * private to shared exactly when it was alone, so the ledger's private
- * figure drops by that size (others' frees meanwhile only raise it:
- * anything else means "ask again later", which errs on the side of
- * charging).
+ * the only handle the probe has, the probe's figures are H's alone: their
+ * sum is its size, and it is alone when all of it is private.  Else one
+ * more duplicate of H adds its size to the sum, and turns it from private
+ * to shared exactly when it was alone, so the probe's private figure drops
+ * by that size (others' frees meanwhile only raise it: anything else means
+ * "ask again later", which errs on the side of charging).
  */
-static bool xpu_ledger_alone(struct xpu_gpu *gpu, bool sub, u32 h, u64 *size)
+static bool xpu_probe_alone(struct xpu_probe *probe, struct xpu_gpu *gpu,
+			    bool sub, u32 h, u64 *size)
 {
 	struct xpu_vidmem_usage a, b;
 	bool alone = false;
 	u64 sa, sb;
 	u32 h2 = 0;
 
-	lockdep_assert_held(&xpu_ledger_lock);
-	if (xpu_ledger_read(gpu, &a))
+	lockdep_assert_held(&probe->lock);
+	if (xpu_probe_read(probe, gpu, &a))
 		return false;
 	sa = xpu_usage_sum(&a);
-	if (xpu_ledger_handles[gpu - xpu_gpus] == 1) {
+	if (probe->handles == 1) {
 		*size = sa;
 		return a.priv == sa;
 	}
-	if (xpu_ledger_dup(gpu, sub, 0, h, &h2))
+	if (xpu_probe_dup(probe, gpu, sub, 0, h, &h2))
 		return false;
-	if (!xpu_ledger_read(gpu, &b)) {
+	if (!xpu_probe_read(probe, gpu, &b)) {
 		sb = xpu_usage_sum(&b);
 		if (sb > sa) {
 			*size = sb - sa;
 			alone = a.priv >= *size && a.priv - b.priv == *size;
 		}
 	}
-	xpu_ledger_drop(gpu, h2, *size);
+	xpu_probe_drop(probe, h2, *size);
 	return alone;
+}
+
+/*
+ * HELD, in SLICE's probe, moves into the ledger's client, where the look
+ * for a held duplicate of the same memory compares (RM compares two handles
+ * of one client only): a duplicate there, then the probe's goes, so the
+ * memory is never without a handle of the ledger's.  If RM would not make
+ * it, HELD stays in the probe (held there: a reading of the slice's walks
+ * it, and no other slice's duplicate of its memory is found to be it, which
+ * can only charge twice).
+ */
+static void xpu_ledger_keep(struct xpu_slice *slice, struct xpu_held *held)
+{
+	struct xpu_probe *probe = slice->probe;
+	u32 h;
+
+	lockdep_assert_held(&probe->lock);
+	lockdep_assert_held(&xpu_ledger_lock);
+	if (held->in != &probe->lc.c ||
+	    xpu_rm_client_dup(&xpu_ledger.c, slice->gpu, held->subdevice,
+			      probe->lc.c.h, held->h_dup, &h) != NV_OK)
+		return;
+	xpu_probe_drop(probe, held->h_dup, held->size);
+	held->h_dup = h;
+	held->in = &xpu_ledger.c;
+}
+
+/* HELD's handle goes, from wherever it is. */
+static void xpu_held_drop(struct xpu_slice *slice, struct xpu_held *held)
+{
+	if (held->in == &xpu_ledger.c)
+		xpu_rm_client_free(&xpu_ledger.c, held->h_dup);
+	else
+		xpu_probe_drop(slice->probe, held->h_dup, held->size);
 }
 
 /* SLICE keeps HELD, charged, until its memory is the ledger's alone. */
@@ -307,10 +436,11 @@ static void xpu_ledger_hold(struct xpu_slice *slice, struct xpu_held *held)
 	WRITE_ONCE(slice->held_bytes, slice->held_bytes + held->size);
 }
 
+/* Under the slice's probe lock, or when nothing else can use the slice. */
 static void xpu_ledger_unhold(struct xpu_slice *slice, struct xpu_held *held)
 {
 	lockdep_assert_held(&xpu_ledger_lock);
-	xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
+	xpu_held_drop(slice, held);
 	WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);
 	list_del(&held->link);
 	if (held->placed)
@@ -329,7 +459,14 @@ static void xpu_ledger_place(struct xpu_slice *slice, struct xpu_held *held)
 {
 	lockdep_assert_held(&xpu_ledger_lock);
 	held->gpu_nr = slice->gpu - xpu_gpus;
-	held->placed = xpu_rm_ledger_where(held->h_dup, &held->where);
+	held->placed = xpu_rm_client_where(held->in, held->h_dup, &held->where);
+}
+
+/* Whether held duplicates A and B name one memory (RM asked of a client's). */
+static bool xpu_held_same(const struct xpu_held *a, const struct xpu_held *b)
+{
+	return a->in == b->in && a->size == b->size &&
+	       xpu_rm_client_same(a->in, a->h_dup, b->h_dup);
 }
 
 /*
@@ -361,20 +498,17 @@ static bool xpu_ledger_held_elsewhere(struct xpu_slice *slice,
 			 */
 			if (other->gpu_nr == nr &&
 			    other->where == held->where &&
-			    other->size == held->size &&
-			    xpu_rm_ledger_same(other->h_dup, held->h_dup))
+			    xpu_held_same(other, held))
 				return true;
 	} else {
 		/* RM did not place it: any placed one could be its memory */
 		hash_for_each(xpu_ledger_placed, bkt, other, where_link)
-			if (other->gpu_nr == nr && other->size == held->size &&
-			    xpu_rm_ledger_same(other->h_dup, held->h_dup))
+			if (other->gpu_nr == nr && xpu_held_same(other, held))
 				return true;
 	}
 	/* those RM did not place could be any memory */
 	list_for_each_entry(other, &xpu_ledger_held[nr], gpu_link)
-		if (other->size == held->size &&
-		    xpu_rm_ledger_same(other->h_dup, held->h_dup))
+		if (xpu_held_same(other, held))
 			return true;
 	return false;
 }
@@ -528,6 +662,7 @@ static void xpu_ledger_cascade_begin(struct xpu_file *xf, u32 hc, u32 ho,
 				     u32 cls, struct list_head *taken)
 {
 	struct xpu_slice *slice = xf->slice;
+	struct xpu_probe *probe = slice->probe;
 	struct xpu_held *held;
 	struct xpu_memrec *r;
 	struct hlist_node *tmp;
@@ -559,12 +694,12 @@ static void xpu_ledger_cascade_begin(struct xpu_file *xf, u32 hc, u32 ho,
 		held->hc = rc;
 		held->ho = ro;
 		held->subdevice = pcls == NV20_SUBDEVICE_0;
-		mutex_lock(&xpu_ledger_lock);
-		held->size = xpu_ledger_dup_recorded(slice->gpu,
-						     held->subdevice, rc, ro,
-						     r->size,
-						     &held->h_dup);
-		mutex_unlock(&xpu_ledger_lock);
+		held->in = &probe->lc.c;
+		mutex_lock(&probe->lock);
+		held->size = xpu_probe_dup_recorded(probe, slice->gpu,
+						    held->subdevice, rc, ro,
+						    r->size, &held->h_dup);
+		mutex_unlock(&probe->lock);
 		if (!held->size) {
 			kfree(held);
 			continue;
@@ -588,6 +723,7 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 				   bool check, u64 *gone)
 {
 	struct xpu_slice *slice = xf->slice;
+	struct xpu_probe *probe = slice->probe;
 	struct xpu_held *held, *tmp;
 	bool settled = true;
 	u64 bytes = 0;
@@ -595,42 +731,42 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 	list_for_each_entry_safe(held, tmp, taken, link) {
 		list_del(&held->link);
 		/*
-		 * Alone, the ledger's duplicate says that RM freed the object
+		 * Alone, the probe's duplicate says that RM freed the object
 		 * (a live one would share its memory), so RM is asked whether
 		 * it is still there only when not.
 		 */
-		mutex_lock(&xpu_ledger_lock);
-		if (xpu_ledger_alone(slice->gpu, held->subdevice, held->h_dup,
-				     &held->size)) {
-			xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
-			mutex_unlock(&xpu_ledger_lock);
+		mutex_lock(&probe->lock);
+		if (xpu_probe_alone(probe, slice->gpu, held->subdevice,
+				    held->h_dup, &held->size)) {
+			xpu_probe_drop(probe, held->h_dup, held->size);
+			mutex_unlock(&probe->lock);
 			xpu_memrec_forget(xf, held->hc, held->ho);
 			bytes += held->size;
 			kfree(held);
 			continue;
 		}
-		mutex_unlock(&xpu_ledger_lock);
 		if (check &&
 		    xpu_rm_object_class(held->hc, held->ho) ==
 		    NV01_MEMORY_LOCAL_USER) {
 			/* not freed: still the tenant's */
-			mutex_lock(&xpu_ledger_lock);
-			xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
-			mutex_unlock(&xpu_ledger_lock);
+			xpu_probe_drop(probe, held->h_dup, held->size);
+			mutex_unlock(&probe->lock);
 			kfree(held);
 			continue;
 		}
 		xpu_memrec_forget(xf, held->hc, held->ho);
 		settled = false;
 		mutex_lock(&xpu_ledger_lock);
+		xpu_ledger_keep(slice, held);
 		xpu_ledger_place(slice, held);
 		if (xpu_ledger_held_elsewhere(slice, held)) {
-			xpu_ledger_drop(slice->gpu, held->h_dup, held->size);
+			xpu_held_drop(slice, held);
 			kfree(held);
 		} else {
 			xpu_ledger_hold(slice, held);
 		}
 		mutex_unlock(&xpu_ledger_lock);
+		mutex_unlock(&probe->lock);
 	}
 	if (gone)
 		*gone = settled ? bytes : 0;
@@ -649,7 +785,7 @@ int xpu_ledger_release(struct xpu_file *xf, int (*release)(struct inode *,
 	LIST_HEAD(taken);
 	int ret;
 
-	if (xpu_ledger_thread)
+	if (xf->slice->probe)
 		xpu_ledger_cascade_begin(xf, 0, 0, 0, &taken);
 	ret = release(inode, file);
 	xpu_ledger_cascade_end(xf, &taken, false, NULL);
@@ -697,7 +833,7 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	lockdep_assert_held(&slice->mem_lock);
 	*settled = false;
 	*gone = U64_MAX;
-	if (!xpu_ledger_thread) {
+	if (!slice->probe) {
 		xf->parent_hc = 0;
 		return xpu_free_as_caller(xf, file, hc, hp, ho);
 	}
@@ -743,9 +879,10 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	 * it.  Until session 60 every free of a slice holding any asked first,
 	 * of RM, among the slice's own (before 550, about each of them).
 	 */
-	mutex_lock(&xpu_ledger_lock);
-	size = xpu_ledger_dup_recorded(gpu, sub, hc, ho, recorded, &h);
-	mutex_unlock(&xpu_ledger_lock);
+	mutex_lock(&slice->probe->lock);
+	size = xpu_probe_dup_recorded(slice->probe, gpu, sub, hc, ho, recorded,
+				      &h);
+	mutex_unlock(&slice->probe->lock);
 	if (!size) {
 		/* charged by RM alone */
 		kfree(held);
@@ -762,12 +899,48 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	held->hc = hc;
 	held->ho = ho;
 	held->h_dup = h;
+	held->in = &slice->probe->lc.c;
 	held->subdevice = sub;
 	held->size = size;
 	list_add_tail(&held->link, &taken);
 	*settled = xpu_ledger_cascade_end(xf, &taken, true,
 					  recorded ? gone : NULL);
 	return status;
+}
+
+/*
+ * Whether the memory of HELD, a held duplicate of SLICE's, is nothing
+ * else's any more: HELD moves into the slice's probe (a duplicate there,
+ * then the ledger's goes), is asked about there -- a reading of the
+ * slice's probe walks nothing another slice holds --, and goes if alone,
+ * else moves back.  Under the probe lock and the ledger lock throughout,
+ * so that no other slice's look for a held duplicate of its memory finds
+ * none while it is in the probe.
+ */
+static bool xpu_ledger_settle(struct xpu_slice *slice, struct xpu_held *held)
+{
+	struct xpu_probe *probe = slice->probe;
+	u64 size = held->size;	/* measured when it was held */
+	u32 h;
+
+	lockdep_assert_held(&probe->lock);
+	lockdep_assert_held(&xpu_ledger_lock);
+	if (held->in == &xpu_ledger.c) {
+		if (xpu_probe_dup(probe, slice->gpu, held->subdevice,
+				  xpu_ledger.c.h, held->h_dup, &h) != NV_OK)
+			return false;	/* ask again later */
+		probe->sum_known = false;
+		xpu_rm_client_free(&xpu_ledger.c, held->h_dup);
+		held->h_dup = h;
+		held->in = &probe->lc.c;
+	}
+	if (xpu_probe_alone(probe, slice->gpu, held->subdevice, held->h_dup,
+			    &size)) {
+		xpu_ledger_unhold(slice, held);
+		return true;
+	}
+	xpu_ledger_keep(slice, held);
+	return false;
 }
 
 /*
@@ -781,14 +954,12 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
  */
 bool xpu_ledger_reprobe(struct xpu_slice *slice, unsigned int max)
 {
+	struct xpu_probe *probe = slice->probe;
 	struct xpu_held *held, *tmp;
 	bool any = false;
 
 	lockdep_assert_held(&slice->mem_lock);
 	list_for_each_entry_safe(held, tmp, &slice->held, link) {
-		u64 size = held->size;	/* measured when it was held */
-		bool alone;
-
 		if (!max--) {
 			/* the next call starts with the first not looked at */
 			mutex_lock(&xpu_ledger_lock);
@@ -796,25 +967,31 @@ bool xpu_ledger_reprobe(struct xpu_slice *slice, unsigned int max)
 			mutex_unlock(&xpu_ledger_lock);
 			break;
 		}
+		mutex_lock(&probe->lock);
 		mutex_lock(&xpu_ledger_lock);
-		alone = xpu_ledger_alone(slice->gpu, held->subdevice,
-					 held->h_dup, &size);
-		if (alone)
-			xpu_ledger_unhold(slice, held);
+		any |= xpu_ledger_settle(slice, held);
 		mutex_unlock(&xpu_ledger_lock);
-		any |= alone;
+		mutex_unlock(&probe->lock);
 	}
 	return any;
 }
 
-/* The slice goes: its held duplicates go too (the memory, if nobody else's). */
+/*
+ * The slice goes: its held duplicates go too (the memory, if nobody
+ * else's), then its probe.
+ */
 void xpu_ledger_slice_release(struct xpu_slice *slice)
 {
 	struct xpu_held *held, *tmp;
 
-	mutex_lock(&xpu_ledger_lock);
-	list_for_each_entry_safe(held, tmp, &slice->held, link)
-		xpu_ledger_unhold(slice, held);
-	WRITE_ONCE(slice->held_bytes, 0);
-	mutex_unlock(&xpu_ledger_lock);
+	if (slice->probe) {
+		mutex_lock(&slice->probe->lock);
+		mutex_lock(&xpu_ledger_lock);
+		list_for_each_entry_safe(held, tmp, &slice->held, link)
+			xpu_ledger_unhold(slice, held);
+		WRITE_ONCE(slice->held_bytes, 0);
+		mutex_unlock(&xpu_ledger_lock);
+		mutex_unlock(&slice->probe->lock);
+	}
+	xpu_ledger_slice_exit(slice);
 }

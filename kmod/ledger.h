@@ -11,6 +11,7 @@
 struct file;
 struct inode;
 struct xpu_file;
+struct xpu_gpu;
 struct xpu_slice;
 
 int xpu_ledger_init(void);
@@ -28,6 +29,7 @@ void xpu_ledger_file_exit(struct xpu_file *xf);
 bool xpu_ledger_reprobe(struct xpu_slice *slice, unsigned int max);
 /* what an admin's read of a slice looks at, at most */
 #define XPU_LEDGER_REPROBE_STEP	16
+int xpu_ledger_slice_init(struct xpu_slice *slice, struct xpu_gpu *gpu);
 void xpu_ledger_slice_release(struct xpu_slice *slice);
 
 #endif /* XPU_LEDGER_H */

@@ -266,89 +266,85 @@ int xpu_rm_pid_usage(struct xpu_gpu *gpu, struct pid *const *pids,
 	return xpu_rm_pid_figures(gpu, pids, bytes, NULL, n);
 }
 
-/* --- the ledger's client (ledger.c) */
-
-static u32 xpu_rm_ledger;
-static u32 xpu_rm_ledger_dev[XPU_MAX_GPUS];
-static u32 xpu_rm_ledger_sub[XPU_MAX_GPUS];
-static struct pid *xpu_rm_ledger_pid;
+/* --- the ledger's clients (ledger.c) */
 
 /*
- * The ledger's RM client, made by the calling thread, which must outlive it:
- * RM names a client's memory by the process that made it (ProcID), and a
- * kernel client made as NV01_ROOT_NON_PRIV is not an admin, so the process
- * lists count it (client.c rmclientIsAdmin).  A device and subdevice a GPU.
+ * A kernel client of the ledger's, made by the calling thread, which must
+ * outlive it: RM names a client's memory by the process that made it
+ * (ProcID), and a kernel client made as NV01_ROOT_NON_PRIV is not an admin,
+ * so the process lists count it (client.c rmclientIsAdmin).  A device and
+ * subdevice on GPU, or on every GPU (GPU NULL).
  */
-int xpu_rm_ledger_create(void)
+int xpu_rm_client_create(struct xpu_rm_client *c, struct xpu_gpu *gpu)
 {
 	struct nv0080_alloc_parameters dev = { };
 	struct nv2080_alloc_parameters sub = { };
 	u32 status, h = 0;
 	unsigned int i;
 
+	memset(c, 0, sizeof(*c));
 	if (!xpu_rm_have)
 		return -ENODEV;
 	mutex_lock(&xpu_rm_lock);
 	status = xpu_rm_alloc_in(0, 0, &h, NV01_ROOT_NON_PRIV, NULL, 0);
 	if (status)
 		goto out;
-	xpu_rm_ledger = h;
+	c->h = h;
 	for (i = 0; i < xpu_nr_gpus && !status; i++) {
+		if (gpu && gpu != &xpu_gpus[i])
+			continue;
 		dev.device_id = xpu_gpus[i].device_instance;
-		xpu_rm_ledger_dev[i] = 0;
-		xpu_rm_ledger_sub[i] = 0;
-		status = xpu_rm_alloc_in(h, h, &xpu_rm_ledger_dev[i],
-					 NV01_DEVICE_0, &dev, sizeof(dev));
+		status = xpu_rm_alloc_in(h, h, &c->dev[i], NV01_DEVICE_0,
+					 &dev, sizeof(dev));
 		if (!status)
-			status = xpu_rm_alloc_in(h, xpu_rm_ledger_dev[i],
-						 &xpu_rm_ledger_sub[i],
+			status = xpu_rm_alloc_in(h, c->dev[i], &c->sub[i],
 						 NV20_SUBDEVICE_0, &sub,
 						 sizeof(sub));
 	}
 out:
 	mutex_unlock(&xpu_rm_lock);
 	if (status) {
-		pr_err("cannot make the ledger's RM client (status 0x%x)\n",
+		pr_err("cannot make a client of the ledger's (status 0x%x)\n",
 		       status);
-		xpu_rm_ledger_destroy();
+		xpu_rm_client_destroy(c);
 		return -EIO;
 	}
-	xpu_rm_ledger_pid = get_task_pid(current, PIDTYPE_TGID);
+	c->pid = get_task_pid(current, PIDTYPE_TGID);
 	return 0;
 }
 
-/* The ledger's client goes, and every duplicate it holds with it. */
-void xpu_rm_ledger_destroy(void)
+/* The client goes, and every duplicate it holds with it. */
+void xpu_rm_client_destroy(struct xpu_rm_client *c)
 {
-	if (!xpu_rm_ledger)
+	if (!c->h)
 		return;
-	xpu_rm_ledger_free(xpu_rm_ledger);
-	xpu_rm_ledger = 0;
-	put_pid(xpu_rm_ledger_pid);
-	xpu_rm_ledger_pid = NULL;
+	xpu_rm_client_free(c, c->h);
+	c->h = 0;
+	put_pid(c->pid);
+	c->pid = NULL;
 }
 
 /*
- * A duplicate of (h_client, h_object) -- H_CLIENT 0: the ledger's own --,
- * video memory of GPU, under the ledger's subdevice (SUBDEVICE) or device.
+ * A duplicate of (h_client, h_object) -- H_CLIENT 0: C's own --, video
+ * memory of GPU, into C under its subdevice (SUBDEVICE) or device.
  * Kernel-privileged: RM applies no share policy to it; the caller undoes it
  * if the object was not the caller's to free (ledger.c).
  */
-u32 xpu_rm_ledger_dup(struct xpu_gpu *gpu, bool subdevice, u32 h_client,
-		      u32 h_object, u32 *h_new)
+u32 xpu_rm_client_dup(struct xpu_rm_client *c, struct xpu_gpu *gpu,
+		      bool subdevice, u32 h_client, u32 h_object, u32 *h_new)
 {
 	struct nvos55_parameters *d = &xpu_rm_ops->params.dup_object;
 	unsigned int i = gpu - xpu_gpus;
 	u32 status;
 
-	if (!xpu_rm_have || !xpu_rm_ledger)
+	if (!xpu_rm_have || !c->h || !c->dev[i])
 		return NV_ERR_INVALID_STATE;
 	mutex_lock(&xpu_rm_lock);
 	memset(xpu_rm_ops, 0, sizeof(*xpu_rm_ops));
 	xpu_rm_ops->op = NV04_DUP_OBJECT;
-	d->h_client = xpu_rm_ledger;
-	d->h_parent = subdevice ? xpu_rm_ledger_sub[i] : xpu_rm_ledger_dev[i];
-	d->h_client_src = h_client ? h_client : xpu_rm_ledger;
+	d->h_client = c->h;
+	d->h_parent = subdevice ? c->sub[i] : c->dev[i];
+	d->h_client_src = h_client ? h_client : c->h;
 	d->h_object_src = h_object;
 	xpu_rm.op(xpu_rm_sp, xpu_rm_ops);
 	status = d->status;
@@ -358,8 +354,8 @@ u32 xpu_rm_ledger_dup(struct xpu_gpu *gpu, bool subdevice, u32 h_client,
 	return status;
 }
 
-/* A free in the ledger's own client: nothing a caller names. */
-void xpu_rm_ledger_free(u32 h_object)
+/* A free in C, a client of the ledger's: nothing a caller names. */
+void xpu_rm_client_free(struct xpu_rm_client *c, u32 h_object)
 {
 	struct nvos00_parameters *f;
 
@@ -367,49 +363,50 @@ void xpu_rm_ledger_free(u32 h_object)
 	memset(xpu_rm_ops, 0, sizeof(*xpu_rm_ops));
 	xpu_rm_ops->op = NV01_FREE;
 	f = &xpu_rm_ops->params.free;
-	f->h_root = xpu_rm_ledger;
-	f->h_object_parent = xpu_rm_ledger;
+	f->h_root = c->h;
+	f->h_object_parent = c->h;
 	f->h_object_old = h_object;
 	xpu_rm_call();
 	mutex_unlock(&xpu_rm_lock);
 }
 
-/* Control CMD of object H of the ledger's client, with its params P. */
-static u32 xpu_rm_ledger_control(u32 h, u32 cmd, void *p, u32 size)
+/* Control CMD of object H of C, with its params P. */
+static u32 xpu_rm_client_control(struct xpu_rm_client *c, u32 h, u32 cmd,
+				 void *p, u32 size)
 {
 	u32 status;
 
 	mutex_lock(&xpu_rm_lock);
-	status = xpu_rm_control_as(xpu_rm_ledger, h, cmd, p, size);
+	status = xpu_rm_control_as(c->h, h, cmd, p, size);
 	mutex_unlock(&xpu_rm_lock);
 	return status;
 }
 
-/* Whether the ledger's handles H1 and H2 name the same memory. */
-bool xpu_rm_ledger_same(u32 h1, u32 h2)
+/* Whether C's handles H1 and H2 name the same memory. */
+bool xpu_rm_client_same(struct xpu_rm_client *c, u32 h1, u32 h2)
 {
 	struct nv0000_ctrl_client_objects_are_duplicates_params p = {
 		.h_object1 = h1, .h_object2 = h2,
 	};
 
-	return xpu_rm_ledger_control(xpu_rm_ledger,
+	return xpu_rm_client_control(c, c->h,
 				     NV0000_CTRL_CMD_CLIENT_OBJECTS_ARE_DUPLICATES,
 				     &p, sizeof(p)) == NV_OK && p.b_duplicates;
 }
 
 /*
- * Where the video memory of the ledger's handle H begins, as RM places it
- * (NV0041 GET_SURFACE_PHYS_ATTR of offset 0, AT_GPU): one memory's while it
- * lives, the same through every duplicate (they share its memdesc), so it
- * sorts the ledger's handles by memory without asking RM of each pair.
- * False when RM does not say (535 has no such control) or the memory is
- * not video memory; a kernel caller passes the control's privilege check.
+ * Where the video memory of C's handle H begins, as RM places it (NV0041
+ * GET_SURFACE_PHYS_ATTR of offset 0, AT_GPU): one memory's while it lives,
+ * the same through every duplicate (they share its memdesc), so it sorts
+ * the ledger's handles by memory without asking RM of each pair.  False
+ * when RM does not say (535 has no such control) or the memory is not
+ * video memory; a kernel caller passes the control's privilege check.
  */
-bool xpu_rm_ledger_where(u32 h, u64 *where)
+bool xpu_rm_client_where(struct xpu_rm_client *c, u32 h, u64 *where)
 {
 	struct nv0041_ctrl_get_surface_phys_attr_params p = { .mem_offset = 0 };
 
-	if (xpu_rm_ledger_control(h, NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR,
+	if (xpu_rm_client_control(c, h, NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR,
 				  &p, sizeof(p)) != NV_OK ||
 	    p.mem_aperture != NV0041_CTRL_CMD_GET_SURFACE_PHYS_ATTR_APERTURE_VIDMEM)
 		return false;
@@ -417,12 +414,16 @@ bool xpu_rm_ledger_where(u32 h, u64 *where)
 	return true;
 }
 
-/* What RM charges the ledger on GPU: private, shared-owned, shared-duped. */
-int xpu_rm_ledger_usage(struct xpu_gpu *gpu, struct xpu_vidmem_usage *u)
+/*
+ * What RM charges C's process on GPU: private, shared-owned, shared-duped.
+ * RM walks the memory of every client of that process (_gpuCollectMemInfo).
+ */
+int xpu_rm_client_usage(struct xpu_rm_client *c, struct xpu_gpu *gpu,
+			struct xpu_vidmem_usage *u)
 {
-	if (!xpu_rm_ledger_pid)
+	if (!c->pid)
 		return -ENODEV;
-	return xpu_rm_pid_figures(gpu, &xpu_rm_ledger_pid, NULL, u, 1);
+	return xpu_rm_pid_figures(gpu, &c->pid, NULL, u, 1);
 }
 
 /*

@@ -8,6 +8,8 @@
 
 #include <linux/types.h>
 
+#include "xpu.h"
+
 struct pid;
 struct xpu_gpu;
 
@@ -29,15 +31,25 @@ struct xpu_vidmem_usage {
 	u64 duped;		/* memSharedDuped: a duplicate, not the owner */
 };
 
-/* The ledger's own RM client (ledger.c): made by a thread that outlives it. */
-int xpu_rm_ledger_create(void);
-void xpu_rm_ledger_destroy(void);
-u32 xpu_rm_ledger_dup(struct xpu_gpu *gpu, bool subdevice, u32 h_client,
-		      u32 h_object, u32 *h_new);
-void xpu_rm_ledger_free(u32 h_object);
-bool xpu_rm_ledger_same(u32 h1, u32 h2);
-bool xpu_rm_ledger_where(u32 h, u64 *where);
-int xpu_rm_ledger_usage(struct xpu_gpu *gpu, struct xpu_vidmem_usage *u);
+/*
+ * A client of the ledger's (ledger.c), made by a thread that outlives it:
+ * RM's process figures for the thread's pid are the client's.
+ */
+struct xpu_rm_client {
+	u32 h;
+	u32 dev[XPU_MAX_GPUS], sub[XPU_MAX_GPUS];	/* 0 where none */
+	struct pid *pid;
+};
+
+int xpu_rm_client_create(struct xpu_rm_client *c, struct xpu_gpu *gpu);
+void xpu_rm_client_destroy(struct xpu_rm_client *c);
+u32 xpu_rm_client_dup(struct xpu_rm_client *c, struct xpu_gpu *gpu,
+		      bool subdevice, u32 h_client, u32 h_object, u32 *h_new);
+void xpu_rm_client_free(struct xpu_rm_client *c, u32 h_object);
+bool xpu_rm_client_same(struct xpu_rm_client *c, u32 h1, u32 h2);
+bool xpu_rm_client_where(struct xpu_rm_client *c, u32 h, u64 *where);
+int xpu_rm_client_usage(struct xpu_rm_client *c, struct xpu_gpu *gpu,
+			struct xpu_vidmem_usage *u);
 u32 xpu_rm_object_parent(u32 h_client, u32 h_object);
 
 u32 xpu_rm_disable_channels(struct xpu_gpu *gpu, bool disable,

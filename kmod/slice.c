@@ -21,6 +21,7 @@
 #include "events.h"
 #include "file.h"
 #include "handles.h"
+#include "ledger.h"
 #include "mem.h"
 #include "nvabi.h"
 #include "rmapi.h"
@@ -196,12 +197,16 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 	slice->share = arg->compute_share;
 	slice->weight = arg->weight;
 	slice->priority = arg->priority;
+	/* xpu's GPUs are found at its load and stay */
+	gpu = xpu_gpu_by_minor(arg->gpu_minor);
+	ret = gpu ? xpu_ledger_slice_init(slice, gpu) : -ENODEV;
+	if (ret) {
+		xpu_handles_destroy(slice);
+		kfree(slice);
+		return ret;
+	}
 
 	mutex_lock(&xpu_lock);
-	gpu = xpu_gpu_by_minor(arg->gpu_minor);
-	ret = -ENODEV;
-	if (!gpu)
-		goto err_unlock;
 	ret = -EEXIST;
 	list_for_each_entry(other, &xpu_slices, link)
 		if (!strncmp(other->name, slice->name, XPU_NAME_LEN))
@@ -234,6 +239,7 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 
 err_unlock:
 	mutex_unlock(&xpu_lock);
+	xpu_ledger_slice_release(slice);
 	xpu_handles_destroy(slice);
 	kfree(slice);
 	return ret;

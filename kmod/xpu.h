@@ -107,6 +107,8 @@ enum xpu_rec_kind {
 	XPU_REC_KINDS,
 };
 
+struct xpu_probe;
+
 struct xpu_slice {
 	struct kref ref;
 	struct list_head link;		/* in xpu_slices, under xpu_lock */
@@ -147,6 +149,12 @@ struct xpu_slice {
 	 */
 	struct list_head held;
 	u64 held_bytes;
+	/*
+	 * The slice's own client of the ledger's, where its frees' duplicates
+	 * are made and asked about (ledger.c, xpu_ledger_slice_init); NULL
+	 * while the ledger is off.
+	 */
+	struct xpu_probe *probe;
 	/* video-memory objects recorded in the slice's control files */
 	atomic_t nr_memrecs;
 	/*

@@ -80,6 +80,13 @@ def controls():
     return {r["cmd"]: r["calls"] for r in parse_records(_read("controls"))}
 
 
+def pid_info_walked():
+    """How many memory objects GET_PID_INFO looked at since the stub was
+    loaded (RM walks every memory object of each client of the process
+    asked about)."""
+    return int(_read("pid_info_walked"))
+
+
 def available():
     return os.path.isdir(DEBUGFS)
 

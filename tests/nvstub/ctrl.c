@@ -432,6 +432,13 @@ static u32 nvstub_ctrl_get_pids(struct nvstub_call *call,
 	return NV_OK;
 }
 
+/*
+ * Memory objects GET_PID_INFO looked at since the stub was loaded: RM walks
+ * every memory object of each client of the process asked about, so a
+ * test can see whose objects a reading costs.
+ */
+static atomic64_t nvstub_pid_info_walked = ATOMIC64_INIT(0);
+
 /* _gpuCollectMemInfo() for one device of one client */
 static void nvstub_collect_vidmem(struct nvstub_object *obj,
 				  struct nvstub_object *dev,
@@ -442,8 +449,9 @@ static void nvstub_collect_vidmem(struct nvstub_object *obj,
 
 	if (obj->hclass == NV01_MEMORY_LOCAL_USER && obj->device == dev) {
 		struct nvstub_mem *mem = obj->mem.mem;
-
 		u64 prot = mem->protected ? mem->size : 0;
+
+		atomic64_inc(&nvstub_pid_info_walked);
 
 		/* protected memory counts in both figures, as in RM */
 		if (mem->handles == 1) {
@@ -925,9 +933,19 @@ static int nvstub_controls_show(struct seq_file *s, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(nvstub_controls);
 
+/* /sys/kernel/debug/nvstub/pid_info_walked: the count above */
+static int nvstub_walked_show(struct seq_file *s, void *unused)
+{
+	seq_printf(s, "%lld\n", (long long)atomic64_read(&nvstub_pid_info_walked));
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(nvstub_walked);
+
 void nvstub_ctrl_debugfs(struct dentry *dir)
 {
 	debugfs_create_file("controls", 0444, dir, NULL, &nvstub_controls_fops);
+	debugfs_create_file("pid_info_walked", 0444, dir, NULL,
+			    &nvstub_walked_fops);
 }
 
 u32 nvstub_rm_control(struct nvstub_call *call, struct nvos54_parameters *p)

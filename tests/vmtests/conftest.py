@@ -11,6 +11,8 @@ whole directory is skipped elsewhere (not root, or no /dev/nvidiactl).
 import gc
 import os
 import sys
+import time
+import warnings
 
 import pytest
 
@@ -38,14 +40,30 @@ def require_xpu():
 @pytest.fixture(autouse=True)
 def leak_check(_require_stub):
     """Every test leaves the stub's object and heap counters where it found
-    them: whatever a test allocates is freed by the time its files close."""
+    them: whatever a test allocates is freed by the time its files close,
+    or soon after where xpu.ko lets go of a destroyed slice's last
+    reference from a work item (UVM's retentions, retain.c): the slice's
+    probe client goes with the slice (kmod/ledger.c)."""
     gc.collect()
     before = nvtest.snapshot()
     yield
     gc.collect()
-    after = nvtest.snapshot()
-    assert after == before, "the stub's live objects/heap changed over " \
-        f"the test: before {before}, after {after}"
+    after = [None]
+
+    def settled():
+        after[0] = nvtest.snapshot()
+        return after[0] == before
+
+    start = time.monotonic()
+    try:
+        nvtest.wait_for(settled, 10, "the stub's counters to settle")
+    except AssertionError:
+        pass
+    if after[0] == before and time.monotonic() - start > 0.1:
+        warnings.warn(f"the stub's counters settled "
+                      f"{time.monotonic() - start:.1f} s after the test")
+    assert after[0] == before, "the stub's live objects/heap changed over " \
+        f"the test: before {before}, after {after[0]}"
 
 
 @pytest.fixture

@@ -2485,6 +2485,64 @@ def test_memory_the_slice_holds_already_is_held_once(admin, nodedir):
         a.destroy()
 
 
+FREE_ON_A_LINE = nvtest.RAW_PRELUDE + """
+report(ready=True)
+sys.stdin.readline()
+m = dev.alloc_vidmem(65536)
+rm.free(m.handle)
+report(freed=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_reading_of_the_ledger_walks_nothing_another_slice_holds(
+        admin, nodedir):
+    """Whether the ledger's duplicate holds its memory alone is read from
+    RM's PID_INFO figures, and RM walks every memory object of every
+    client of the process asked about.  Each slice has its own probe
+    client, of a thread of its own: another slice's free walks none of the
+    hoarder's held duplicates, and the hoarder's allocation past its limit,
+    which asks about each of its own, walks each once.  Before session 61
+    one client kept every slice's held duplicates and every reading walked
+    them all: the other's free walked the hoarder's 128 at each reading,
+    and the hoarder's allocation 2 * 128 * 128 (docs/security.md)."""
+    n, piece = 128, 64 * 1024
+    a = Slice(admin, nodedir, name="hoarder", limit=64 * MiB)
+    b = Slice(admin, nodedir, name="other", limit=64 * MiB)
+    opened = a.open()
+    _, _, rm, dev = opened
+    child = None
+    try:
+        for _ in range(n):
+            _hold(rm, dev, piece)
+        assert a.used() >= n * piece, a.used()      # premise: held
+        child = nvtest.spawn_child(FREE_ON_A_LINE
+                                   .replace("CTL", repr(b.ctl_node))
+                                   .replace("GPU", repr(b.gpu_node)))
+        assert child.report()["ready"]
+        walked = stub.pid_info_walked()
+        child.p.stdin.write("\n")
+        child.p.stdin.flush()
+        assert child.report()["freed"]
+        other = stub.pid_info_walked() - walked
+        # its own piece, and its members' figures: nothing of the hoarder's
+        assert other < n // 4, other
+        walked = stub.pid_info_walked()
+        with pytest.raises(client.NvStatusError):
+            dev.alloc_vidmem(128 * MiB)
+        hoarder = stub.pid_info_walked() - walked
+        # each held one once, and the members' figures a few times
+        assert hoarder < 8 * n, hoarder
+        assert a.used() >= n * piece, a.used()      # still held
+    finally:
+        if child:
+            child.finish()
+        for o in reversed(opened):
+            o.close()
+        a.destroy()
+        b.destroy()
+
+
 def test_the_directories_a_va_space_pins_are_charged_to_its_slice(
         admin, nodedir):
     """A VA space of RM's own (FERMI_VASPACE_A, neither externally owned
