@@ -148,7 +148,6 @@ static DEFINE_MUTEX(xpu_ledger_lock);
 static DEFINE_HASHTABLE(xpu_ledger_placed, 9);
 static struct list_head xpu_ledger_held[XPU_MAX_GPUS];
 static struct xpu_lclient xpu_ledger;
-static bool xpu_ledger_on;
 
 static int xpu_lclient_fn(void *data)
 {
@@ -197,22 +196,17 @@ static void xpu_lclient_stop(struct xpu_lclient *lc)
 
 int xpu_ledger_init(void)
 {
-	int i, ret;
+	int i;
 
 	for (i = 0; i < XPU_MAX_GPUS; i++)
 		INIT_LIST_HEAD(&xpu_ledger_held[i]);
-	ret = xpu_lclient_start(&xpu_ledger, NULL, "xpu-ledger");
-	if (ret)
-		return ret;
-	xpu_ledger_on = true;
-	return 0;
+	return xpu_lclient_start(&xpu_ledger, NULL, "xpu-ledger");
 }
 
 /* After every slice is gone: the client goes with what it still holds. */
 void xpu_ledger_exit(void)
 {
 	xpu_lclient_stop(&xpu_ledger);
-	xpu_ledger_on = false;
 }
 
 /*
@@ -226,7 +220,7 @@ int xpu_ledger_slice_init(struct xpu_slice *slice, struct xpu_gpu *gpu)
 	char name[XPU_NAME_LEN + 16];
 	int ret;
 
-	if (!xpu_ledger_on)
+	if (!xpu_ledger.thread)	/* the ledger is off */
 		return 0;
 	probe = kzalloc(sizeof(*probe), GFP_KERNEL);
 	if (!probe)
@@ -258,13 +252,12 @@ static u64 xpu_usage_sum(const struct xpu_vidmem_usage *u)
 }
 
 /* A reading of RM's figures for PROBE on GPU, which its sum follows. */
-static int xpu_probe_read(struct xpu_probe *probe, struct xpu_gpu *gpu,
-			  struct xpu_vidmem_usage *u)
+static int xpu_probe_read(struct xpu_probe *probe, struct xpu_vidmem_usage *u)
 {
 	int ret;
 
 	lockdep_assert_held(&probe->lock);
-	ret = xpu_rm_client_usage(&probe->lc.c, gpu, u);
+	ret = xpu_rm_client_usage(&probe->lc.c, probe->lc.gpu, u);
 	probe->sum = ret ? 0 : xpu_usage_sum(u);
 	probe->sum_known = !ret;
 	return ret;
@@ -274,13 +267,13 @@ static int xpu_probe_read(struct xpu_probe *probe, struct xpu_gpu *gpu,
  * A duplicate into PROBE of (HC, HO) -- HC 0: the probe's own; HC the
  * ledger's: a held one --, as *H.
  */
-static u32 xpu_probe_dup(struct xpu_probe *probe, struct xpu_gpu *gpu,
-			 bool sub, u32 hc, u32 ho, u32 *h)
+static u32 xpu_probe_dup(struct xpu_probe *probe, bool sub, u32 hc, u32 ho,
+			 u32 *h)
 {
 	u32 status;
 
 	lockdep_assert_held(&probe->lock);
-	status = xpu_rm_client_dup(&probe->lc.c, gpu, sub, hc, ho, h);
+	status = xpu_rm_client_dup(&probe->lc.c, probe->lc.gpu, sub, hc, ho, h);
 	if (status == NV_OK)
 		probe->handles++;
 	return status;
@@ -303,20 +296,20 @@ static void xpu_probe_drop(struct xpu_probe *probe, u32 h, u64 size)
  * -- what its dup added to the probe's figures --, or 0 when RM would not
  * make or measure it (then none is kept).
  */
-static u64 xpu_probe_dup_measure(struct xpu_probe *probe, struct xpu_gpu *gpu,
-				 bool sub, u32 hc, u32 ho, u32 *h)
+static u64 xpu_probe_dup_measure(struct xpu_probe *probe, bool sub, u32 hc,
+				 u32 ho, u32 *h)
 {
 	struct xpu_vidmem_usage u;
 	u64 before, size = 0;
 
 	lockdep_assert_held(&probe->lock);
 	*h = 0;
-	if (!probe->sum_known && xpu_probe_read(probe, gpu, &u))
+	if (!probe->sum_known && xpu_probe_read(probe, &u))
 		return 0;
 	before = probe->sum;
-	if (xpu_probe_dup(probe, gpu, sub, hc, ho, h))
+	if (xpu_probe_dup(probe, sub, hc, ho, h))
 		return 0;
-	if (!xpu_probe_read(probe, gpu, &u) && probe->sum > before)
+	if (!xpu_probe_read(probe, &u) && probe->sum > before)
 		size = probe->sum - before;
 	if (!size) {
 		xpu_probe_drop(probe, *h, 0);
@@ -333,15 +326,14 @@ static u64 xpu_probe_dup_measure(struct xpu_probe *probe, struct xpu_gpu *gpu,
  * (xpu_probe_alone), so the probe's sum is unknown until a reading: a
  * claim added to it would skew the size another duplicate measures.
  */
-static u64 xpu_probe_dup_recorded(struct xpu_probe *probe,
-				  struct xpu_gpu *gpu, bool sub, u32 hc,
+static u64 xpu_probe_dup_recorded(struct xpu_probe *probe, bool sub, u32 hc,
 				  u32 ho, u64 size, u32 *h)
 {
 	lockdep_assert_held(&probe->lock);
 	*h = 0;
 	if (!size)
-		return xpu_probe_dup_measure(probe, gpu, sub, hc, ho, h);
-	if (xpu_probe_dup(probe, gpu, sub, hc, ho, h))
+		return xpu_probe_dup_measure(probe, sub, hc, ho, h);
+	if (xpu_probe_dup(probe, sub, hc, ho, h))
 		return 0;
 	probe->sum_known = false;
 	return size;
@@ -360,8 +352,8 @@ static u64 xpu_probe_dup_recorded(struct xpu_probe *probe,
  * by that size (others' frees meanwhile only raise it: anything else means
  * "ask again later", which errs on the side of charging).
  */
-static bool xpu_probe_alone(struct xpu_probe *probe, struct xpu_gpu *gpu,
-			    bool sub, u32 h, u64 *size)
+static bool xpu_probe_alone(struct xpu_probe *probe, bool sub, u32 h,
+			    u64 *size)
 {
 	struct xpu_vidmem_usage a, b;
 	bool alone = false;
@@ -369,16 +361,16 @@ static bool xpu_probe_alone(struct xpu_probe *probe, struct xpu_gpu *gpu,
 	u32 h2 = 0;
 
 	lockdep_assert_held(&probe->lock);
-	if (xpu_probe_read(probe, gpu, &a))
+	if (xpu_probe_read(probe, &a))
 		return false;
 	sa = xpu_usage_sum(&a);
 	if (probe->handles == 1) {
 		*size = sa;
 		return a.priv == sa;
 	}
-	if (xpu_probe_dup(probe, gpu, sub, 0, h, &h2))
+	if (xpu_probe_dup(probe, sub, 0, h, &h2))
 		return false;
-	if (!xpu_probe_read(probe, gpu, &b)) {
+	if (!xpu_probe_read(probe, &b)) {
 		sb = xpu_usage_sum(&b);
 		if (sb > sa) {
 			*size = sb - sa;
@@ -696,8 +688,7 @@ static void xpu_ledger_cascade_begin(struct xpu_file *xf, u32 hc, u32 ho,
 		held->subdevice = pcls == NV20_SUBDEVICE_0;
 		held->in = &probe->lc.c;
 		mutex_lock(&probe->lock);
-		held->size = xpu_probe_dup_recorded(probe, slice->gpu,
-						    held->subdevice, rc, ro,
+		held->size = xpu_probe_dup_recorded(probe, held->subdevice, rc, ro,
 						    r->size, &held->h_dup);
 		mutex_unlock(&probe->lock);
 		if (!held->size) {
@@ -736,7 +727,7 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		 * it is still there only when not.
 		 */
 		mutex_lock(&probe->lock);
-		if (xpu_probe_alone(probe, slice->gpu, held->subdevice,
+		if (xpu_probe_alone(probe, held->subdevice,
 				    held->h_dup, &held->size)) {
 			xpu_probe_drop(probe, held->h_dup, held->size);
 			mutex_unlock(&probe->lock);
@@ -822,7 +813,6 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 		    u32 hc, u32 hp, u32 ho, bool *settled, u64 *gone)
 {
 	struct xpu_slice *slice = xf->slice;
-	struct xpu_gpu *gpu = slice->gpu;
 	struct xpu_memrec *r;
 	struct xpu_held *held;
 	u32 h = 0, status, cls;
@@ -880,7 +870,7 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	 * of RM, among the slice's own (before 550, about each of them).
 	 */
 	mutex_lock(&slice->probe->lock);
-	size = xpu_probe_dup_recorded(slice->probe, gpu, sub, hc, ho, recorded,
+	size = xpu_probe_dup_recorded(slice->probe, sub, hc, ho, recorded,
 				      &h);
 	mutex_unlock(&slice->probe->lock);
 	if (!size) {
@@ -926,7 +916,7 @@ static bool xpu_ledger_settle(struct xpu_slice *slice, struct xpu_held *held)
 	lockdep_assert_held(&probe->lock);
 	lockdep_assert_held(&xpu_ledger_lock);
 	if (held->in == &xpu_ledger.c) {
-		if (xpu_probe_dup(probe, slice->gpu, held->subdevice,
+		if (xpu_probe_dup(probe, held->subdevice,
 				  xpu_ledger.c.h, held->h_dup, &h) != NV_OK)
 			return false;	/* ask again later */
 		probe->sum_known = false;
@@ -934,7 +924,7 @@ static bool xpu_ledger_settle(struct xpu_slice *slice, struct xpu_held *held)
 		held->h_dup = h;
 		held->in = &probe->lc.c;
 	}
-	if (xpu_probe_alone(probe, slice->gpu, held->subdevice, held->h_dup,
+	if (xpu_probe_alone(probe, held->subdevice, held->h_dup,
 			    &size)) {
 		xpu_ledger_unhold(slice, held);
 		return true;
