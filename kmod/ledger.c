@@ -382,6 +382,19 @@ static bool xpu_probe_alone(struct xpu_probe *probe, bool sub, u32 h,
 }
 
 /*
+ * Whether every handle PROBE has holds its memory alone, by one reading:
+ * GET_PID_INFO counts a handle as private exactly when it is its memory's
+ * only one, so all of the probe's figures private means all alone.
+ */
+static bool xpu_probe_all_alone(struct xpu_probe *probe)
+{
+	struct xpu_vidmem_usage u;
+
+	lockdep_assert_held(&probe->lock);
+	return !xpu_probe_read(probe, &u) && u.priv == xpu_usage_sum(&u);
+}
+
+/*
  * HELD, in SLICE's probe, moves into the ledger's client, where the look
  * for a held duplicate of the same memory compares (RM compares two handles
  * of one client only): a duplicate there, then the probe's goes, so the
@@ -404,6 +417,30 @@ static void xpu_ledger_keep(struct xpu_slice *slice, struct xpu_held *held)
 	xpu_probe_drop(probe, held->h_dup, held->size);
 	held->h_dup = h;
 	held->in = &xpu_ledger.c;
+}
+
+/*
+ * HELD, in the ledger's client, moves into SLICE's probe, where a reading
+ * asks about it: a duplicate there, then the ledger's goes.  Whether it is
+ * in the probe (RM may not make the duplicate: then it stays).
+ */
+static bool xpu_ledger_fetch(struct xpu_slice *slice, struct xpu_held *held)
+{
+	struct xpu_probe *probe = slice->probe;
+	u32 h;
+
+	lockdep_assert_held(&probe->lock);
+	lockdep_assert_held(&xpu_ledger_lock);
+	if (held->in != &xpu_ledger.c)
+		return true;
+	if (xpu_probe_dup(probe, held->subdevice, xpu_ledger.c.h, held->h_dup,
+			  &h) != NV_OK)
+		return false;
+	probe->sum_known = false;
+	xpu_rm_client_free(&xpu_ledger.c, held->h_dup);
+	held->h_dup = h;
+	held->in = &probe->lc.c;
+	return true;
 }
 
 /* HELD's handle goes, from wherever it is. */
@@ -709,6 +746,14 @@ static void xpu_ledger_cascade_begin(struct xpu_file *xf, u32 hc, u32 ho,
  * one recorded.  Returns whether every duplicate went: nothing else held
  * the memory of TAKEN; then *GONE (if given) is how much memory went with
  * the free, by the sizes the ledger held.
+ *
+ * Each reading walks every handle the probe has, so a free that took many
+ * is asked about as a whole first: one reading, and if every handle of the
+ * probe is alone, every duplicate goes (a process's exit, or the free of a
+ * client with thousands of allocations).  Otherwise each moves into the
+ * ledger's client first, and back into the probe only while asked about:
+ * before session 62 each of N was asked about with the others in the
+ * probe, N * N handles walked (docs/security.md).
  */
 static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 				   bool check, u64 *gone)
@@ -719,16 +764,45 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 	bool settled = true;
 	u64 bytes = 0;
 
+	if (!gone && !list_empty(taken) && !list_is_singular(taken)) {
+		mutex_lock(&probe->lock);
+		if (xpu_probe_all_alone(probe)) {
+			list_for_each_entry_safe(held, tmp, taken, link) {
+				list_del(&held->link);
+				xpu_probe_drop(probe, held->h_dup, 0);
+				xpu_memrec_forget(xf, held->hc, held->ho);
+				kfree(held);
+			}
+			/* the sizes were the records', claims */
+			probe->sum_known = false;
+			mutex_unlock(&probe->lock);
+			return true;
+		}
+		mutex_lock(&xpu_ledger_lock);
+		list_for_each_entry(held, taken, link)
+			xpu_ledger_keep(slice, held);
+		mutex_unlock(&xpu_ledger_lock);
+		mutex_unlock(&probe->lock);
+	}
 	list_for_each_entry_safe(held, tmp, taken, link) {
+		bool alone;
+
 		list_del(&held->link);
+		mutex_lock(&probe->lock);
+		if (held->in != &probe->lc.c) {
+			mutex_lock(&xpu_ledger_lock);
+			xpu_ledger_fetch(slice, held);
+			mutex_unlock(&xpu_ledger_lock);
+		}
 		/*
 		 * Alone, the probe's duplicate says that RM freed the object
 		 * (a live one would share its memory), so RM is asked whether
 		 * it is still there only when not.
 		 */
-		mutex_lock(&probe->lock);
-		if (xpu_probe_alone(probe, held->subdevice,
-				    held->h_dup, &held->size)) {
+		alone = held->in == &probe->lc.c &&
+			xpu_probe_alone(probe, held->subdevice, held->h_dup,
+					&held->size);
+		if (alone) {
 			xpu_probe_drop(probe, held->h_dup, held->size);
 			mutex_unlock(&probe->lock);
 			xpu_memrec_forget(xf, held->hc, held->ho);
@@ -740,7 +814,9 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		    xpu_rm_object_class(held->hc, held->ho) ==
 		    NV01_MEMORY_LOCAL_USER) {
 			/* not freed: still the tenant's */
-			xpu_probe_drop(probe, held->h_dup, held->size);
+			mutex_lock(&xpu_ledger_lock);
+			xpu_held_drop(slice, held);
+			mutex_unlock(&xpu_ledger_lock);
 			mutex_unlock(&probe->lock);
 			kfree(held);
 			continue;
@@ -911,19 +987,11 @@ static bool xpu_ledger_settle(struct xpu_slice *slice, struct xpu_held *held)
 {
 	struct xpu_probe *probe = slice->probe;
 	u64 size = held->size;	/* measured when it was held */
-	u32 h;
 
 	lockdep_assert_held(&probe->lock);
 	lockdep_assert_held(&xpu_ledger_lock);
-	if (held->in == &xpu_ledger.c) {
-		if (xpu_probe_dup(probe, held->subdevice,
-				  xpu_ledger.c.h, held->h_dup, &h) != NV_OK)
-			return false;	/* ask again later */
-		probe->sum_known = false;
-		xpu_rm_client_free(&xpu_ledger.c, held->h_dup);
-		held->h_dup = h;
-		held->in = &probe->lc.c;
-	}
+	if (!xpu_ledger_fetch(slice, held))
+		return false;	/* ask again later */
 	if (xpu_probe_alone(probe, held->subdevice, held->h_dup,
 			    &size)) {
 		xpu_ledger_unhold(slice, held);

@@ -2543,6 +2543,67 @@ def test_a_reading_of_the_ledger_walks_nothing_another_slice_holds(
         b.destroy()
 
 
+@pytest.mark.parametrize("kept", ["nothing", "a_duplicate_each"])
+def test_a_free_that_takes_many_allocations_walks_each_once(
+        admin, nodedir, kept):
+    """The close of a control file (or the free of a client or device) that
+    takes N video-memory objects with it: the ledger's duplicate of each
+    stands by in the slice's probe, and RM's readings say whether each holds
+    its memory alone.  Each reading walks every handle the probe has, so
+    asking about each with the others there walked N * N: before session
+    62, 65792 for 256 of nothing kept, and the same with a duplicate of
+    each kept by another client of the slice.  Now one reading answers for
+    all when all are alone; else each is asked about alone in the probe.
+    Either way the slice is charged what it holds: nothing when nothing is
+    kept, all of it while the other client's duplicates hold it, nothing
+    once they go (the next allocation that needs the room asks RM)."""
+    n, piece = 256, 64 * 1024
+    sl = Slice(admin, nodedir, name="many", limit=32 * MiB)
+    heap0 = nvtest.heap_used(0)
+    opened = sl.open()
+    _, _, rm, dev = opened
+    other = None
+    try:
+        made = [dev.alloc_vidmem(piece).handle for _ in range(n)]
+        if kept != "nothing":
+            other = sl.open()
+            orm, odev = other[2], other[3]
+            for h in made:
+                orm.dup(odev.hdevice, h, client_src=rm)
+        assert sl.used() >= n * piece, sl.used()
+        walked = stub.pid_info_walked()
+        for o in reversed(opened):
+            o.close()
+        opened = []
+        walked = stub.pid_info_walked() - walked
+        # a reading or two of the members' figures (the other client's n)
+        # and, for each one, a handle or two in the probe
+        assert walked < 8 * n, walked
+        if kept == "nothing":
+            assert sl.used() < piece, sl.used()
+            assert nvtest.heap_used(0) == heap0
+            return
+        assert sl.used() >= n * piece, sl.used()        # still held
+        for o in reversed(other):
+            o.close()
+        other = None
+        # the ledger's duplicates alone now: the room is found for 30 MiB
+        opened = sl.open()
+        m = opened[3].alloc_vidmem(30 * MiB)
+        opened[2].free(m.handle)
+        for o in reversed(opened):
+            o.close()
+        opened = []
+        assert sl.used() < piece, sl.used()
+        assert nvtest.heap_used(0) == heap0
+    finally:
+        for o in reversed(opened):
+            o.close()
+        for o in reversed(other or []):
+            o.close()
+        sl.destroy()
+
+
 def test_the_directories_a_va_space_pins_are_charged_to_its_slice(
         admin, nodedir):
     """A VA space of RM's own (FERMI_VASPACE_A, neither externally owned
