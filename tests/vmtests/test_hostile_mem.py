@@ -2543,16 +2543,18 @@ def test_a_reading_of_the_ledger_walks_nothing_another_slice_holds(
         b.destroy()
 
 
+@pytest.mark.parametrize("how", ["close", "client_freed"])
 @pytest.mark.parametrize("kept", ["nothing", "a_duplicate_each"])
 def test_a_free_that_takes_many_allocations_walks_each_once(
-        admin, nodedir, kept):
+        admin, nodedir, kept, how):
     """The close of a control file (or the free of a client or device) that
     takes N video-memory objects with it: the ledger's duplicate of each
     stands by in the slice's probe, and RM's readings say whether each holds
     its memory alone.  Each reading walks every handle the probe has, so
     asking about each with the others there walked N * N: before session
-    62, 65792 for 256 of nothing kept, and the same with a duplicate of
-    each kept by another client of the slice.  Now one reading answers for
+    62, 66046 to 66814 for 256, with nothing kept or with a duplicate of
+    each kept by another client of the slice, the file closed or its
+    client freed (RM_FREE).  Now one reading answers for
     all when all are alone; else each is asked about alone in the probe.
     Either way the slice is charged what it holds: nothing when nothing is
     kept, all of it while the other client's duplicates hold it, nothing
@@ -2572,6 +2574,8 @@ def test_a_free_that_takes_many_allocations_walks_each_once(
                 orm.dup(odev.hdevice, h, client_src=rm)
         assert sl.used() >= n * piece, sl.used()
         walked = stub.pid_info_walked()
+        if how == "client_freed":
+            rm.close()          # RM_FREE of the client, the file open
         for o in reversed(opened):
             o.close()
         opened = []
