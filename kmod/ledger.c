@@ -83,6 +83,12 @@ struct xpu_held {
 	u64 size;			/* as RM counts it */
 	u32 hc, ho;			/* the tenant's, while its free runs */
 	/*
+	 * On its probe's inflight from the duplicate made before the free
+	 * until what follows the free begins (cascade_end), while in the
+	 * probe: another free's reading moves it out first (xpu_probe_evict).
+	 */
+	struct list_head flight;
+	/*
 	 * While held: where RM placed its memory (xpu_rm_client_where), when
 	 * RM said, in xpu_ledger_placed under the ledger lock.
 	 */
@@ -133,6 +139,8 @@ struct xpu_probe {
 	u32 handles;
 	u64 sum;
 	bool sum_known;
+	/* the duplicates of frees in flight in it (struct xpu_held's flight) */
+	struct list_head inflight;
 };
 
 /*
@@ -226,6 +234,7 @@ int xpu_ledger_slice_init(struct xpu_slice *slice, struct xpu_gpu *gpu)
 	if (!probe)
 		return -ENOMEM;
 	mutex_init(&probe->lock);
+	INIT_LIST_HEAD(&probe->inflight);
 	snprintf(name, sizeof(name), "xpu-probe/%.*s",
 		 (int)strnlen(slice->name, XPU_NAME_LEN), slice->name);
 	ret = xpu_lclient_start(&probe->lc, gpu, name);
@@ -257,6 +266,8 @@ static int xpu_probe_read(struct xpu_probe *probe, struct xpu_vidmem_usage *u)
 	int ret;
 
 	lockdep_assert_held(&probe->lock);
+	/* a reading walks no free's duplicates in flight (xpu_probe_evict) */
+	WARN_ON_ONCE(!list_empty(&probe->inflight));
 	ret = xpu_rm_client_usage(&probe->lc.c, probe->lc.gpu, u);
 	probe->sum = ret ? 0 : xpu_usage_sum(u);
 	probe->sum_known = !ret;
@@ -291,6 +302,8 @@ static void xpu_probe_drop(struct xpu_probe *probe, u32 h, u64 size)
 		probe->sum_known = false;
 }
 
+static void xpu_probe_evict(struct xpu_probe *probe);
+
 /*
  * A duplicate of the caller's (HC, HO) into PROBE, as *H: RM's size of it
  * -- what its dup added to the probe's figures --, or 0 when RM would not
@@ -304,6 +317,7 @@ static u64 xpu_probe_dup_measure(struct xpu_probe *probe, bool sub, u32 hc,
 
 	lockdep_assert_held(&probe->lock);
 	*h = 0;
+	xpu_probe_evict(probe);
 	if (!probe->sum_known && xpu_probe_read(probe, &u))
 		return 0;
 	before = probe->sum;
@@ -395,7 +409,7 @@ static bool xpu_probe_all_alone(struct xpu_probe *probe)
 }
 
 /*
- * HELD, in SLICE's probe, moves into the ledger's client, where the look
+ * HELD, in PROBE, moves into the ledger's client, where the look
  * for a held duplicate of the same memory compares (RM compares two handles
  * of one client only): a duplicate there, then the probe's goes, so the
  * memory is never without a handle of the ledger's.  If RM would not make
@@ -403,15 +417,14 @@ static bool xpu_probe_all_alone(struct xpu_probe *probe)
  * it, and no other slice's duplicate of its memory is found to be it, which
  * can only charge twice).
  */
-static void xpu_ledger_keep(struct xpu_slice *slice, struct xpu_held *held)
+static void xpu_ledger_keep(struct xpu_probe *probe, struct xpu_held *held)
 {
-	struct xpu_probe *probe = slice->probe;
 	u32 h;
 
 	lockdep_assert_held(&probe->lock);
 	lockdep_assert_held(&xpu_ledger_lock);
 	if (held->in != &probe->lc.c ||
-	    xpu_rm_client_dup(&xpu_ledger.c, slice->gpu, held->subdevice,
+	    xpu_rm_client_dup(&xpu_ledger.c, probe->lc.gpu, held->subdevice,
 			      probe->lc.c.h, held->h_dup, &h) != NV_OK)
 		return;
 	xpu_probe_drop(probe, held->h_dup, held->size);
@@ -420,13 +433,12 @@ static void xpu_ledger_keep(struct xpu_slice *slice, struct xpu_held *held)
 }
 
 /*
- * HELD, in the ledger's client, moves into SLICE's probe, where a reading
- * asks about it: a duplicate there, then the ledger's goes.  Whether it is
- * in the probe (RM may not make the duplicate: then it stays).
+ * HELD, in the ledger's client, moves into PROBE, where a reading asks
+ * about it: a duplicate there, then the ledger's goes.  Whether it is in
+ * the probe (RM may not make the duplicate: then it stays).
  */
-static bool xpu_ledger_fetch(struct xpu_slice *slice, struct xpu_held *held)
+static bool xpu_ledger_fetch(struct xpu_probe *probe, struct xpu_held *held)
 {
-	struct xpu_probe *probe = slice->probe;
 	u32 h;
 
 	lockdep_assert_held(&probe->lock);
@@ -441,6 +453,28 @@ static bool xpu_ledger_fetch(struct xpu_slice *slice, struct xpu_held *held)
 	held->h_dup = h;
 	held->in = &probe->lc.c;
 	return true;
+}
+
+/*
+ * The duplicates of frees in flight in PROBE -- their objects' free still
+ * in the driver, or what follows it not yet begun -- move into the
+ * ledger's client before a reading, where no reading of the slice's walks
+ * them: each reading walks every handle the probe has, so two processes
+ * of a slice closing thousands each at once walked each other's, N * M
+ * (found in session 62).  Each moves out once; its own free's end fetches
+ * it back (xpu_ledger_cascade_end).
+ */
+static void xpu_probe_evict(struct xpu_probe *probe)
+{
+	struct xpu_held *held, *tmp;
+
+	lockdep_assert_held(&probe->lock);
+	list_for_each_entry_safe(held, tmp, &probe->inflight, flight) {
+		list_del_init(&held->flight);
+		mutex_lock(&xpu_ledger_lock);
+		xpu_ledger_keep(probe, held);
+		mutex_unlock(&xpu_ledger_lock);
+	}
 }
 
 /* HELD's handle goes, from wherever it is. */
@@ -727,6 +761,8 @@ static void xpu_ledger_cascade_begin(struct xpu_file *xf, u32 hc, u32 ho,
 		mutex_lock(&probe->lock);
 		held->size = xpu_probe_dup_recorded(probe, held->subdevice, rc, ro,
 						    r->size, &held->h_dup);
+		if (held->size)
+			list_add_tail(&held->flight, &probe->inflight);
 		mutex_unlock(&probe->lock);
 		if (!held->size) {
 			kfree(held);
@@ -734,6 +770,27 @@ static void xpu_ledger_cascade_begin(struct xpu_file *xf, u32 hc, u32 ho,
 		}
 		list_add_tail(&held->link, taken);
 	}
+}
+
+/*
+ * Each of TAKEN, a free's duplicates, that a reading moved out of PROBE
+ * while the free ran (xpu_probe_evict) comes back: whether all are in it.
+ */
+static bool xpu_ledger_fetch_all(struct xpu_probe *probe,
+				 struct list_head *taken)
+{
+	struct xpu_held *held;
+	bool all = true;
+
+	lockdep_assert_held(&probe->lock);
+	list_for_each_entry(held, taken, link) {
+		if (held->in == &probe->lc.c)
+			continue;
+		mutex_lock(&xpu_ledger_lock);
+		all &= xpu_ledger_fetch(probe, held);
+		mutex_unlock(&xpu_ledger_lock);
+	}
+	return all;
 }
 
 /*
@@ -753,7 +810,9 @@ static void xpu_ledger_cascade_begin(struct xpu_file *xf, u32 hc, u32 ho,
  * client with thousands of allocations).  Otherwise each moves into the
  * ledger's client first, and back into the probe only while asked about:
  * before session 62 each of N was asked about with the others in the
- * probe, N * N handles walked (docs/security.md).
+ * probe, N * N handles walked (docs/security.md).  Other frees' duplicates
+ * still in flight are moved out before each reading (xpu_probe_evict):
+ * before session 63 two closes of one slice at once walked each other's.
  */
 static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 				   bool check, u64 *gone)
@@ -764,9 +823,16 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 	bool settled = true;
 	u64 bytes = 0;
 
-	if (!gone && !list_empty(taken) && !list_is_singular(taken)) {
-		mutex_lock(&probe->lock);
-		if (xpu_probe_all_alone(probe)) {
+	if (list_empty(taken))
+		goto out;
+	mutex_lock(&probe->lock);
+	/* in flight no more: the free is over */
+	list_for_each_entry(held, taken, link)
+		list_del_init(&held->flight);
+	if (!gone && !list_is_singular(taken)) {
+		xpu_probe_evict(probe);
+		if (xpu_ledger_fetch_all(probe, taken) &&
+		    xpu_probe_all_alone(probe)) {
 			list_for_each_entry_safe(held, tmp, taken, link) {
 				list_del(&held->link);
 				xpu_probe_drop(probe, held->h_dup, 0);
@@ -780,18 +846,19 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		}
 		mutex_lock(&xpu_ledger_lock);
 		list_for_each_entry(held, taken, link)
-			xpu_ledger_keep(slice, held);
+			xpu_ledger_keep(probe, held);
 		mutex_unlock(&xpu_ledger_lock);
-		mutex_unlock(&probe->lock);
 	}
+	mutex_unlock(&probe->lock);
 	list_for_each_entry_safe(held, tmp, taken, link) {
 		bool alone;
 
 		list_del(&held->link);
 		mutex_lock(&probe->lock);
+		xpu_probe_evict(probe);
 		if (held->in != &probe->lc.c) {
 			mutex_lock(&xpu_ledger_lock);
-			xpu_ledger_fetch(slice, held);
+			xpu_ledger_fetch(probe, held);
 			mutex_unlock(&xpu_ledger_lock);
 		}
 		/*
@@ -824,7 +891,7 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		xpu_memrec_forget(xf, held->hc, held->ho);
 		settled = false;
 		mutex_lock(&xpu_ledger_lock);
-		xpu_ledger_keep(slice, held);
+		xpu_ledger_keep(probe, held);
 		xpu_ledger_place(slice, held);
 		if (xpu_ledger_held_elsewhere(slice, held)) {
 			xpu_held_drop(slice, held);
@@ -835,6 +902,7 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		mutex_unlock(&xpu_ledger_lock);
 		mutex_unlock(&probe->lock);
 	}
+out:
 	if (gone)
 		*gone = settled ? bytes : 0;
 	return settled;
@@ -948,6 +1016,15 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	mutex_lock(&slice->probe->lock);
 	size = xpu_probe_dup_recorded(slice->probe, sub, hc, ho, recorded,
 				      &h);
+	if (size) {
+		held->hc = hc;
+		held->ho = ho;
+		held->h_dup = h;
+		held->in = &slice->probe->lc.c;
+		held->subdevice = sub;
+		held->size = size;
+		list_add_tail(&held->flight, &slice->probe->inflight);
+	}
 	mutex_unlock(&slice->probe->lock);
 	if (!size) {
 		/* charged by RM alone */
@@ -962,12 +1039,6 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 	status = xpu_free_as_caller(xf, file, hc, hp, ho);
 
 	/* then as for each object a bigger free takes */
-	held->hc = hc;
-	held->ho = ho;
-	held->h_dup = h;
-	held->in = &slice->probe->lc.c;
-	held->subdevice = sub;
-	held->size = size;
 	list_add_tail(&held->link, &taken);
 	*settled = xpu_ledger_cascade_end(xf, &taken, true,
 					  recorded ? gone : NULL);
@@ -990,14 +1061,14 @@ static bool xpu_ledger_settle(struct xpu_slice *slice, struct xpu_held *held)
 
 	lockdep_assert_held(&probe->lock);
 	lockdep_assert_held(&xpu_ledger_lock);
-	if (!xpu_ledger_fetch(slice, held))
+	if (!xpu_ledger_fetch(probe, held))
 		return false;	/* ask again later */
 	if (xpu_probe_alone(probe, held->subdevice, held->h_dup,
 			    &size)) {
 		xpu_ledger_unhold(slice, held);
 		return true;
 	}
-	xpu_ledger_keep(slice, held);
+	xpu_ledger_keep(probe, held);
 	return false;
 }
 
@@ -1026,6 +1097,7 @@ bool xpu_ledger_reprobe(struct xpu_slice *slice, unsigned int max)
 			break;
 		}
 		mutex_lock(&probe->lock);
+		xpu_probe_evict(probe);
 		mutex_lock(&xpu_ledger_lock);
 		any |= xpu_ledger_settle(slice, held);
 		mutex_unlock(&xpu_ledger_lock);

@@ -140,6 +140,8 @@ static int nvidia_close(struct inode *inode, struct file *filp)
 {
 	struct nvstub_file *nf = filp->private_data;
 
+	if (!nf->gpu && READ_ONCE(nvstub_close_delay_us))
+		fsleep(READ_ONCE(nvstub_close_delay_us));
 	nvstub_rm_free_clients_of(nf);
 	nvstub_free_os_events(nf, 0);
 	nvstub_export_release(nf);

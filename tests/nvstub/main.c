@@ -59,6 +59,11 @@ module_param(open_delay_us, uint, 0444);
 MODULE_PARM_DESC(open_delay_us,
 		 "delay in the open of a GPU node, before the file is the driver's");
 
+static unsigned int close_delay_us;
+module_param(close_delay_us, uint, 0444);
+MODULE_PARM_DESC(close_delay_us,
+		 "delay in the release of a control file, before its clients are freed");
+
 static unsigned int uvm_retain_delay_us;
 module_param(uvm_retain_delay_us, uint, 0444);
 MODULE_PARM_DESC(uvm_retain_delay_us,
@@ -160,6 +165,7 @@ unsigned int nvstub_copyout_delay_us;
 unsigned int nvstub_control_delay_us;
 unsigned int nvstub_map_delay_us;
 unsigned int nvstub_open_delay_us;
+unsigned int nvstub_close_delay_us;
 unsigned int nvstub_uvm_retain_delay_us;
 unsigned int nvstub_uvm_retain_wait_us;
 unsigned int nvstub_timeslice_us;
@@ -263,6 +269,11 @@ static int nvstub_check_params(void)
 		       open_delay_us);
 		return -EINVAL;
 	}
+	if (close_delay_us > 10000000) {
+		pr_err("close_delay_us=%u: must be at most 10000000\n",
+		       close_delay_us);
+		return -EINVAL;
+	}
 	if (timeslice_us < 1 || timeslice_us > NVSTUB_MAX_SLICE_US) {
 		pr_err("timeslice_us=%u: must be 1..%llu\n", timeslice_us,
 		       NVSTUB_MAX_SLICE_US);
@@ -296,6 +307,7 @@ static int nvstub_check_params(void)
 	nvstub_control_delay_us = control_delay_us;
 	nvstub_map_delay_us = map_delay_us;
 	nvstub_open_delay_us = open_delay_us;
+	nvstub_close_delay_us = close_delay_us;
 	nvstub_uvm_retain_delay_us = uvm_retain_delay_us;
 	nvstub_uvm_retain_wait_us = uvm_retain_wait_us;
 	nvstub_timeslice_us = timeslice_us;

@@ -86,6 +86,7 @@ extern unsigned int nvstub_control_delay_us;
 extern unsigned int nvstub_copyout_delay_us;
 extern unsigned int nvstub_map_delay_us;
 extern unsigned int nvstub_open_delay_us;
+extern unsigned int nvstub_close_delay_us;
 extern unsigned int nvstub_uvm_retain_delay_us;
 extern unsigned int nvstub_uvm_retain_wait_us;
 extern unsigned int nvstub_timeslice_us;

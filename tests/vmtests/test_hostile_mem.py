@@ -2608,6 +2608,75 @@ def test_a_free_that_takes_many_allocations_walks_each_once(
         sl.destroy()
 
 
+# Makes COUNT allocations of PIECE bytes in a slice, then exits on a line:
+# its control file's close takes them all.
+CLOSE_MANY = nvtest.RAW_PRELUDE + """
+made = [dev.alloc_vidmem(PIECE).handle for _ in range(COUNT)]
+report(ready=True)
+sys.stdin.readline()
+os._exit(0)
+"""
+
+
+def in_the_driver_s_close(pid):
+    """Whether PID sleeps in the stub's release of a control file (its
+    close_delay_us), by its wchan or, where that reads 0 (5.10's stable
+    kernels), its stack."""
+    where = ""
+    for field in ("wchan", "stack"):
+        with open(f"/proc/{pid}/{field}") as f:
+            where += f.read()
+    return "nvidia_close" in where or "msleep" in where
+
+
+def test_two_closes_of_a_slice_at_once_walk_only_their_own(
+        nodedir, reload_stub):
+    """Two processes of one slice close a control file with N allocations
+    each, at once (the stub waits a second in each release, before it
+    frees the file's clients).  The ledger's duplicates of each close's
+    objects stand by in the slice's probe while the driver frees them, and
+    a reading of the probe walks every handle it has: before session 63 the
+    first close to end found the other's duplicates there, their memory
+    still the other's, so it could not let go of its own at one reading and
+    asked about each of its N with the other's N in the probe: N * N walked
+    (131072 and more for 256).  Now a reading first moves other frees'
+    duplicates in flight out of the probe; each close walks its own once,
+    and the slice ends charged nothing, RM's heap back where it was."""
+    n, piece = 256, 64 * 1024
+    with racer_slice(reload_stub, nodedir, limit=64 * MiB,
+                     close_delay_us=1000000) as (sl, heap0):
+        opened = sl.open()
+        child = None
+        try:
+            for _ in range(n):
+                opened[3].alloc_vidmem(piece)
+            child = nvtest.spawn_child(in_slice(
+                CLOSE_MANY, sl, COUNT=str(n), PIECE=str(piece)))
+            assert child.report()["ready"]
+            assert sl.used() >= 2 * n * piece, sl.used()
+            walked = stub.pid_info_walked()
+            child.p.stdin.write("\n")
+            child.p.stdin.flush()
+            pid = child.p.pid
+            nvtest.wait_for(lambda: in_the_driver_s_close(pid), 60,
+                            "the child's close in the driver")
+            for o in reversed(opened):
+                o.close()
+            opened = []
+            assert child.finish() == 0
+            child = None
+            walked = stub.pid_info_walked() - walked
+            # each close's own once, and a few readings of the members'
+            assert walked < 8 * n, walked
+            assert sl.used() < piece, sl.used()
+            assert nvtest.heap_used(0) == heap0
+        finally:
+            if child:
+                let_go(child)
+            for o in reversed(opened):
+                o.close()
+
+
 def test_the_directories_a_va_space_pins_are_charged_to_its_slice(
         admin, nodedir):
     """A VA space of RM's own (FERMI_VASPACE_A, neither externally owned
