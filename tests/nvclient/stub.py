@@ -8,6 +8,7 @@ fields.  Values that parse as integers (decimal or 0x-prefixed) are returned
 as ints.
 """
 
+import contextlib
 import os
 
 DEBUGFS = "/sys/kernel/debug/nvstub"
@@ -95,3 +96,17 @@ def param(name):
     """A module parameter of the loaded stub, as text."""
     with open(os.path.join(PARAMS, name)) as f:
         return f.read().strip()
+
+
+@contextlib.contextmanager
+def param_set(name, value):
+    """A writable module parameter of the loaded stub (close_delay_us) set
+    to VALUE while the block runs, then back to what it was."""
+    before = param(name)
+    with open(os.path.join(PARAMS, name), "w") as f:
+        f.write(str(value))
+    try:
+        yield
+    finally:
+        with open(os.path.join(PARAMS, name), "w") as f:
+            f.write(before)

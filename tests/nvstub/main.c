@@ -59,10 +59,29 @@ module_param(open_delay_us, uint, 0444);
 MODULE_PARM_DESC(open_delay_us,
 		 "delay in the open of a GPU node, before the file is the driver's");
 
-static unsigned int close_delay_us;
-module_param(close_delay_us, uint, 0444);
+/* A delay a test may set while the stub is loaded (no reload): 0 to 10 s. */
+static int nvstub_delay_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int v;
+	int ret = kstrtouint(val, 0, &v);
+
+	if (ret)
+		return ret;
+	if (v > 10000000)
+		return -EINVAL;
+	WRITE_ONCE(*(unsigned int *)kp->arg, v);
+	return 0;
+}
+
+static const struct kernel_param_ops nvstub_delay_ops = {
+	.set = nvstub_delay_set,
+	.get = param_get_uint,
+};
+
+module_param_cb(close_delay_us, &nvstub_delay_ops, &nvstub_close_delay_us,
+		0644);
 MODULE_PARM_DESC(close_delay_us,
-		 "delay in the release of a control file, before its clients are freed");
+		 "delay in the release of a control file, before its clients are freed (writable: 0..10000000)");
 
 static unsigned int uvm_retain_delay_us;
 module_param(uvm_retain_delay_us, uint, 0444);
@@ -269,11 +288,6 @@ static int nvstub_check_params(void)
 		       open_delay_us);
 		return -EINVAL;
 	}
-	if (close_delay_us > 10000000) {
-		pr_err("close_delay_us=%u: must be at most 10000000\n",
-		       close_delay_us);
-		return -EINVAL;
-	}
 	if (timeslice_us < 1 || timeslice_us > NVSTUB_MAX_SLICE_US) {
 		pr_err("timeslice_us=%u: must be 1..%llu\n", timeslice_us,
 		       NVSTUB_MAX_SLICE_US);
@@ -307,7 +321,6 @@ static int nvstub_check_params(void)
 	nvstub_control_delay_us = control_delay_us;
 	nvstub_map_delay_us = map_delay_us;
 	nvstub_open_delay_us = open_delay_us;
-	nvstub_close_delay_us = close_delay_us;
 	nvstub_uvm_retain_delay_us = uvm_retain_delay_us;
 	nvstub_uvm_retain_wait_us = uvm_retain_wait_us;
 	nvstub_timeslice_us = timeslice_us;

@@ -2629,32 +2629,33 @@ def in_the_driver_s_close(pid):
     return "nvidia_close" in where or "msleep" in where
 
 
-def test_two_closes_of_a_slice_at_once_walk_only_their_own(
-        nodedir, reload_stub):
+def test_two_closes_of_a_slice_at_once_walk_only_their_own(admin, nodedir):
     """Two processes of one slice close a control file with N allocations
     each, at once (the stub waits a second in each release, before it
-    frees the file's clients).  The ledger's duplicates of each close's
-    objects stand by in the slice's probe while the driver frees them, and
-    a reading of the probe walks every handle it has: before session 63 the
-    first close to end found the other's duplicates there, their memory
-    still the other's, so it could not let go of its own at one reading and
-    asked about each of its N with the other's N in the probe: N * N walked
-    (131072 and more for 256).  Now a reading first moves other frees'
-    duplicates in flight out of the probe; each close walks its own once,
-    and the slice ends charged nothing, RM's heap back where it was."""
-    n, piece = 256, 64 * 1024
-    with racer_slice(reload_stub, nodedir, limit=64 * MiB,
-                     close_delay_us=1000000) as (sl, heap0):
-        opened = sl.open()
-        child = None
-        try:
-            for _ in range(n):
-                opened[3].alloc_vidmem(piece)
-            child = nvtest.spawn_child(in_slice(
-                CLOSE_MANY, sl, COUNT=str(n), PIECE=str(piece)))
-            assert child.report()["ready"]
-            assert sl.used() >= 2 * n * piece, sl.used()
-            walked = stub.pid_info_walked()
+    frees the file's clients: close_delay_us).  The ledger's duplicates of
+    each close's objects stand by in the slice's probe while the driver
+    frees them, and a reading of the probe walks every handle it has:
+    before session 63 the first close to end found the other's duplicates
+    there, their memory still the other's, so it could not let go of its
+    own at one reading and asked about each of its N with the other's N in
+    the probe: N * N walked (133120 for 256, 33280 for 128).  Now a reading
+    first moves other frees' duplicates in flight out of the probe; each
+    close walks its own once, and the slice ends charged nothing, RM's heap
+    back where it was."""
+    n, piece = 128, 64 * 1024
+    sl = Slice(admin, nodedir, name="closes", limit=64 * MiB)
+    heap0 = nvtest.heap_used(0)
+    opened = sl.open()
+    child = None
+    try:
+        for _ in range(n):
+            opened[3].alloc_vidmem(piece)
+        child = nvtest.spawn_child(in_slice(
+            CLOSE_MANY, sl, COUNT=str(n), PIECE=str(piece)))
+        assert child.report()["ready"]
+        assert sl.used() >= 2 * n * piece, sl.used()
+        walked = stub.pid_info_walked()
+        with stub.param_set("close_delay_us", 1000000):
             child.p.stdin.write("\n")
             child.p.stdin.flush()
             pid = child.p.pid
@@ -2665,16 +2666,17 @@ def test_two_closes_of_a_slice_at_once_walk_only_their_own(
             opened = []
             assert child.finish() == 0
             child = None
-            walked = stub.pid_info_walked() - walked
-            # each close's own once, and a few readings of the members'
-            assert walked < 8 * n, walked
-            assert sl.used() < piece, sl.used()
-            assert nvtest.heap_used(0) == heap0
-        finally:
-            if child:
-                let_go(child)
-            for o in reversed(opened):
-                o.close()
+        walked = stub.pid_info_walked() - walked
+        # each close's own once, and a few readings of the members'
+        assert walked < 8 * n, walked
+        assert sl.used() < piece, sl.used()
+        assert nvtest.heap_used(0) == heap0
+    finally:
+        if child:
+            let_go(child)
+        for o in reversed(opened):
+            o.close()
+        sl.destroy()
 
 
 def test_the_directories_a_va_space_pins_are_charged_to_its_slice(
