@@ -265,6 +265,16 @@ def channel_record(gpu, token):
                          f"{stub.channels(gpu)}")
 
 
+def sleeps_in(pid, *where):
+    """Whether PID sleeps in one of the kernel functions WHERE, by its
+    wchan or, where that reads 0 (5.10's stable kernels), its stack."""
+    text = ""
+    for field in ("wchan", "stack"):
+        with open(f"/proc/{pid}/{field}") as f:
+            text += f.read()
+    return any(w in text for w in where)
+
+
 def wait_for(cond, timeout, what):
     """Poll COND until it is true (returned) or TIMEOUT seconds pass
     (AssertionError naming WHAT): the GPU's own progress has no event."""

@@ -2620,13 +2620,8 @@ os._exit(0)
 
 def in_the_driver_s_close(pid):
     """Whether PID sleeps in the stub's release of a control file (its
-    close_delay_us), by its wchan or, where that reads 0 (5.10's stable
-    kernels), its stack."""
-    where = ""
-    for field in ("wchan", "stack"):
-        with open(f"/proc/{pid}/{field}") as f:
-            where += f.read()
-    return "nvidia_close" in where or "msleep" in where
+    close_delay_us)."""
+    return nvtest.sleeps_in(pid, "nvidia_close", "msleep")
 
 
 def test_two_closes_of_a_slice_at_once_walk_only_their_own(admin, nodedir):

@@ -173,13 +173,8 @@ sys.stdin.readline()
 
 
 def in_the_driver_s_open(pid):
-    """Whether PID sleeps in the stub's open (its open_delay_us), by its
-    wchan or, where that reads 0 (5.10's stable kernels), its stack."""
-    where = ""
-    for field in ("wchan", "stack"):
-        with open(f"/proc/{pid}/{field}") as f:
-            where += f.read()
-    return "nvidia_open" in where or "msleep" in where
+    """Whether PID sleeps in the stub's open (its open_delay_us)."""
+    return nvtest.sleeps_in(pid, "nvidia_open", "msleep")
 
 
 def test_a_destroy_does_not_miss_a_file_being_opened(reload_stub, tmpfs):
