@@ -823,13 +823,11 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 	bool settled = true;
 	u64 bytes = 0;
 
-	if (list_empty(taken))
-		goto out;
-	mutex_lock(&probe->lock);
-	/* in flight no more: the free is over */
-	list_for_each_entry(held, taken, link)
-		list_del_init(&held->flight);
-	if (!gone && !list_is_singular(taken)) {
+	if (!gone && !list_empty(taken) && !list_is_singular(taken)) {
+		mutex_lock(&probe->lock);
+		/* in flight no more: the free is over */
+		list_for_each_entry(held, taken, link)
+			list_del_init(&held->flight);
 		xpu_probe_evict(probe);
 		if (xpu_ledger_fetch_all(probe, taken) &&
 		    xpu_probe_all_alone(probe)) {
@@ -848,13 +846,14 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		list_for_each_entry(held, taken, link)
 			xpu_ledger_keep(probe, held);
 		mutex_unlock(&xpu_ledger_lock);
+		mutex_unlock(&probe->lock);
 	}
-	mutex_unlock(&probe->lock);
 	list_for_each_entry_safe(held, tmp, taken, link) {
 		bool alone;
 
 		list_del(&held->link);
 		mutex_lock(&probe->lock);
+		list_del_init(&held->flight);	/* the free is over */
 		xpu_probe_evict(probe);
 		if (held->in != &probe->lc.c) {
 			mutex_lock(&xpu_ledger_lock);
@@ -902,7 +901,6 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		mutex_unlock(&xpu_ledger_lock);
 		mutex_unlock(&probe->lock);
 	}
-out:
 	if (gone)
 		*gone = settled ? bytes : 0;
 	return settled;
