@@ -96,6 +96,28 @@ struct xpu_held {
 	u64 where;
 	unsigned int gpu_nr;
 	bool placed;
+	/*
+	 * While held: the slice paying for it, and the other slices that
+	 * freed a handle of its memory meanwhile, which kept no duplicate of
+	 * their own because this one held it (struct xpu_heir's on_held, in
+	 * the order they came), all under the ledger lock.
+	 */
+	struct xpu_slice *owner;
+	struct list_head heirs;
+};
+
+/*
+ * A slice that freed a handle of memory another slice's held duplicate
+ * keeps, and so kept none itself (xpu_ledger_held_elsewhere): when that
+ * slice goes with the memory still held, its duplicate passes to the first
+ * heir, which pays from then on (xpu_ledger_bequeath).  Before session 64
+ * the duplicate went with its slice, and memory the heir's tenant kept
+ * through UVM or a dma-buf was then charged to no slice.
+ */
+struct xpu_heir {
+	struct list_head on_held;	/* held->heirs */
+	struct list_head on_slice;	/* the heir's heir_of */
+	struct xpu_slice *slice;
 };
 
 /*
@@ -428,6 +450,12 @@ static void xpu_ledger_keep(struct xpu_probe *probe, struct xpu_held *held)
 			      probe->lc.c.h, held->h_dup, &h) != NV_OK)
 		return;
 	xpu_probe_drop(probe, held->h_dup, held->size);
+	/*
+	 * the size may be a claim (the record's) a reading since has
+	 * measured otherwise: the sum would be skewed for the next duplicate
+	 * measured against it (found by a review in session 64)
+	 */
+	probe->sum_known = false;
 	held->h_dup = h;
 	held->in = &xpu_ledger.c;
 }
@@ -491,6 +519,8 @@ static void xpu_ledger_hold(struct xpu_slice *slice, struct xpu_held *held)
 {
 	lockdep_assert_held(&xpu_ledger_lock);
 	list_add_tail(&held->link, &slice->held);
+	held->owner = slice;
+	INIT_LIST_HEAD(&held->heirs);
 	if (held->placed)
 		hash_add(xpu_ledger_placed, &held->where_link, held->where);
 	else
@@ -499,10 +529,46 @@ static void xpu_ledger_hold(struct xpu_slice *slice, struct xpu_held *held)
 	WRITE_ONCE(slice->held_bytes, slice->held_bytes + held->size);
 }
 
+static void xpu_heir_free(struct xpu_heir *h)
+{
+	list_del(&h->on_held);
+	list_del(&h->on_slice);
+	kfree(h);
+}
+
+/*
+ * SLICE freed a handle of the memory OTHER, a held duplicate, keeps, and
+ * keeps none itself: it is OTHER's heir, if another slice pays for OTHER.
+ * Without the few bytes (charged to the caller's cgroup), it is not: the
+ * memory is then charged to no one should OTHER's slice go first, as
+ * before session 64.
+ */
+static void xpu_ledger_heir(struct xpu_slice *slice, struct xpu_held *other)
+{
+	struct xpu_heir *h;
+
+	lockdep_assert_held(&xpu_ledger_lock);
+	if (other->owner == slice)
+		return;
+	list_for_each_entry(h, &other->heirs, on_held)
+		if (h->slice == slice)
+			return;
+	h = kzalloc(sizeof(*h), GFP_KERNEL_ACCOUNT);
+	if (!h)
+		return;
+	h->slice = slice;
+	list_add_tail(&h->on_held, &other->heirs);
+	list_add_tail(&h->on_slice, &slice->heir_of);
+}
+
 /* Under the slice's probe lock, or when nothing else can use the slice. */
 static void xpu_ledger_unhold(struct xpu_slice *slice, struct xpu_held *held)
 {
+	struct xpu_heir *h, *tmp;
+
 	lockdep_assert_held(&xpu_ledger_lock);
+	list_for_each_entry_safe(h, tmp, &held->heirs, on_held)
+		xpu_heir_free(h);
 	xpu_held_drop(slice, held);
 	WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);
 	list_del(&held->link);
@@ -533,11 +599,12 @@ static bool xpu_held_same(const struct xpu_held *a, const struct xpu_held *b)
 }
 
 /*
- * Whether any slice's held duplicate on SLICE's GPU names the memory HELD's
- * does (a tenant shared it with another slice's, RM_SHARE, and both freed
- * their handles; or SLICE's own, when a handle of the caller's duplicated
- * memory it freed before): then that one keeps it, charged to its slice,
- * and HELD is not needed.  Two held handles of one memory would each keep
+ * Which slice's held duplicate on SLICE's GPU, if any, names the memory
+ * HELD's does (a tenant shared it with another slice's, RM_SHARE, and both
+ * freed their handles; or SLICE's own, when a handle of the caller's
+ * duplicated memory it freed before): then that one keeps it, charged to
+ * its slice (SLICE its heir, should that slice go first), and HELD is not
+ * needed.  Two held handles of one memory would each keep
  * it from being the ledger's alone: neither would ever go.  Asked only
  * when a free leaves memory held, and of RM only for held duplicates of the
  * same size placed where HELD's memory is (xpu_ledger_place) or not placed:
@@ -545,8 +612,8 @@ static bool xpu_held_same(const struct xpu_held *a, const struct xpu_held *b)
  * the ledger lock, so a tenant holding thousands of one size slowed every
  * slice's such frees.
  */
-static bool xpu_ledger_held_elsewhere(struct xpu_slice *slice,
-				      const struct xpu_held *held)
+static struct xpu_held *xpu_ledger_held_elsewhere(struct xpu_slice *slice,
+						   const struct xpu_held *held)
 {
 	unsigned int nr = slice->gpu - xpu_gpus, bkt;
 	struct xpu_held *other;
@@ -562,18 +629,18 @@ static bool xpu_ledger_held_elsewhere(struct xpu_slice *slice,
 			if (other->gpu_nr == nr &&
 			    other->where == held->where &&
 			    xpu_held_same(other, held))
-				return true;
+				return other;
 	} else {
 		/* RM did not place it: any placed one could be its memory */
 		hash_for_each(xpu_ledger_placed, bkt, other, where_link)
 			if (other->gpu_nr == nr && xpu_held_same(other, held))
-				return true;
+				return other;
 	}
 	/* those RM did not place could be any memory */
 	list_for_each_entry(other, &xpu_ledger_held[nr], gpu_link)
 		if (xpu_held_same(other, held))
-			return true;
-	return false;
+			return other;
+	return NULL;
 }
 
 /*
@@ -849,6 +916,7 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		mutex_unlock(&probe->lock);
 	}
 	list_for_each_entry_safe(held, tmp, taken, link) {
+		struct xpu_held *other;
 		bool alone;
 
 		list_del(&held->link);
@@ -892,7 +960,9 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		mutex_lock(&xpu_ledger_lock);
 		xpu_ledger_keep(probe, held);
 		xpu_ledger_place(slice, held);
-		if (xpu_ledger_held_elsewhere(slice, held)) {
+		other = xpu_ledger_held_elsewhere(slice, held);
+		if (other) {
+			xpu_ledger_heir(slice, other);
 			xpu_held_drop(slice, held);
 			kfree(held);
 		} else {
@@ -1105,18 +1175,53 @@ bool xpu_ledger_reprobe(struct xpu_slice *slice, unsigned int max)
 }
 
 /*
- * The slice goes: its held duplicates go too (the memory, if nobody
- * else's), then its probe.
+ * HELD, a held duplicate of SLICE, which goes, passes to its first heir:
+ * a slice that freed a handle of the memory while HELD kept it.  Whether
+ * it did.  The heir pays from then on, and its next look at what it holds
+ * (xpu_ledger_reprobe) lets it go once nothing else keeps the memory.  An
+ * heir going meanwhile is no heir any more (its claims go first, under the
+ * ledger lock held here), or takes HELD with it to its own heir.
+ */
+static bool xpu_ledger_bequeath(struct xpu_slice *slice, struct xpu_held *held)
+{
+	struct xpu_heir *h;
+	struct xpu_slice *heir;
+
+	lockdep_assert_held(&slice->probe->lock);
+	lockdep_assert_held(&xpu_ledger_lock);
+	if (list_empty(&held->heirs))
+		return false;
+	/* out of the slice's probe, which goes with it */
+	xpu_ledger_keep(slice->probe, held);
+	if (held->in != &xpu_ledger.c)
+		return false;
+	h = list_first_entry(&held->heirs, struct xpu_heir, on_held);
+	heir = h->slice;
+	xpu_heir_free(h);
+	list_move_tail(&held->link, &heir->held);
+	held->owner = heir;
+	WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);
+	WRITE_ONCE(heir->held_bytes, heir->held_bytes + held->size);
+	return true;
+}
+
+/*
+ * The slice goes: it is nobody's heir any more; its held duplicates pass to
+ * their heirs, or go (the memory, if nobody else's), then its probe.
  */
 void xpu_ledger_slice_release(struct xpu_slice *slice)
 {
 	struct xpu_held *held, *tmp;
+	struct xpu_heir *h, *htmp;
 
 	if (slice->probe) {
 		mutex_lock(&slice->probe->lock);
 		mutex_lock(&xpu_ledger_lock);
+		list_for_each_entry_safe(h, htmp, &slice->heir_of, on_slice)
+			xpu_heir_free(h);
 		list_for_each_entry_safe(held, tmp, &slice->held, link)
-			xpu_ledger_unhold(slice, held);
+			if (!xpu_ledger_bequeath(slice, held))
+				xpu_ledger_unhold(slice, held);
 		WRITE_ONCE(slice->held_bytes, 0);
 		mutex_unlock(&xpu_ledger_lock);
 		mutex_unlock(&slice->probe->lock);

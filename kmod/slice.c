@@ -183,6 +183,7 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 	spin_lock_init(&slice->members_lock);
 	INIT_LIST_HEAD(&slice->members);
 	INIT_LIST_HEAD(&slice->held);
+	INIT_LIST_HEAD(&slice->heir_of);
 	INIT_LIST_HEAD(&slice->hostmem);
 	spin_lock_init(&slice->uvm_lock);
 	INIT_LIST_HEAD(&slice->uvm_files);

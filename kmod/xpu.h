@@ -150,6 +150,12 @@ struct xpu_slice {
 	struct list_head held;
 	u64 held_bytes;
 	/*
+	 * Other slices' held duplicates of memory this slice freed a handle
+	 * of, which pass to it should their slice go first (ledger.c, struct
+	 * xpu_heir's on_slice).  Under the ledger's lock.
+	 */
+	struct list_head heir_of;
+	/*
 	 * The slice's own client of the ledger's, where its frees' duplicates
 	 * are made and asked about (ledger.c, xpu_ledger_slice_init); NULL
 	 * while the ledger is off.

@@ -2342,6 +2342,108 @@ def test_memory_shared_across_slices_goes_when_both_free_it(
         b.destroy()
 
 
+# The taker of SHARE_MEM_OWNER's memory keeps it through a dma-buf of its
+# own duplicate (after RAW_PRELUDE), frees the duplicate, then allocates
+# MORE twice: while the dma-buf is open and after its close.
+SHARE_MEM_KEEPER = nvtest.RAW_PRELUDE + """
+import os
+src = json.loads(sys.stdin.readline())
+p = ctl.rm_dup(rm.handle, dev.hdevice, src["client"], src["mem"], check=False)
+rm.parents[p.hObject] = dev.hdevice
+v = abi.parse_version(ctl.version)
+rc, st, fd = gpu.export_dmabuf(v, rm.handle, [(p.hObject, 0, 32 << 20)])
+report(status=p.status, export=[rc, st])
+sys.stdin.readline()
+rm.free(p.hObject)
+report(freed=True)
+sys.stdin.readline()
+def alloc(n):
+    try:
+        m = dev.alloc_vidmem(n)
+    except client.NvStatusError as e:
+        return e.status
+    rm.free(m.handle)
+    return abi.NV_OK
+kept = alloc(MORE)
+os.close(fd)
+report(kept=kept, closed=alloc(MORE))
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("first_gone", ["holder", "keeper"])
+def test_memory_a_destroyed_slice_held_passes_to_the_slice_that_keeps_it(
+        admin, nodedir, first_gone):
+    """Class 21's one held duplicate a memory, when its slice goes first.
+    A tenant of slice A shares 32 MiB (RM_SHARE); a tenant of slice B (48
+    MiB) duplicates it and keeps it through a dma-buf of its duplicate (a
+    kernel client's handle, in no process's figure: UVM's mapping would do
+    the same); A frees its handle, and the ledger holds the memory for A; B
+    frees its own, and keeps no second duplicate, since A's holds it.  Then
+    A's tenant exits and A is destroyed, as a pod's slice is when the pod
+    ends.  Before session 64 A's held duplicate went with A, and the memory
+    B's dma-buf kept was charged to no slice: 32 MiB more admitted in B's
+    48.  Now the held duplicate passes to B, which freed a handle of it:
+    B pays for it until the dma-buf's close lets it go.  `[keeper]`: B goes
+    first (its tenant's exit closes the dma-buf), and is no heir after: the
+    claim it left on A's held duplicate goes with it, and the memory with
+    A's next look."""
+    more = 32 << 20
+    a = Slice(admin, nodedir, name="holder", limit=256 << 20)
+    b = Slice(admin, nodedir, name="keeper", limit=48 << 20)
+    heap0 = nvtest.heap_used(0)
+    a_alive = True
+    keeper = None
+    try:
+        owner = nvtest.spawn_child(
+            SHARE_MEM_OWNER.replace("CTL", repr(a.ctl_node))
+            .replace("GPU", repr(a.gpu_node)))
+        src = owner.report()
+        keeper = nvtest.spawn_child(
+            SHARE_MEM_KEEPER.replace("CTL", repr(b.ctl_node))
+            .replace("GPU", repr(b.gpu_node)).replace("MORE", str(more)))
+        keeper.p.stdin.write(json.dumps(src) + "\n")
+        keeper.p.stdin.flush()
+        # premise: shared, and the dma-buf made of B's duplicate
+        assert keeper.report() == {"status": abi.NV_OK,
+                                   "export": [0, abi.NV_OK]}
+        assert let_go_on(owner) == {"freed": True}
+        # premise: B's handle and the dma-buf keep it, A's ledger holds it
+        assert nvtest.heap_used(0) - heap0 == 32 << 20
+        assert a.used() == 32 << 20, a.get()
+        assert let_go_on(keeper) == {"freed": True}
+        # premise: B kept no duplicate of its own; A pays
+        assert (a.used(), b.used()) == (32 << 20, 0)
+        if first_gone == "keeper":
+            assert keeper.finish() == 0
+            b.destroy()
+            b = None
+            # the dma-buf went with B's tenant: A's read lets the memory go
+            assert a.used() == 0
+            assert nvtest.heap_used(0) == heap0
+            assert owner.finish() == 0
+            a.destroy()
+            a_alive = False
+            assert nvtest.heap_used(0) == heap0
+            return
+        assert owner.finish() == 0
+        a.destroy()
+        a_alive = False
+        # the dma-buf still keeps the memory, now charged to B
+        assert nvtest.heap_used(0) - heap0 == 32 << 20
+        assert b.used() == 32 << 20, b.get()
+        assert let_go_on(keeper) == {"kept": abi.NV_ERR_NO_MEMORY,
+                                     "closed": abi.NV_OK}
+        assert b.used() == 0
+        assert nvtest.heap_used(0) == heap0
+        assert keeper.finish() == 0
+    finally:
+        if a_alive:
+            a.destroy()
+        if b:
+            b.destroy()
+
+
 def _asked_if_duplicates():
     """How often RM was asked whether two handles name one memory."""
     return stub.controls().get(abi.NV0000_CTRL_CMD_CLIENT_OBJECTS_ARE_DUPLICATES,
