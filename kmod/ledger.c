@@ -613,7 +613,7 @@ static bool xpu_held_same(const struct xpu_held *a, const struct xpu_held *b)
  * slice's such frees.
  */
 static struct xpu_held *xpu_ledger_held_elsewhere(struct xpu_slice *slice,
-						   const struct xpu_held *held)
+						  const struct xpu_held *held)
 {
 	unsigned int nr = slice->gpu - xpu_gpus, bkt;
 	struct xpu_held *other;
