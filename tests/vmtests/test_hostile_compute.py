@@ -313,7 +313,8 @@ def wchan(tid):
     try:
         with open(f"/proc/self/task/{tid}/wchan") as f:
             return f.read().strip()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
+        # the thread gone, its file with it or under the open file
         return "0"
 
 def in_pass(tid):

@@ -1896,13 +1896,14 @@ for d in ds:
     d.start()
 def waits(d):
     # in xpu.ko: by wchan, or the stack where wchan reads 0 (5.10); a
-    # thread refused may end between is_alive() and the read
+    # thread refused may end between is_alive() and the read: its file
+    # gone, or its read ESRCH (the task gone under an open file)
     where = ""
     for field in ("wchan", "stack"):
         try:
             with open(f"/proc/self/task/{d.native_id}/{field}") as f:
                 where += f.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             return not d.is_alive()
     return "xpu" in where
 deadline = time.monotonic() + 60
