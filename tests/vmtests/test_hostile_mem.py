@@ -2303,6 +2303,19 @@ sys.stdin.readline()
 """
 
 
+def _share_mem(a, b, taker_code):
+    """SHARE_MEM_OWNER's tenant in slice A, and one running TAKER_CODE in
+    slice B, which is given the owner's client and memory: (owner, taker)."""
+    owner = nvtest.spawn_child(SHARE_MEM_OWNER.replace("CTL", repr(a.ctl_node))
+                               .replace("GPU", repr(a.gpu_node)))
+    src = owner.report()
+    taker = nvtest.spawn_child(taker_code.replace("CTL", repr(b.ctl_node))
+                               .replace("GPU", repr(b.gpu_node)))
+    taker.p.stdin.write(json.dumps(src) + "\n")
+    taker.p.stdin.flush()
+    return owner, taker
+
+
 @pytest.mark.parametrize("first", ["owner", "taker"])
 def test_memory_shared_across_slices_goes_when_both_free_it(
         admin, nodedir, first):
@@ -2318,16 +2331,8 @@ def test_memory_shared_across_slices_goes_when_both_free_it(
     b = Slice(admin, nodedir, name="taker")
     heap0 = nvtest.heap_used(0)
     try:
-        owner = nvtest.spawn_child(
-            SHARE_MEM_OWNER.replace("CTL", repr(a.ctl_node))
-            .replace("GPU", repr(a.gpu_node)))
-        src = owner.report()
-        taker = nvtest.spawn_child(
-            SHARE_TAKER.replace("CTL", repr(b.ctl_node))
-            .replace("GPU", repr(b.gpu_node))
-            .replace('src["vas"]', 'src["mem"]'))
-        taker.p.stdin.write(json.dumps(src) + "\n")
-        taker.p.stdin.flush()
+        owner, taker = _share_mem(
+            a, b, SHARE_TAKER.replace('src["vas"]', 'src["mem"]'))
         assert taker.report()["status"] == abi.NV_OK     # premise: shared
         one, two = (owner, taker) if first == "owner" else (taker, owner)
         assert let_go_on(one) == {"freed": True}
@@ -2394,17 +2399,9 @@ def test_memory_a_destroyed_slice_held_passes_to_the_slice_that_keeps_it(
     b = Slice(admin, nodedir, name="keeper", limit=48 << 20)
     heap0 = nvtest.heap_used(0)
     a_alive = True
-    keeper = None
     try:
-        owner = nvtest.spawn_child(
-            SHARE_MEM_OWNER.replace("CTL", repr(a.ctl_node))
-            .replace("GPU", repr(a.gpu_node)))
-        src = owner.report()
-        keeper = nvtest.spawn_child(
-            SHARE_MEM_KEEPER.replace("CTL", repr(b.ctl_node))
-            .replace("GPU", repr(b.gpu_node)).replace("MORE", str(more)))
-        keeper.p.stdin.write(json.dumps(src) + "\n")
-        keeper.p.stdin.flush()
+        owner, keeper = _share_mem(
+            a, b, SHARE_MEM_KEEPER.replace("MORE", str(more)))
         # premise: shared, and the dma-buf made of B's duplicate
         assert keeper.report() == {"status": abi.NV_OK,
                                    "export": [0, abi.NV_OK]}
