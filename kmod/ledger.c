@@ -178,6 +178,20 @@ static DEFINE_MUTEX(xpu_ledger_lock);
 static DEFINE_HASHTABLE(xpu_ledger_placed, 9);
 static struct list_head xpu_ledger_held[XPU_MAX_GPUS];
 static struct xpu_lclient xpu_ledger;
+/*
+ * Each GPU's orphans: held duplicates whose slice went, with no heir, while
+ * something still kept their memory -- an export fd or a dma-buf the
+ * tenant passed out of its slice, a keeper that never had a handle and so
+ * is no heir (found in session 64).  Charged to the GPU (memory_orphaned,
+ * which new limits are checked against) until alone.  By held->link, and
+ * counted, under the ledger lock.  Their probe is the first orphaning
+ * slice's, kept while the GPU has orphans: the pointer under
+ * xpu_orphanage_lock, taken outside the probe's lock.
+ */
+static struct list_head xpu_ledger_orphans[XPU_MAX_GPUS];
+static unsigned int xpu_ledger_nr_orphans[XPU_MAX_GPUS];
+static struct xpu_probe *xpu_ledger_orphanage[XPU_MAX_GPUS];
+static DEFINE_MUTEX(xpu_orphanage_lock);
 
 static int xpu_lclient_fn(void *data)
 {
@@ -228,15 +242,42 @@ int xpu_ledger_init(void)
 {
 	int i;
 
-	for (i = 0; i < XPU_MAX_GPUS; i++)
+	for (i = 0; i < XPU_MAX_GPUS; i++) {
 		INIT_LIST_HEAD(&xpu_ledger_held[i]);
+		INIT_LIST_HEAD(&xpu_ledger_orphans[i]);
+	}
 	return xpu_lclient_start(&xpu_ledger, NULL, "xpu-ledger");
 }
 
-/* After every slice is gone: the client goes with what it still holds. */
+/*
+ * After every slice is gone: the orphans' records go, the client with what
+ * it still holds, then the orphans' probes (which hold nothing).
+ */
 void xpu_ledger_exit(void)
 {
+	struct xpu_held *held, *tmp;
+	int i;
+
+	for (i = 0; i < XPU_MAX_GPUS; i++)
+		list_for_each_entry_safe(held, tmp, &xpu_ledger_orphans[i],
+					 link) {
+			list_del(&held->link);
+			if (held->placed)
+				hash_del(&held->where_link);
+			else
+				list_del(&held->gpu_link);
+			kfree(held);
+		}
 	xpu_lclient_stop(&xpu_ledger);
+	for (i = 0; i < XPU_MAX_GPUS; i++) {
+		struct xpu_probe *probe = xpu_ledger_orphanage[i];
+
+		if (!probe)
+			continue;
+		xpu_lclient_stop(&probe->lc);
+		kfree(probe);
+		xpu_ledger_orphanage[i] = NULL;
+	}
 }
 
 /*
@@ -505,13 +546,13 @@ static void xpu_probe_evict(struct xpu_probe *probe)
 	}
 }
 
-/* HELD's handle goes, from wherever it is. */
-static void xpu_held_drop(struct xpu_slice *slice, struct xpu_held *held)
+/* HELD's handle goes, from wherever it is: the ledger's client or PROBE. */
+static void xpu_held_drop(struct xpu_probe *probe, struct xpu_held *held)
 {
 	if (held->in == &xpu_ledger.c)
 		xpu_rm_client_free(&xpu_ledger.c, held->h_dup);
 	else
-		xpu_probe_drop(slice->probe, held->h_dup, held->size);
+		xpu_probe_drop(probe, held->h_dup, held->size);
 }
 
 /* SLICE keeps HELD, charged, until its memory is the ledger's alone. */
@@ -561,22 +602,47 @@ static void xpu_ledger_heir(struct xpu_slice *slice, struct xpu_held *other)
 	list_add_tail(&h->on_slice, &slice->heir_of);
 }
 
-/* Under the slice's probe lock, or when nothing else can use the slice. */
-static void xpu_ledger_unhold(struct xpu_slice *slice, struct xpu_held *held)
+/*
+ * HELD, a held duplicate in PROBE or the ledger's client, goes with its
+ * claims and its place in the lists.
+ */
+static void xpu_held_free(struct xpu_probe *probe, struct xpu_held *held)
 {
 	struct xpu_heir *h, *tmp;
 
 	lockdep_assert_held(&xpu_ledger_lock);
 	list_for_each_entry_safe(h, tmp, &held->heirs, on_held)
 		xpu_heir_free(h);
-	xpu_held_drop(slice, held);
-	WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);
+	xpu_held_drop(probe, held);
 	list_del(&held->link);
 	if (held->placed)
 		hash_del(&held->where_link);
 	else
 		list_del(&held->gpu_link);
 	kfree(held);
+}
+
+/* Under the slice's probe lock, or when nothing else can use the slice. */
+static void xpu_ledger_unhold(struct xpu_slice *slice, struct xpu_held *held)
+{
+	lockdep_assert_held(&xpu_ledger_lock);
+	WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);
+	xpu_held_free(slice->probe, held);
+}
+
+/*
+ * HELD, an orphan of GPU NR's (owner NULL), goes: in the ledger's client,
+ * or in PROBE, the GPU's orphans' probe, under its lock.
+ */
+static void xpu_orphan_free(struct xpu_probe *probe, unsigned int nr,
+			    struct xpu_held *held)
+{
+	struct xpu_gpu *gpu = &xpu_gpus[nr];
+
+	lockdep_assert_held(&xpu_ledger_lock);
+	WRITE_ONCE(gpu->memory_orphaned, gpu->memory_orphaned - held->size);
+	xpu_ledger_nr_orphans[nr]--;
+	xpu_held_free(probe, held);
 }
 
 /*
@@ -949,7 +1015,7 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		    NV01_MEMORY_LOCAL_USER) {
 			/* not freed: still the tenant's */
 			mutex_lock(&xpu_ledger_lock);
-			xpu_held_drop(slice, held);
+			xpu_held_drop(slice->probe, held);
 			mutex_unlock(&xpu_ledger_lock);
 			mutex_unlock(&probe->lock);
 			kfree(held);
@@ -961,12 +1027,18 @@ static bool xpu_ledger_cascade_end(struct xpu_file *xf, struct list_head *taken,
 		xpu_ledger_keep(probe, held);
 		xpu_ledger_place(slice, held);
 		other = xpu_ledger_held_elsewhere(slice, held);
-		if (other) {
+		if (other && other->owner) {
 			xpu_ledger_heir(slice, other);
-			xpu_held_drop(slice, held);
+			xpu_held_drop(slice->probe, held);
 			kfree(held);
 		} else {
 			xpu_ledger_hold(slice, held);
+			/*
+			 * an orphan of the memory: the slice pays from now
+			 * on, as it would have had the orphan not been there
+			 */
+			if (other)
+				xpu_orphan_free(NULL, other->gpu_nr, other);
 		}
 		mutex_unlock(&xpu_ledger_lock);
 		mutex_unlock(&probe->lock);
@@ -1206,25 +1278,136 @@ static bool xpu_ledger_bequeath(struct xpu_slice *slice, struct xpu_held *held)
 }
 
 /*
- * The slice goes: it is nobody's heir any more; its held duplicates pass to
- * their heirs, or go (the memory, if nobody else's), then its probe.
+ * HELD, a held duplicate of SLICE, which goes, with no heir and its memory
+ * not alone: an orphan of the GPU's, charged to the GPU until alone
+ * (xpu_ledger_orphans).  It stays findable by another slice's free of a
+ * handle of its memory, which then holds the memory itself.  A duplicate
+ * RM would not move out of the slice's probe goes, as before session 65.
+ */
+static bool xpu_ledger_orphan(struct xpu_slice *slice, struct xpu_held *held)
+{
+	unsigned int nr = slice->gpu - xpu_gpus;
+	struct xpu_gpu *gpu = slice->gpu;
+
+	lockdep_assert_held(&slice->probe->lock);
+	lockdep_assert_held(&xpu_ledger_lock);
+	if (held->in != &xpu_ledger.c)
+		return false;
+	list_move_tail(&held->link, &xpu_ledger_orphans[nr]);
+	xpu_ledger_nr_orphans[nr]++;
+	held->owner = NULL;
+	WRITE_ONCE(slice->held_bytes, slice->held_bytes - held->size);
+	WRITE_ONCE(gpu->memory_orphaned, gpu->memory_orphaned + held->size);
+	return true;
+}
+
+/*
+ * The slice goes: it is nobody's heir any more; each of its held
+ * duplicates passes to its heir, or goes if its memory is alone, or is
+ * left to the GPU (an orphan).  The ledger lock is taken for one duplicate
+ * at a time, as in xpu_ledger_reprobe: the slice's tenant chose how many
+ * it held.  Another slice's free may claim one meanwhile (an heir): it is
+ * looked at under the lock.  Then its probe goes, or serves the GPU's
+ * orphans, if it made the first.
  */
 void xpu_ledger_slice_release(struct xpu_slice *slice)
 {
-	struct xpu_held *held, *tmp;
+	struct xpu_probe *probe = slice->probe;
 	struct xpu_heir *h, *htmp;
+	struct xpu_held *held;
+	bool orphaned = false;
 
-	if (slice->probe) {
-		mutex_lock(&slice->probe->lock);
+	if (probe) {
+		mutex_lock(&probe->lock);
+		xpu_probe_evict(probe);
 		mutex_lock(&xpu_ledger_lock);
 		list_for_each_entry_safe(h, htmp, &slice->heir_of, on_slice)
 			xpu_heir_free(h);
-		list_for_each_entry_safe(held, tmp, &slice->held, link)
-			if (!xpu_ledger_bequeath(slice, held))
-				xpu_ledger_unhold(slice, held);
-		WRITE_ONCE(slice->held_bytes, 0);
 		mutex_unlock(&xpu_ledger_lock);
-		mutex_unlock(&slice->probe->lock);
+		for (;;) {
+			mutex_lock(&xpu_ledger_lock);
+			held = list_first_entry_or_null(&slice->held,
+							 struct xpu_held, link);
+			if (held && !xpu_ledger_bequeath(slice, held) &&
+			    !xpu_ledger_settle(slice, held)) {
+				if (xpu_ledger_orphan(slice, held))
+					orphaned = true;
+				else
+					xpu_ledger_unhold(slice, held);
+			}
+			mutex_unlock(&xpu_ledger_lock);
+			if (!held)
+				break;
+			cond_resched();
+		}
+		WRITE_ONCE(slice->held_bytes, 0);
+		mutex_unlock(&probe->lock);
+	}
+	if (orphaned) {
+		unsigned int nr = slice->gpu - xpu_gpus;
+
+		mutex_lock(&xpu_orphanage_lock);
+		if (!xpu_ledger_orphanage[nr]) {
+			xpu_ledger_orphanage[nr] = probe;
+			slice->probe = NULL;
+		}
+		mutex_unlock(&xpu_orphanage_lock);
 	}
 	xpu_ledger_slice_exit(slice);
+}
+
+/*
+ * Let go of GPU's orphans whose memory nothing else keeps any more, at
+ * most MAX looked at (those looked at go to the back): the GPU stops
+ * paying for them.  Asked where a new memory limit is checked against the
+ * GPU, and by an admin's read of the GPU; outside xpu_lock.  With no
+ * orphan left, their probe goes.
+ */
+void xpu_ledger_orphans_settle(struct xpu_gpu *gpu, unsigned int max)
+{
+	unsigned int nr = gpu - xpu_gpus;
+	struct xpu_probe *probe;
+	struct xpu_held *held;
+	bool empty;
+	u64 size;
+
+	mutex_lock(&xpu_orphanage_lock);
+	probe = xpu_ledger_orphanage[nr];
+	if (!probe)
+		goto out;
+	mutex_lock(&probe->lock);
+	mutex_lock(&xpu_ledger_lock);
+	max = min(max, xpu_ledger_nr_orphans[nr]);
+	mutex_unlock(&xpu_ledger_lock);
+	while (max--) {
+		mutex_lock(&xpu_ledger_lock);
+		held = list_first_entry_or_null(&xpu_ledger_orphans[nr],
+						struct xpu_held, link);
+		if (held && xpu_ledger_fetch(probe, held)) {
+			size = held->size;
+			if (xpu_probe_alone(probe, held->subdevice, held->h_dup,
+					    &size)) {
+				xpu_orphan_free(probe, nr, held);
+				held = NULL;
+			} else {
+				xpu_ledger_keep(probe, held);
+			}
+		}
+		if (held)
+			list_rotate_left(&xpu_ledger_orphans[nr]);
+		mutex_unlock(&xpu_ledger_lock);
+		cond_resched();
+	}
+	mutex_lock(&xpu_ledger_lock);
+	/* another slice's free may have taken the last (an adoption) */
+	empty = !xpu_ledger_nr_orphans[nr];
+	mutex_unlock(&xpu_ledger_lock);
+	mutex_unlock(&probe->lock);
+	if (empty) {
+		xpu_ledger_orphanage[nr] = NULL;
+		xpu_lclient_stop(&probe->lc);
+		kfree(probe);
+	}
+out:
+	mutex_unlock(&xpu_orphanage_lock);
 }

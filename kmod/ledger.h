@@ -31,5 +31,6 @@ bool xpu_ledger_reprobe(struct xpu_slice *slice, unsigned int max);
 #define XPU_LEDGER_REPROBE_STEP	16
 int xpu_ledger_slice_init(struct xpu_slice *slice, struct xpu_gpu *gpu);
 void xpu_ledger_slice_release(struct xpu_slice *slice);
+void xpu_ledger_orphans_settle(struct xpu_gpu *gpu, unsigned int max);
 
 #endif /* XPU_LEDGER_H */

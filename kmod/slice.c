@@ -105,6 +105,18 @@ void xpu_slice_put(struct xpu_slice *slice)
 	kref_put(&slice->ref, xpu_slice_release);
 }
 
+/*
+ * What of GPU's memory a new limit may take: neither another slice's limit
+ * nor what destroyed slices left kept (memory_orphaned).  Under xpu_lock.
+ */
+static u64 xpu_gpu_memory_room(struct xpu_gpu *gpu)
+{
+	u64 taken = gpu->memory_sliced + READ_ONCE(gpu->memory_orphaned);
+
+	lockdep_assert_held(&xpu_lock);
+	return gpu->memory_total - min(gpu->memory_total, taken);
+}
+
 static struct xpu_slice *xpu_slice_find(u32 id)
 {
 	lockdep_assert_held(&xpu_lock);
@@ -206,6 +218,8 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 		kfree(slice);
 		return ret;
 	}
+	/* what destroyed slices left kept may be free by now */
+	xpu_ledger_orphans_settle(gpu, XPU_LEDGER_REPROBE_STEP);
 
 	mutex_lock(&xpu_lock);
 	ret = -EEXIST;
@@ -214,7 +228,7 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 			goto err_unlock;
 	ret = -ENOSPC;
 	if (xpu_nr_slices >= XPU_MAX_SLICES ||
-	    arg->memory_limit > gpu->memory_total - gpu->memory_sliced ||
+	    arg->memory_limit > xpu_gpu_memory_room(gpu) ||
 	    gpu->share_sliced + arg->compute_share > XPU_SHARE_MAX)
 		goto err_unlock;
 	id = idr_alloc(&xpu_slice_ids, slice, 0, XPU_MAX_SLICES, GFP_KERNEL);
@@ -309,6 +323,8 @@ again:
 		goto out;
 	ret = -ENOSPC;
 	if (memory > gpu->memory_total - (gpu->memory_sliced - slice->memory_limit) ||
+	    (memory > slice->memory_limit &&
+	     memory - slice->memory_limit > xpu_gpu_memory_room(gpu)) ||
 	    gpu->share_sliced - slice->share + share > XPU_SHARE_MAX)
 		goto out;
 	/*
@@ -710,6 +726,7 @@ int xpu_gpu_ioc_set(const struct xpu_gpu_set *arg)
 void xpu_gpu_fill(struct xpu_gpu *gpu, struct xpu_gpu_info *out)
 {
 	memset(out, 0, sizeof(*out));
+	xpu_ledger_orphans_settle(gpu, XPU_LEDGER_REPROBE_STEP);
 	mutex_lock(&xpu_lock);
 	out->minor = gpu->minor;
 	out->mode = gpu->mode;
@@ -718,6 +735,7 @@ void xpu_gpu_fill(struct xpu_gpu *gpu, struct xpu_gpu_info *out)
 	out->nr_slices = gpu->nr_slices;
 	out->memory_total = gpu->memory_total;
 	out->memory_sliced = gpu->memory_sliced;
+	out->memory_orphaned = READ_ONCE(gpu->memory_orphaned);
 	memcpy(out->uuid, gpu->uuid, sizeof(out->uuid));
 	out->channel_ids = xpu_gpu_chan_ids(gpu);
 	mutex_unlock(&xpu_lock);

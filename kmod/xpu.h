@@ -76,6 +76,13 @@ struct xpu_gpu {
 	u32 nr_slices;
 	u64 memory_sliced;
 	u32 share_sliced;
+	/*
+	 * Memory of destroyed slices something outside every slice still
+	 * keeps (ledger.c, xpu_ledger_orphans): new limits are checked
+	 * against what is neither sliced nor this.  Under the ledger's lock,
+	 * read with READ_ONCE.
+	 */
+	u64 memory_orphaned;
 	struct xpu_sched *sched;	/* compute: sched.c */
 	/* serialises the per-process usage query and its buffer */
 	struct mutex query_lock;

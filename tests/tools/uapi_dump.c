@@ -151,6 +151,7 @@ int main(void)
 	FIELD(xpu_gpu_info, uuid);
 	FIELD(xpu_gpu_info, channel_ids);
 	FIELD(xpu_gpu_info, pad0);
+	FIELD(xpu_gpu_info, memory_orphaned);
 	FIELD(xpu_gpu_info, reserved);
 	struct_end();
 

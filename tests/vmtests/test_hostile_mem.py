@@ -28,6 +28,7 @@ import mmap
 import os
 import select
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -2440,6 +2441,139 @@ def test_memory_a_destroyed_slice_held_passes_to_the_slice_that_keeps_it(
             a.destroy()
         if b:
             b.destroy()
+
+
+def _gpu0_orphaned():
+    """GPU 0's memory_orphaned, as an admin's read of it says (the read
+    lets go of what is alone by then)."""
+    with xpu_ctl.Ctl() as c:
+        return next(g for g in c.gpu_list() if g.minor == 0).memory_orphaned
+
+
+def _gpu0_room(admin):
+    """What of GPU 0's memory a new limit may take."""
+    g = next(g for g in admin.gpu_list() if g.minor == 0)
+    return g.memory_total - g.memory_sliced - g.memory_orphaned
+
+
+# A tenant exports 32 MiB of its memory as a dma-buf, passes the fd out of
+# its slice (SCM_RIGHTS to PATH) and frees its handle (after RAW_PRELUDE).
+ORPHAN_MAKER = nvtest.RAW_PRELUDE + """
+import os, socket
+m = dev.alloc_vidmem(32 << 20)
+v = abi.parse_version(ctl.version)
+rc, st, fd = gpu.export_dmabuf(v, rm.handle, [(m.handle, 0, 32 << 20)])
+s = socket.socket(socket.AF_UNIX)
+s.connect(PATH)
+socket.send_fds(s, [b"buf"], [fd])
+s.close()
+os.close(fd)
+rm.free(m.handle)
+report(export=[rc, st], freed=True)
+sys.stdin.readline()
+"""
+
+
+def test_memory_a_destroyed_slice_left_kept_outside_is_charged_to_the_gpu(
+        admin, nodedir):
+    """A keeper that never had a handle (session 64's open item).  A
+    tenant of slice A exports 32 MiB as a dma-buf, passes the fd to a
+    process outside every slice (this one) and frees its handle: the
+    ledger holds the memory for A.  Then the tenant exits and A is
+    destroyed.  Before, A's held duplicate went with A, and the fd kept
+    32 MiB charged to no one, out of every slice's room.  Now it is the
+    GPU's orphan: memory_orphaned says 32 MiB, and a new limit gets only
+    what is neither sliced nor orphaned (one 32 MiB more than that is
+    refused) until the fd's close; the next read then lets it go."""
+    a = Slice(admin, nodedir, name="orphaner", limit=64 << 20)
+    a_alive = True
+    heap0 = nvtest.heap_used(0)
+    path = os.path.join(nodedir, "orphan.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen(1)
+    buf = None
+    try:
+        child = nvtest.spawn_child(
+            ORPHAN_MAKER.replace("CTL", repr(a.ctl_node))
+            .replace("GPU", repr(a.gpu_node)).replace("PATH", repr(path)))
+        conn, _ = srv.accept()
+        _, fds, _, _ = socket.recv_fds(conn, 16, 1)
+        conn.close()
+        buf = fds[0]
+        assert child.report() == {"export": [0, abi.NV_OK], "freed": True}
+        # premise: the dma-buf keeps it, the ledger holds it for A
+        assert nvtest.heap_used(0) - heap0 == 32 << 20
+        assert a.used() == 32 << 20, a.get()
+        assert child.finish() == 0
+        assert _gpu0_orphaned() == 0
+        room = _gpu0_room(admin)
+        a.destroy()
+        a_alive = False
+        # the fd, outside every slice, still keeps it: the GPU pays
+        assert nvtest.heap_used(0) - heap0 == 32 << 20
+        assert _gpu0_orphaned() == 32 << 20
+        # A's 64 MiB came back to be given, less what it left kept
+        assert _gpu0_room(admin) == room + (32 << 20)
+        with pytest.raises(xpu_ctl.CtlError) as e:
+            admin.slice_create("toobig", 0, room + (64 << 20))
+        assert e.value.errno == errno.ENOSPC
+        os.close(buf)
+        buf = None
+        assert _gpu0_orphaned() == 0
+        assert nvtest.heap_used(0) == heap0
+        big = admin.slice_create("fits", 0, room + (64 << 20))
+        admin.slice_destroy(big.id)
+    finally:
+        srv.close()
+        if buf is not None:
+            os.close(buf)
+        if a_alive:
+            a.destroy()
+
+
+def test_memory_a_destroyed_slice_left_to_the_gpu_passes_to_the_next_freer(
+        admin, nodedir):
+    """The GPU's orphan, when a slice's tenant kept a handle of the memory
+    meanwhile.  A tenant of slice A shares 32 MiB; a tenant of slice B (48
+    MiB) duplicates it and makes a dma-buf of its duplicate.  A frees its
+    handle (held for A); A's tenant exits and A is destroyed while B has
+    freed nothing, so B is no heir: the memory is the GPU's orphan.  Then B
+    frees its handle, and its free finds the orphan holding the memory: B
+    pays from then on, as it would had A's held duplicate never been (32
+    MiB more refused in B's 48 while its dma-buf is open), and the GPU no
+    more.  Without that, B would have been taken for an heir of a held
+    duplicate with no slice, and charged nothing."""
+    more = 32 << 20
+    a = Slice(admin, nodedir, name="holder", limit=256 << 20)
+    b = Slice(admin, nodedir, name="keeper", limit=48 << 20)
+    heap0 = nvtest.heap_used(0)
+    a_alive = True
+    try:
+        owner, keeper = _share_mem(
+            a, b, SHARE_MEM_KEEPER.replace("MORE", str(more)))
+        assert keeper.report() == {"status": abi.NV_OK,
+                                   "export": [0, abi.NV_OK]}
+        assert let_go_on(owner) == {"freed": True}
+        assert a.used() == 32 << 20, a.get()
+        assert owner.finish() == 0
+        a.destroy()
+        a_alive = False
+        # B's handle and dma-buf keep it; no slice freed it but A
+        assert nvtest.heap_used(0) - heap0 == 32 << 20
+        assert _gpu0_orphaned() == 32 << 20
+        assert let_go_on(keeper) == {"freed": True}
+        assert b.used() == 32 << 20, b.get()
+        assert _gpu0_orphaned() == 0
+        assert let_go_on(keeper) == {"kept": abi.NV_ERR_NO_MEMORY,
+                                     "closed": abi.NV_OK}
+        assert b.used() == 0
+        assert nvtest.heap_used(0) == heap0
+        assert keeper.finish() == 0
+    finally:
+        if a_alive:
+            a.destroy()
+        b.destroy()
 
 
 def _asked_if_duplicates():

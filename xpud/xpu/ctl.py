@@ -113,6 +113,9 @@ class GpuInfo:
     # the channel ids its slices share out (0 from an xpu.ko before
     # session 50, which did not say)
     channel_ids: int = 0
+    # bytes destroyed slices freed that something outside every slice
+    # keeps: held by xpu.ko, charged to the GPU, out of what new limits get
+    memory_orphaned: int = 0
 
     @classmethod
     def from_struct(cls, s: uapi.XpuGpuInfo) -> GpuInfo:
@@ -124,7 +127,8 @@ class GpuInfo:
                                    f"{s.driver_patch:02d}"),
                    memory_total=s.memory_total,
                    memory_sliced=s.memory_sliced,
-                   channel_ids=s.channel_ids)
+                   channel_ids=s.channel_ids,
+                   memory_orphaned=s.memory_orphaned)
 
 
 @dataclass(frozen=True)
@@ -763,15 +767,20 @@ class Ctl:
                       if s.gpu_minor == minor and s.id != exclude]
         except CtlError:
             return None
-        mem_free = max(gpu.memory_total - sum(s.memory_limit
-                                              for s in others), 0)
+        mem_free = max(gpu.memory_total - gpu.memory_orphaned
+                       - sum(s.memory_limit for s in others), 0)
         share_free = max(uapi.XPU_SHARE_MAX - sum(s.compute_share
                                                   for s in others), 0)
         if memory_limit > mem_free:
+            kept = ""
+            if gpu.memory_orphaned:
+                kept = (f" ({sizes.format_size(gpu.memory_orphaned)} of it "
+                        "still kept by something outside every slice "
+                        "after its slice went: an export or dma-buf fd)")
             return (f"it has {sizes.format_size(mem_free)} of "
                     f"{sizes.format_size(gpu.memory_total)} memory left to "
-                    f"give, {sizes.format_size(memory_limit)} asked: shrink "
-                    "or destroy a slice, or ask for less")
+                    f"give{kept}, {sizes.format_size(memory_limit)} asked: "
+                    "shrink or destroy a slice, or ask for less")
         if compute_share > share_free:
             return (f"it has {sizes.format_share(share_free)} compute left "
                     f"to give, {sizes.format_share(compute_share)} asked: "

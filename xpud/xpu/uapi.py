@@ -92,7 +92,10 @@ class XpuGpuInfo(ctypes.Structure):
         ("uuid", _u8 * XPU_UUID_LEN),
         ("channel_ids", _u32),
         ("pad0", _u32),
-        ("reserved", _u64 * 3),
+        # memory of destroyed slices something outside them keeps (0 from
+        # an xpu.ko before session 65, where it was reserved)
+        ("memory_orphaned", _u64),
+        ("reserved", _u64 * 2),
     ]
 
 

@@ -69,12 +69,15 @@ class GpuUsage:
     memory_sliced_bytes: int    # the sum of its slices' memory limits
     slices: int
     channel_ids: int = 0        # its slices share them out; 0: not said
+    # destroyed slices' memory something outside every slice keeps
+    memory_orphaned_bytes: int = 0
 
     def to_api(self) -> dict:
         return {"index": self.index, "gpu_uuid": self.uuid,
                 "gpu_minor": self.minor, "name": self.name,
                 "memory_total_bytes": self.memory_total_bytes,
                 "memory_sliced_bytes": self.memory_sliced_bytes,
+                "memory_orphaned_bytes": self.memory_orphaned_bytes,
                 "slices": self.slices, "channel_ids": self.channel_ids}
 
 
@@ -177,7 +180,8 @@ def _gpu(info: ctl.GpuInfo, known: dict[int, model.Gpu]) -> GpuUsage:
                     name=g.name if g is not None else "unknown",
                     memory_total_bytes=info.memory_total,
                     memory_sliced_bytes=info.memory_sliced,
-                    slices=info.nr_slices, channel_ids=info.channel_ids)
+                    slices=info.nr_slices, channel_ids=info.channel_ids,
+                    memory_orphaned_bytes=info.memory_orphaned)
 
 
 def figures(read: KernelRead, gpus: Sequence[model.Gpu]) -> Usage:

@@ -132,7 +132,15 @@ struct xpu_gpu_info {
 	 */
 	__u32	channel_ids;
 	__u32	pad0;
-	__u64	reserved[3];
+	/*
+	 * Bytes of video memory destroyed slices freed that something
+	 * outside every slice still keeps (an export fd or a dma-buf passed
+	 * out): held by xpu.ko, charged to the GPU, until nothing else keeps
+	 * it.  New memory limits are checked against memory_total less
+	 * memory_sliced and this.  Was reserved (0) before session 65.
+	 */
+	__u64	memory_orphaned;
+	__u64	reserved[2];
 };
 
 /**

@@ -134,16 +134,18 @@ def test_gpu_info_unpacks():
                         policy=uapi.XPU_POLICY_FIXED, period_us=50000,
                         nr_slices=3, driver_major=580, driver_minor=126,
                         driver_patch=20, memory_total=80 * GIB,
-                        memory_sliced=GIB, channel_ids=2048)
+                        memory_sliced=GIB, channel_ids=2048,
+                        memory_orphaned=32 * MIB)
     uapi.pack_str(s.uuid, UUID0.encode())
     assert ctl.GpuInfo.from_struct(s) == ctl.GpuInfo(
         minor=2, uuid=UUID0, mode=uapi.XPU_MODE_EXCLUSIVE,
         policy=uapi.XPU_POLICY_FIXED, period_us=50000, nr_slices=3,
         driver_version="580.126.20", memory_total=80 * GIB,
-        memory_sliced=GIB, channel_ids=2048)
+        memory_sliced=GIB, channel_ids=2048, memory_orphaned=32 * MIB)
     assert ctypes.sizeof(s) == 128
     assert uapi.XpuGpuInfo.uuid.offset == 48
     assert uapi.XpuGpuInfo.channel_ids.offset == 96
+    assert uapi.XpuGpuInfo.memory_orphaned.offset == 104
     # the third part keeps its leading zero, as NVIDIA writes it
     s.driver_major, s.driver_minor, s.driver_patch = 535, 288, 1
     assert ctl.GpuInfo.from_struct(s).driver_version == "535.288.01"

@@ -68,6 +68,7 @@ EXPECTED = {
     "xpu_gpu_memory_sliced_bytes": "gauge",
     "xpu_gpu_slices": "gauge",
     "xpu_gpu_channel_ids": "gauge",
+    "xpu_gpu_memory_orphaned_bytes": "gauge",
     "xpu_up": "gauge",
     "xpud_reconciles": "counter",
     "xpud_reconcile_errors": "counter",
@@ -142,6 +143,7 @@ def two_slices(make_service):
     b.usage["a"] = {"memory_peak": 768 * MIB, "killed": 1,
                     "run_ns": 1_500_000_000, "gated_ns": 2_250_000_000,
                     "runnable_ns": 3_750_000_000, **RECORDS_A}
+    b.orphaned[1] = 32 * MIB    # a destroyed slice's, kept outside
     return svc
 
 
@@ -219,6 +221,8 @@ def test_names_types_labels_and_values(two_slices, exporter):
         "0": 80 * GIB, "1": 80 * GIB}
     assert samples(fams, "xpu_gpu_memory_sliced_bytes") == {
         "0": GIB, "1": 512 * MIB}
+    assert samples(fams, "xpu_gpu_memory_orphaned_bytes") == {
+        "0": 0, "1": 32 * MIB}
     assert samples(fams, "xpu_gpu_slices") == {"0": 1, "1": 1}
     assert samples(fams, "xpu_gpu_channel_ids") == {"0": 2048, "1": 2048}
     assert fams["xpu_up"].samples[0].value == 1
@@ -282,7 +286,7 @@ def test_top_and_metrics_are_one_source(two_slices, exporter):
     assert top["gpus"][0] == {
         "index": 0, "gpu_uuid": UUID0, "gpu_minor": 0, "name": "NVIDIA H200",
         "memory_total_bytes": 80 * GIB, "memory_sliced_bytes": GIB,
-        "slices": 1, "channel_ids": 2048}
+        "memory_orphaned_bytes": 0, "slices": 1, "channel_ids": 2048}
 
 
 def test_one_kernel_read_per_scrape(two_slices, exporter):

@@ -55,6 +55,8 @@ class FakeBackend(Backend):
         self.max_os_events: int | None = MAX_OS_EVENTS
         # max_records and max_doorbell_files; None: they cannot be read.
         self.max_records: int | None = MAX_RECORDS
+        # by minor: memory of destroyed slices kept outside them
+        self.orphaned: dict[int, int] = {}
         self.max_doorbell_files: int | None = MAX_DOORBELL_FILES
         # The channel ids the kernel says it shares out, by GPU UUID.
         self.channel_ids: dict[str, int] = {}
@@ -173,7 +175,8 @@ class FakeBackend(Backend):
                 driver_version="580.126.20",
                 memory_total=g.memory_total_bytes or 0,
                 memory_sliced=sum(s.memory_limit for s in mine),
-                channel_ids=2048))
+                channel_ids=2048,
+                memory_orphaned=self.orphaned.get(g.minor, 0)))
         return KernelRead(self.read_time, tuple(gpus), tuple(infos),
                           self.max_handles, self.max_os_events,
                           records_limit=self.max_records,

@@ -142,6 +142,12 @@ GPU = (
     Metric("xpu_gpu_memory_sliced_bytes", GAUGE,
            "The sum of the memory limits of the GPU's slices.",
            lambda g: g.memory_sliced_bytes),
+    Metric("xpu_gpu_memory_orphaned_bytes", GAUGE,
+           "Video memory of destroyed slices that something outside every "
+           "slice still keeps (an export or dma-buf fd passed out), charged "
+           "to the GPU: new memory limits get what is neither sliced nor "
+           "this.",
+           lambda g: g.memory_orphaned_bytes),
     Metric("xpu_gpu_slices", GAUGE, "Slices on the GPU.",
            lambda g: g.slices),
     Metric("xpu_gpu_channel_ids", GAUGE,
