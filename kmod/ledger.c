@@ -1327,7 +1327,7 @@ void xpu_ledger_slice_release(struct xpu_slice *slice)
 		for (;;) {
 			mutex_lock(&xpu_ledger_lock);
 			held = list_first_entry_or_null(&slice->held,
-							 struct xpu_held, link);
+							struct xpu_held, link);
 			if (held && !xpu_ledger_bequeath(slice, held) &&
 			    !xpu_ledger_settle(slice, held)) {
 				if (xpu_ledger_orphan(slice, held))
