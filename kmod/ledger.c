@@ -1303,7 +1303,7 @@ static bool xpu_ledger_orphan(struct xpu_slice *slice, struct xpu_held *held)
 
 /*
  * The slice goes: it is nobody's heir any more; each of its held
- * duplicates passes to its heir, or goes if its memory is alone, or is
+ * duplicates goes if its memory is alone, or passes to its heir, or is
  * left to the GPU (an orphan).  The ledger lock is taken for one duplicate
  * at a time, as in xpu_ledger_reprobe: the slice's tenant chose how many
  * it held.  Another slice's free may claim one meanwhile (an heir): it is
@@ -1328,8 +1328,13 @@ void xpu_ledger_slice_release(struct xpu_slice *slice)
 			mutex_lock(&xpu_ledger_lock);
 			held = list_first_entry_or_null(&slice->held,
 							struct xpu_held, link);
-			if (held && !xpu_ledger_bequeath(slice, held) &&
-			    !xpu_ledger_settle(slice, held)) {
+			/*
+			 * settled first: out of the probe when not alone,
+			 * so that an heir's bequest cannot fail on it and
+			 * leave the GPU an orphan with heirs
+			 */
+			if (held && !xpu_ledger_settle(slice, held) &&
+			    !xpu_ledger_bequeath(slice, held)) {
 				if (xpu_ledger_orphan(slice, held))
 					orphaned = true;
 				else
@@ -1347,10 +1352,13 @@ void xpu_ledger_slice_release(struct xpu_slice *slice)
 		unsigned int nr = slice->gpu - xpu_gpus;
 
 		mutex_lock(&xpu_orphanage_lock);
-		if (!xpu_ledger_orphanage[nr]) {
+		mutex_lock(&xpu_ledger_lock);
+		/* a settle or a free may have let go of them meanwhile */
+		if (!xpu_ledger_orphanage[nr] && xpu_ledger_nr_orphans[nr]) {
 			xpu_ledger_orphanage[nr] = probe;
 			slice->probe = NULL;
 		}
+		mutex_unlock(&xpu_ledger_lock);
 		mutex_unlock(&xpu_orphanage_lock);
 	}
 	xpu_ledger_slice_exit(slice);

@@ -117,6 +117,15 @@ static u64 xpu_gpu_memory_room(struct xpu_gpu *gpu)
 	return gpu->memory_total - min(gpu->memory_total, taken);
 }
 
+/* xpu_gpu_memory_room's figure without xpu_lock: it may be stale. */
+static u64 xpu_gpu_memory_room_now(struct xpu_gpu *gpu)
+{
+	u64 taken = READ_ONCE(gpu->memory_sliced) +
+		    READ_ONCE(gpu->memory_orphaned);
+
+	return gpu->memory_total - min(gpu->memory_total, taken);
+}
+
 static struct xpu_slice *xpu_slice_find(u32 id)
 {
 	lockdep_assert_held(&xpu_lock);
@@ -218,8 +227,14 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 		kfree(slice);
 		return ret;
 	}
-	/* what destroyed slices left kept may be free by now */
-	xpu_ledger_orphans_settle(gpu, XPU_LEDGER_REPROBE_STEP);
+	/*
+	 * What destroyed slices left kept may be free by now: all of it is
+	 * looked at when the limit would not fit otherwise (an admin's call),
+	 * so that no ENOSPC stands on what is gone.
+	 */
+	xpu_ledger_orphans_settle(gpu, xpu_gpu_memory_room_now(gpu) <
+				  arg->memory_limit ?
+				  UINT_MAX : XPU_LEDGER_REPROBE_STEP);
 
 	mutex_lock(&xpu_lock);
 	ret = -EEXIST;

@@ -2484,7 +2484,7 @@ def test_memory_a_destroyed_slice_left_kept_outside_is_charged_to_the_gpu(
     32 MiB charged to no one, out of every slice's room.  Now it is the
     GPU's orphan: memory_orphaned says 32 MiB, and a new limit gets only
     what is neither sliced nor orphaned (one 32 MiB more than that is
-    refused) until the fd's close; the next read then lets it go."""
+    refused) until the fd's close; the next creation then lets it go."""
     a = Slice(admin, nodedir, name="orphaner", limit=64 << 20)
     a_alive = True
     heap0 = nvtest.heap_used(0)
@@ -2520,10 +2520,11 @@ def test_memory_a_destroyed_slice_left_kept_outside_is_charged_to_the_gpu(
         assert e.value.errno == errno.ENOSPC
         os.close(buf)
         buf = None
-        assert _gpu0_orphaned() == 0
-        assert nvtest.heap_used(0) == heap0
+        # the creation's own look finds it alone, before any read
         big = admin.slice_create("fits", 0, room + (64 << 20))
         admin.slice_destroy(big.id)
+        assert _gpu0_orphaned() == 0
+        assert nvtest.heap_used(0) == heap0
     finally:
         srv.close()
         if buf is not None:

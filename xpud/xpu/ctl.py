@@ -774,9 +774,9 @@ class Ctl:
         if memory_limit > mem_free:
             kept = ""
             if gpu.memory_orphaned:
-                kept = (f" ({sizes.format_size(gpu.memory_orphaned)} of it "
-                        "still kept by something outside every slice "
-                        "after its slice went: an export or dma-buf fd)")
+                kept = (f" (another {sizes.format_size(gpu.memory_orphaned)}"
+                        " is kept outside every slice after its slice went: "
+                        "an export or dma-buf fd still open)")
             return (f"it has {sizes.format_size(mem_free)} of "
                     f"{sizes.format_size(gpu.memory_total)} memory left to "
                     f"give{kept}, {sizes.format_size(memory_limit)} asked: "

@@ -384,6 +384,7 @@ class FakeXpu:
             e.minor, e.mode, e.policy = minor, g["mode"], g["policy"]
             e.period_us, e.memory_total = g["period_us"], g["memory_total"]
             e.channel_ids = g.get("channel_ids", 0)
+            e.memory_orphaned = g.get("memory_orphaned", 0)
             e.driver_major, e.driver_minor, e.driver_patch = 580, 126, 20
             uapi.pack_str(e.uuid, g["uuid"].encode())
         a.count = len(self.gpus)
@@ -431,7 +432,9 @@ class FakeXpu:
             _raise(errno.EEXIST)
         used = sum(s["memory_limit"] for s in self.slices.values()
                    if s["gpu_minor"] == a.gpu_minor)
-        if used + a.memory_limit > self.gpus[a.gpu_minor]["memory_total"]:
+        g = self.gpus[a.gpu_minor]
+        if (used + g.get("memory_orphaned", 0) + a.memory_limit
+                > g["memory_total"]):
             _raise(errno.ENOSPC)
         id = min(set(range(len(self.slices) + 1)) - set(self.slices))
         self.slices[id] = {"name": name, "gpu_minor": a.gpu_minor,
@@ -624,6 +627,21 @@ def test_ctl_explains_enospc_with_the_kernels_numbers(fake, tmp_path):
         "memory left to give, 2GiB asked: shrink or destroy a slice, or ask "
         "for less")
     assert e.value.errno == errno.ENOSPC
+
+
+def test_ctl_explains_enospc_with_memory_a_destroyed_slice_left_kept(
+        fake, tmp_path):
+    fake.gpus[0]["memory_orphaned"] = 512 * MIB
+    with ctl.Ctl(str(tmp_path / "xpuctl")) as c:
+        c.slice_create("big", 0, 79 * GIB)
+        assert c.gpu_list()[0].memory_orphaned == 512 * MIB
+        with pytest.raises(ctl.Conflict) as e:
+            c.slice_create("more", 0, GIB)
+    assert str(e.value) == (
+        "creating slice 'more': GPU 0 (/dev/nvidia0): it has 512MiB of "
+        "80GiB memory left to give (another 512MiB is kept outside every "
+        "slice after its slice went: an export or dma-buf fd still open), "
+        "1GiB asked: shrink or destroy a slice, or ask for less")
 
 
 def test_ctl_refuses_a_long_name_before_the_kernel(fake, tmp_path):
