@@ -96,6 +96,10 @@ class GpuState:
     # The channel ids its slices share out (xpu.ko's figure, RM's by
     # default); None when the kernel does not say (docs/security.md, 40).
     channel_ids: int | None = None
+    # Memory of destroyed slices something outside every slice keeps,
+    # charged to the GPU (docs/memory.md); None when the kernel does not
+    # say (not serving the GPU).
+    memory_orphaned_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -410,7 +410,8 @@ class KernelBackend(Backend):
             if g is None:
                 extra.append(k.minor)
             states[k.minor] = GpuState(gpu, gpu_settings(k),
-                                       k.channel_ids or None)
+                                       k.channel_ids or None,
+                                       k.memory_orphaned)
         for g in inv:  # GPUs xpu.ko does not serve: listed, no settings
             if g.minor not in states:
                 states[g.minor] = GpuState(g, None)
@@ -424,7 +425,8 @@ class KernelBackend(Backend):
             ordered.append(GpuState(Gpu(n + i, s.gpu.uuid, s.gpu.name,
                                         s.gpu.minor, s.gpu.bus_id,
                                         s.gpu.memory_total_bytes),
-                                    s.settings))
+                                    s.settings, s.channel_ids,
+                                    s.memory_orphaned_bytes))
         return ordered
 
     def set_gpu(self, gpu_uuid: str, settings: GpuSettings) -> None:

@@ -894,6 +894,7 @@ class Service:
                 sum(d.compute_share for d in mine)),
             "memory_used_bytes": g.memory_used_bytes,
             "memory_used_outside_slices_bytes": outside,
+            "memory_orphaned_bytes": gs.memory_orphaned_bytes,
             "channel_ids": gs.channel_ids,
             "state": PENDING if err else READY,
             "error": err,

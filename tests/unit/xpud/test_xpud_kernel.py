@@ -667,6 +667,19 @@ def test_list_gpus_joins_the_kernel_and_the_inventory(kb, fake):
     assert [s.channel_ids for s in states] == [None, None]
     fake.gpus[1]["channel_ids"] = 2048
     assert [s.channel_ids for s in kb.list_gpus()] == [2048, None]
+    # memory of destroyed slices kept outside them, charged to the GPU
+    assert [s.memory_orphaned_bytes for s in states] == [0, 0]
+    fake.gpus[0]["memory_orphaned"] = 32 * MIB
+    assert [s.memory_orphaned_bytes for s in kb.list_gpus()] == [0, 32 * MIB]
+
+
+def test_list_gpus_keeps_the_kernels_figures_of_a_gpu_not_in_the_inventory(
+        kb, fake):
+    kb.inventory = ListInventory([])
+    fake.gpus[1]["channel_ids"] = 2048
+    fake.gpus[1]["memory_orphaned"] = 32 * MIB
+    s = next(s for s in kb.list_gpus() if s.gpu.minor == 1)
+    assert (s.channel_ids, s.memory_orphaned_bytes) == (2048, 32 * MIB)
 
 
 def test_list_gpus_without_an_inventory(kb, fake):

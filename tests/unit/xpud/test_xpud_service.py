@@ -462,7 +462,8 @@ def test_a_missing_gpu_leaves_a_slice_pending(make_service, backend):
     assert backend.slices == {}
 
 
-def test_gpus_view(make_service):
+def test_gpus_view(make_service, backend):
+    backend.orphaned[1] = 32 * MIB     # a destroyed slice's, kept outside
     svc = make_service(CONFIG)
     g0, g1 = svc.op_gpus()
     assert g1 == {
@@ -472,8 +473,9 @@ def test_gpus_view(make_service):
         "slices": 1, "memory_assigned_bytes": 8 * GIB,
         "compute_assigned": 50, "state": "ready", "error": None,
         "memory_used_bytes": None, "memory_used_outside_slices_bytes": None,
-        "channel_ids": None}
-    assert (g0["slices"], g0["mode"]) == (0, "shared")
+        "memory_orphaned_bytes": 32 * MIB, "channel_ids": None}
+    assert (g0["slices"], g0["mode"], g0["memory_orphaned_bytes"]) == (
+        0, "shared", 0)
 
 
 def test_gpus_view_channel_ids(make_service, backend):

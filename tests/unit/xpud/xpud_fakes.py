@@ -73,7 +73,8 @@ class FakeBackend(Backend):
     def list_gpus(self):
         self._call("list_gpus")
         return [GpuState(g, self.settings.get(g.uuid),
-                         self.channel_ids.get(g.uuid)) for g in self.gpus]
+                         self.channel_ids.get(g.uuid),
+                         self.orphaned.get(g.minor, 0)) for g in self.gpus]
 
     def set_gpu(self, gpu_uuid, settings):
         self._call("set_gpu", gpu_uuid, settings)
