@@ -193,6 +193,16 @@ static unsigned int xpu_ledger_nr_orphans[XPU_MAX_GPUS];
 static struct xpu_probe *xpu_ledger_orphanage[XPU_MAX_GPUS];
 static DEFINE_MUTEX(xpu_orphanage_lock);
 
+/* HELD leaves its slice's (or its GPU's orphans') list and the lookups. */
+static void xpu_held_unlink(struct xpu_held *held)
+{
+	list_del(&held->link);
+	if (held->placed)
+		hash_del(&held->where_link);
+	else
+		list_del(&held->gpu_link);
+}
+
 static int xpu_lclient_fn(void *data)
 {
 	struct xpu_lclient *lc = data;
@@ -261,11 +271,7 @@ void xpu_ledger_exit(void)
 	for (i = 0; i < XPU_MAX_GPUS; i++)
 		list_for_each_entry_safe(held, tmp, &xpu_ledger_orphans[i],
 					 link) {
-			list_del(&held->link);
-			if (held->placed)
-				hash_del(&held->where_link);
-			else
-				list_del(&held->gpu_link);
+			xpu_held_unlink(held);
 			kfree(held);
 		}
 	xpu_lclient_stop(&xpu_ledger);
@@ -614,11 +620,7 @@ static void xpu_held_free(struct xpu_probe *probe, struct xpu_held *held)
 	list_for_each_entry_safe(h, tmp, &held->heirs, on_held)
 		xpu_heir_free(h);
 	xpu_held_drop(probe, held);
-	list_del(&held->link);
-	if (held->placed)
-		hash_del(&held->where_link);
-	else
-		list_del(&held->gpu_link);
+	xpu_held_unlink(held);
 	kfree(held);
 }
 

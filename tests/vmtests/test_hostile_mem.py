@@ -2378,6 +2378,20 @@ sys.stdin.readline()
 """
 
 
+def _kept_through_a_dmabuf(a, b):
+    """SHARE_MEM_KEEPER's tenants: slice A's shares 32 MiB, slice B's
+    duplicates it and makes a dma-buf of its duplicate (B's allocations
+    of 32 MiB more come later), then A's frees its handle: B's handle and
+    dma-buf keep the memory, A's ledger holds it.  (owner, keeper)."""
+    owner, keeper = _share_mem(
+        a, b, SHARE_MEM_KEEPER.replace("MORE", str(32 << 20)))
+    # premise: shared, and the dma-buf made of B's duplicate
+    assert keeper.report() == {"status": abi.NV_OK, "export": [0, abi.NV_OK]}
+    assert let_go_on(owner) == {"freed": True}
+    assert a.used() == 32 << 20, a.get()
+    return owner, keeper
+
+
 @pytest.mark.parametrize("first_gone", ["holder", "keeper"])
 def test_memory_a_destroyed_slice_held_passes_to_the_slice_that_keeps_it(
         admin, nodedir, first_gone):
@@ -2395,21 +2409,13 @@ def test_memory_a_destroyed_slice_held_passes_to_the_slice_that_keeps_it(
     first (its tenant's exit closes the dma-buf), and is no heir after: the
     claim it left on A's held duplicate goes with it, and the memory with
     A's next look."""
-    more = 32 << 20
     a = Slice(admin, nodedir, name="holder", limit=256 << 20)
     b = Slice(admin, nodedir, name="keeper", limit=48 << 20)
     heap0 = nvtest.heap_used(0)
     a_alive = True
     try:
-        owner, keeper = _share_mem(
-            a, b, SHARE_MEM_KEEPER.replace("MORE", str(more)))
-        # premise: shared, and the dma-buf made of B's duplicate
-        assert keeper.report() == {"status": abi.NV_OK,
-                                   "export": [0, abi.NV_OK]}
-        assert let_go_on(owner) == {"freed": True}
-        # premise: B's handle and the dma-buf keep it, A's ledger holds it
+        owner, keeper = _kept_through_a_dmabuf(a, b)
         assert nvtest.heap_used(0) - heap0 == 32 << 20
-        assert a.used() == 32 << 20, a.get()
         assert let_go_on(keeper) == {"freed": True}
         # premise: B kept no duplicate of its own; A pays
         assert (a.used(), b.used()) == (32 << 20, 0)
@@ -2545,18 +2551,12 @@ def test_memory_a_destroyed_slice_left_to_the_gpu_passes_to_the_next_freer(
     MiB more refused in B's 48 while its dma-buf is open), and the GPU no
     more.  Without that, B would have been taken for an heir of a held
     duplicate with no slice, and charged nothing."""
-    more = 32 << 20
     a = Slice(admin, nodedir, name="holder", limit=256 << 20)
     b = Slice(admin, nodedir, name="keeper", limit=48 << 20)
     heap0 = nvtest.heap_used(0)
     a_alive = True
     try:
-        owner, keeper = _share_mem(
-            a, b, SHARE_MEM_KEEPER.replace("MORE", str(more)))
-        assert keeper.report() == {"status": abi.NV_OK,
-                                   "export": [0, abi.NV_OK]}
-        assert let_go_on(owner) == {"freed": True}
-        assert a.used() == 32 << 20, a.get()
+        owner, keeper = _kept_through_a_dmabuf(a, b)
         assert owner.finish() == 0
         a.destroy()
         a_alive = False
