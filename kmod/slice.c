@@ -312,6 +312,15 @@ int xpu_slice_ioc_set(struct xpu_slice_info *arg)
 	if (!slice)
 		return -ENOENT;
 	/*
+	 * A raise that would not fit otherwise looks at every orphan of its
+	 * GPU first (as a creation does), outside xpu_lock.
+	 */
+	if ((flags & XPU_SLICE_SET_MEMORY) &&
+	    arg->memory_limit > READ_ONCE(slice->memory_limit) &&
+	    arg->memory_limit - READ_ONCE(slice->memory_limit) >
+	    xpu_gpu_memory_room_now(slice->gpu))
+		xpu_ledger_orphans_settle(slice->gpu, UINT_MAX);
+	/*
 	 * A lower limit is checked against RM's figure under the slice's
 	 * mem_lock.  A caller of the slice may hold it asleep on its own
 	 * page: it is waited for a bounded time (xpu_mem_lock_admin), and

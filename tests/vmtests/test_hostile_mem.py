@@ -2480,8 +2480,9 @@ sys.stdin.readline()
 """
 
 
+@pytest.mark.parametrize("then", ["create", "raise"])
 def test_memory_a_destroyed_slice_left_kept_outside_is_charged_to_the_gpu(
-        admin, nodedir):
+        admin, nodedir, then):
     """A keeper that never had a handle (session 64's open item).  A
     tenant of slice A exports 32 MiB as a dma-buf, passes the fd to a
     process outside every slice (this one) and frees its handle: the
@@ -2489,8 +2490,9 @@ def test_memory_a_destroyed_slice_left_kept_outside_is_charged_to_the_gpu(
     destroyed.  Before, A's held duplicate went with A, and the fd kept
     32 MiB charged to no one, out of every slice's room.  Now it is the
     GPU's orphan: memory_orphaned says 32 MiB, and a new limit gets only
-    what is neither sliced nor orphaned (one 32 MiB more than that is
-    refused) until the fd's close; the next creation then lets it go."""
+    what is neither sliced nor orphaned (a slice's creation or a raise of
+    32 MiB more than that is refused) until the fd's close; then the
+    creation's or the raise's own look lets it go, and it is made."""
     a = Slice(admin, nodedir, name="orphaner", limit=64 << 20)
     a_alive = True
     heap0 = nvtest.heap_used(0)
@@ -2524,11 +2526,22 @@ def test_memory_a_destroyed_slice_left_kept_outside_is_charged_to_the_gpu(
         with pytest.raises(xpu_ctl.CtlError) as e:
             admin.slice_create("toobig", 0, room + (64 << 20))
         assert e.value.errno == errno.ENOSPC
-        os.close(buf)
-        buf = None
-        # the creation's own look finds it alone, before any read
-        big = admin.slice_create("fits", 0, room + (64 << 20))
-        admin.slice_destroy(big.id)
+        grow = admin.slice_create("grow", 0, 1 << 20)
+        try:
+            with pytest.raises(xpu_ctl.CtlError) as e:
+                admin.slice_set(grow.id, memory_limit=room + (64 << 20))
+            assert e.value.errno == errno.ENOSPC
+            os.close(buf)
+            buf = None
+            # the call's own look finds it alone, before any read
+            if then == "create":
+                admin.slice_destroy(grow.id)
+                grow = admin.slice_create("fits", 0, room + (64 << 20))
+            else:
+                admin.slice_set(grow.id, memory_limit=room + (64 << 20))
+            assert admin.slice_get(grow.id).memory_limit == room + (64 << 20)
+        finally:
+            admin.slice_destroy(grow.id)
         assert _gpu0_orphaned() == 0
         assert nvtest.heap_used(0) == heap0
     finally:
