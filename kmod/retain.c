@@ -111,10 +111,19 @@ struct xpu_ret {
 	struct xpu_slice *slice;	/* a reference, with a charge pinned */
 	u64 chan_bytes, tsg_bytes;	/* the charges pinned, and how many */
 	u32 chans, tsgs;
+	/*
+	 * On xpu_ret_clock: the retain's entry, and the latest drop of a
+	 * channel record whose charge it pins (0: none).  A retention that
+	 * entered after a channel record went cannot hold that channel (RM
+	 * looks the handle up inside the call): it is no heir of that pin.
+	 */
+	u64 entered, chan_died;
 	struct llist_node put;		/* to the work item, for the put */
 };
 
 static DEFINE_SPINLOCK(xpu_ret_lock);
+/* Orders retains' entries and records' drops (struct xpu_ret's entered). */
+static atomic64_t xpu_ret_clock;
 /*
  * Records by (client, channel) and (client, TSG), not by client alone: a
  * tenant's threads inside the retain naming another slice's client would
@@ -269,10 +278,18 @@ static struct xpu_ret *xpu_ret_heir(const struct xpu_ret *ret, bool tsg)
 				return o;
 		return NULL;
 	}
+	/*
+	 * Only one that entered before the channel's record went: a handle
+	 * freed and made again (another channel, perhaps of another TSG) and
+	 * retained anew is another object.  Before session 65 such a
+	 * retention took the pin and the old channel's TSG, and the new
+	 * channel's TSG was then charged to no one when freed.
+	 */
 	hash_for_each_possible(xpu_ret_by_chan, o, by_chan,
 			       xpu_ret_key(ret->h_client, ret->h_channel))
 		if (o->h_client == ret->h_client &&
 		    o->h_channel == ret->h_channel &&
+		    o->entered < ret->chan_died &&
 		    xpu_ret_may_pin(o, ret->slice))
 			return o;
 	return NULL;
@@ -319,6 +336,7 @@ static void xpu_ret_drop(struct xpu_ret *ret)
 				to->slice = xpu_slice_get(ret->slice);
 			to->chan_bytes += ret->chan_bytes;
 			to->chans += ret->chans;
+			to->chan_died = max(to->chan_died, ret->chan_died);
 			to->pinned_chan = true;
 			xpu_ret_set_tsg(to, ret->h_tsg);
 		} else {
@@ -418,6 +436,7 @@ static int xpu_ret_retain_pre(struct kprobe *kp, struct pt_regs *regs)
 				    (unsigned long)current)
 		if (o->task == current)
 			xpu_ret_over(o);
+	ret->entered = atomic64_inc_return(&xpu_ret_clock);
 	hash_add(xpu_ret_by_chan, &ret->by_chan,
 		 xpu_ret_key(ret->h_client, ret->h_channel));
 	hash_add(xpu_ret_by_vas, &ret->by_vas, (unsigned long)ret->vas);
@@ -704,6 +723,8 @@ bool xpu_retain_pin(struct xpu_slice *slice, int kind, u32 h_client,
 		if (kind == XPU_REC_CHAN) {
 			found->chan_bytes += charge;
 			found->chans++;
+			/* later than every retain that entered so far */
+			found->chan_died = atomic64_inc_return(&xpu_ret_clock);
 			WRITE_ONCE(slice->uvm_chans, slice->uvm_chans + 1);
 		} else {
 			found->tsg_bytes += charge;

@@ -919,6 +919,83 @@ def test_a_registration_xpu_cannot_watch_still_pins_its_own_slice_s_free(
         assert nvtest.xpu_param("uvm_retain_records") < records
 
 
+# A channel's handle made again: CH (registered through UVM file A) is
+# freed, and its handle named for a new channel of a new TSG on a second
+# context (UVM file B, a VA space of its own), registered through B; A then
+# lets go of the old channel, and the new TSG is freed while B retains its
+# channel.
+HANDLE_MADE_AGAIN = REGISTERED_ON_HOST_UVM + """
+h = ch.hchannel
+rm.free(h)
+report(step="freed")
+sys.stdin.readline()
+uvm2 = Uvm(ctl.abi.version, path="/dev/nvidia-uvm")
+ctx2 = CudaContext(dev, uvm2)
+t2 = rm.alloc(dev.hdevice, abi.KEPLER_CHANNEL_GROUP_A,
+              abi.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                  engineType=abi.NV2080_ENGINE_TYPE_GR0))
+share = rm.alloc(t2, abi.FERMI_CONTEXT_SHARE_A,
+                 abi.NV_CTXSHARE_ALLOCATION_PARAMETERS(
+                     hVASpace=ctx2.hvas,
+                     flags=abi.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC))
+area = ctx2.alloc(2 << 20, vidmem=True, cpu=True)
+p = dev.abi.NV_CHANNEL_ALLOC_PARAMS()
+p.hObjectBuffer = area.handle
+p.gpFifoOffset = area.va
+p.gpFifoEntries = 1024
+p.hContextShare = share
+p.hUserdMemory[0] = area.handle
+p.userdOffset[0] = 1024 * abi.NV_GPFIFO_ENTRY_SIZE
+assert rm.alloc(t2, abi.HOPPER_CHANNEL_GPFIFO_A, p, hnew=h) == h
+uvm2.register_channel(ctx2.uuid, ctl.fileno(), rm.handle, h,
+                      ctx2.next_channel_va, 64 << 20)
+uvm.unregister_channel(ctx.uuid, rm.handle, h)
+report(step="made again")
+sys.stdin.readline()
+rm.free(t2)
+report(step="tsg freed")
+sys.stdin.readline()
+uvm2.close()
+report(step="closed")
+sys.stdin.readline()
+"""
+
+
+def test_a_retention_of_a_handle_made_again_inherits_nothing_of_the_old(
+        admin, nodedir, uvm_nodes):  # noqa: F811
+    """Class 39 with a channel's handle made again (found in session 65 by
+    a study of retain.c): a registered channel freed leaves its charge
+    pinned to its retention; the tenant makes a new channel, of a new TSG,
+    under the same handle and registers it through another UVM file, then
+    lets the old registration go.  The old pin moved to the new retention,
+    the only other one of that (client, handle), with the old channel's
+    TSG as its TSG, so the new TSG's free found no retention of its own:
+    RM kept the new TSG's context and channel for UVM, and the slice was
+    charged 4 KiB for them (0, 1, 4096).  Now a retention takes a pin only
+    of a record that went after it entered (RM looks the handle up inside
+    the call): the old charge goes with the old channel, and the new TSG
+    and channel are charged while UVM keeps them."""
+    assert _retentions_seen()
+    each = (nvtest.xpu_param("gr_context_kib") << 10) + 4096
+    with _uvm_tenant(admin, nodedir, "uvmagain",
+                     HANDLE_MADE_AGAIN) as (sl, child):
+        assert child.report() == {"step": "freed"}
+        # premise: the old channel's charge pinned to its retention
+        assert _uvm_charged(sl) == (0, 1, 4096), sl.get()
+        _go(child)
+        assert child.report() == {"step": "made again"}
+        assert _uvm_charged(sl) == (0, 0, 0), sl.get()
+        held = nvtest.heap_used(0)
+        _go(child)
+        assert child.report() == {"step": "tsg freed"}
+        # premise: RM keeps the new TSG's context and channel for UVM
+        assert nvtest.heap_used(0) == held
+        assert _uvm_charged(sl) == (1, 1, each), sl.get()
+        _go(child)
+        assert child.report() == {"step": "closed"}
+        assert _uvm_charged(sl) == (0, 0, 0), sl.get()
+
+
 # Two channels of one TSG, both registered with UVM (through a UVM file of
 # no slice's), the TSG freed (RM frees both channels with it), then UVM
 # lets go of one channel and then of the other.
