@@ -2392,6 +2392,18 @@ def _kept_through_a_dmabuf(a, b):
     return owner, keeper
 
 
+def _the_keeper_pays_until_its_close(b, keeper, heap0):
+    """Slice B pays for the 32 MiB its tenant's dma-buf keeps: 32 MiB
+    more is refused in its 48 until the dma-buf's close, then admitted;
+    the memory goes with the close."""
+    assert b.used() == 32 << 20, b.get()
+    assert let_go_on(keeper) == {"kept": abi.NV_ERR_NO_MEMORY,
+                                 "closed": abi.NV_OK}
+    assert b.used() == 0
+    assert nvtest.heap_used(0) == heap0
+    assert keeper.finish() == 0
+
+
 @pytest.mark.parametrize("first_gone", ["holder", "keeper"])
 def test_memory_a_destroyed_slice_held_passes_to_the_slice_that_keeps_it(
         admin, nodedir, first_gone):
@@ -2436,12 +2448,7 @@ def test_memory_a_destroyed_slice_held_passes_to_the_slice_that_keeps_it(
         a_alive = False
         # the dma-buf still keeps the memory, now charged to B
         assert nvtest.heap_used(0) - heap0 == 32 << 20
-        assert b.used() == 32 << 20, b.get()
-        assert let_go_on(keeper) == {"kept": abi.NV_ERR_NO_MEMORY,
-                                     "closed": abi.NV_OK}
-        assert b.used() == 0
-        assert nvtest.heap_used(0) == heap0
-        assert keeper.finish() == 0
+        _the_keeper_pays_until_its_close(b, keeper, heap0)
     finally:
         if a_alive:
             a.destroy()
@@ -2577,13 +2584,8 @@ def test_memory_a_destroyed_slice_left_to_the_gpu_passes_to_the_next_freer(
         assert nvtest.heap_used(0) - heap0 == 32 << 20
         assert _gpu0_orphaned() == 32 << 20
         assert let_go_on(keeper) == {"freed": True}
-        assert b.used() == 32 << 20, b.get()
         assert _gpu0_orphaned() == 0
-        assert let_go_on(keeper) == {"kept": abi.NV_ERR_NO_MEMORY,
-                                     "closed": abi.NV_OK}
-        assert b.used() == 0
-        assert nvtest.heap_used(0) == heap0
-        assert keeper.finish() == 0
+        _the_keeper_pays_until_its_close(b, keeper, heap0)
     finally:
         if a_alive:
             a.destroy()
