@@ -1188,30 +1188,36 @@ u32 xpu_ledger_free(struct xpu_file *xf, struct file *file,
 }
 
 /*
- * Whether the memory of HELD, a held duplicate of SLICE's, is nothing
- * else's any more: HELD moves into the slice's probe (a duplicate there,
- * then the ledger's goes), is asked about there -- a reading of the
- * slice's probe walks nothing another slice holds --, and goes if alone,
- * else moves back.  Under the probe lock and the ledger lock throughout,
+ * Whether the memory of HELD, a held duplicate (of a slice's, PROBE its
+ * slice's, or an orphan, PROBE the GPU's orphans'), is nothing else's any
+ * more: HELD moves into PROBE (a duplicate there, then the ledger's
+ * goes) and is asked about there -- a reading of a slice's probe walks
+ * nothing another slice holds --; if alone it stays there for its caller
+ * to free, else it moves back.  Under the probe lock and the ledger lock throughout,
  * so that no other slice's look for a held duplicate of its memory finds
  * none while it is in the probe.
  */
-static bool xpu_ledger_settle(struct xpu_slice *slice, struct xpu_held *held)
+static bool xpu_held_alone(struct xpu_probe *probe, struct xpu_held *held)
 {
-	struct xpu_probe *probe = slice->probe;
 	u64 size = held->size;	/* measured when it was held */
 
 	lockdep_assert_held(&probe->lock);
 	lockdep_assert_held(&xpu_ledger_lock);
 	if (!xpu_ledger_fetch(probe, held))
 		return false;	/* ask again later */
-	if (xpu_probe_alone(probe, held->subdevice, held->h_dup,
-			    &size)) {
-		xpu_ledger_unhold(slice, held);
+	if (xpu_probe_alone(probe, held->subdevice, held->h_dup, &size))
 		return true;
-	}
 	xpu_ledger_keep(probe, held);
 	return false;
+}
+
+/* SLICE's HELD goes if its memory is alone (xpu_held_alone): whether. */
+static bool xpu_ledger_settle(struct xpu_slice *slice, struct xpu_held *held)
+{
+	if (!xpu_held_alone(slice->probe, held))
+		return false;
+	xpu_ledger_unhold(slice, held);
+	return true;
 }
 
 /*
@@ -1379,7 +1385,6 @@ void xpu_ledger_orphans_settle(struct xpu_gpu *gpu, unsigned int max)
 	struct xpu_probe *probe;
 	struct xpu_held *held;
 	bool empty;
-	u64 size;
 
 	mutex_lock(&xpu_orphanage_lock);
 	probe = xpu_ledger_orphanage[nr];
@@ -1393,17 +1398,9 @@ void xpu_ledger_orphans_settle(struct xpu_gpu *gpu, unsigned int max)
 		mutex_lock(&xpu_ledger_lock);
 		held = list_first_entry_or_null(&xpu_ledger_orphans[nr],
 						struct xpu_held, link);
-		if (held && xpu_ledger_fetch(probe, held)) {
-			size = held->size;
-			if (xpu_probe_alone(probe, held->subdevice, held->h_dup,
-					    &size)) {
-				xpu_orphan_free(probe, nr, held);
-				held = NULL;
-			} else {
-				xpu_ledger_keep(probe, held);
-			}
-		}
-		if (held)
+		if (held && xpu_held_alone(probe, held))
+			xpu_orphan_free(probe, nr, held);
+		else if (held)
 			list_rotate_left(&xpu_ledger_orphans[nr]);
 		mutex_unlock(&xpu_ledger_lock);
 		cond_resched();

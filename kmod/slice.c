@@ -107,18 +107,10 @@ void xpu_slice_put(struct xpu_slice *slice)
 
 /*
  * What of GPU's memory a new limit may take: neither another slice's limit
- * nor what destroyed slices left kept (memory_orphaned).  Under xpu_lock.
+ * nor what destroyed slices left kept (memory_orphaned).  Exact under
+ * xpu_lock; without it, a figure to decide whether to look at orphans.
  */
 static u64 xpu_gpu_memory_room(struct xpu_gpu *gpu)
-{
-	u64 taken = gpu->memory_sliced + READ_ONCE(gpu->memory_orphaned);
-
-	lockdep_assert_held(&xpu_lock);
-	return gpu->memory_total - min(gpu->memory_total, taken);
-}
-
-/* xpu_gpu_memory_room's figure without xpu_lock: it may be stale. */
-static u64 xpu_gpu_memory_room_now(struct xpu_gpu *gpu)
 {
 	u64 taken = READ_ONCE(gpu->memory_sliced) +
 		    READ_ONCE(gpu->memory_orphaned);
@@ -232,7 +224,7 @@ int xpu_slice_ioc_create(struct xpu_slice_info *arg)
 	 * looked at when the limit would not fit otherwise (an admin's call),
 	 * so that no ENOSPC stands on what is gone.
 	 */
-	xpu_ledger_orphans_settle(gpu, xpu_gpu_memory_room_now(gpu) <
+	xpu_ledger_orphans_settle(gpu, xpu_gpu_memory_room(gpu) <
 				  arg->memory_limit ?
 				  UINT_MAX : XPU_LEDGER_REPROBE_STEP);
 
@@ -318,7 +310,7 @@ int xpu_slice_ioc_set(struct xpu_slice_info *arg)
 	if ((flags & XPU_SLICE_SET_MEMORY) &&
 	    arg->memory_limit > READ_ONCE(slice->memory_limit) &&
 	    arg->memory_limit - READ_ONCE(slice->memory_limit) >
-	    xpu_gpu_memory_room_now(slice->gpu))
+	    xpu_gpu_memory_room(slice->gpu))
 		xpu_ledger_orphans_settle(slice->gpu, UINT_MAX);
 	/*
 	 * A lower limit is checked against RM's figure under the slice's
@@ -346,8 +338,7 @@ again:
 	if (ret)
 		goto out;
 	ret = -ENOSPC;
-	if (memory > gpu->memory_total - (gpu->memory_sliced - slice->memory_limit) ||
-	    (memory > slice->memory_limit &&
+	if ((memory > slice->memory_limit &&
 	     memory - slice->memory_limit > xpu_gpu_memory_room(gpu)) ||
 	    gpu->share_sliced - slice->share + share > XPU_SHARE_MAX)
 		goto out;
